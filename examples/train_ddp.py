@@ -1,0 +1,90 @@
+"""Data-parallel training of a small regression model with PyTorch DDP over gloo (CPU).
+
+Launched by npu_run (or torchrun) with one process per worker; it reads only the standard
+environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, DEVICE_ID) through
+init_method="env://". At the end every rank all-gathers a checksum of its weights, and the job
+fails unless all ranks hold identical weights and the loss went down: that is what
+data-parallel training promises.
+
+    npu_run --nproc-per-node 4 examples/train_ddp.py --steps 30
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30, help="optimizer steps")
+    parser.add_argument("--batch", type=int, default=32, help="samples per rank and step")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--fail-rank", type=int, default=-1,
+                        help="this rank raises at --fail-step (to try failure handling)")
+    parser.add_argument("--fail-step", type=int, default=5)
+    return parser.parse_args()
+
+
+def make_batch(generator, batch, true_w, true_b):
+    x = torch.randn(batch, true_w.numel(), generator=generator)
+    y = x @ true_w + true_b + 0.01 * torch.randn(batch, generator=generator)
+    return x, y.unsqueeze(1)
+
+
+@record  # writes the exception to TORCHELASTIC_ERROR_FILE, which npu_run's summary shows
+def main():
+    args = parse_args()
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group("gloo", init_method="env://")
+    assert dist.get_rank() == rank and dist.get_world_size() == world
+
+    # Same model init everywhere (DDP also broadcasts rank 0's weights); different data per rank.
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    true_w = torch.arange(1.0, 9.0)
+    data = torch.Generator().manual_seed(1000 + rank)
+
+    first_loss = last_loss = None
+    for step in range(args.steps):
+        if rank == args.fail_rank and step == args.fail_step:
+            raise RuntimeError(f"rank {rank} fails at step {step} as asked by --fail-rank")
+        x, y = make_batch(data, args.batch, true_w, 0.5)
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()  # DDP all-reduces the gradients here
+        optimizer.step()
+        # The mean loss over all ranks, so every rank reports the same number.
+        global_loss = loss.detach().clone()
+        dist.all_reduce(global_loss)
+        global_loss = global_loss.item() / world
+        first_loss = global_loss if first_loss is None else first_loss
+        last_loss = global_loss
+        if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
+            print(f"step {step:3d}  loss {global_loss:.4f}", flush=True)
+
+    checksum = torch.tensor([sum(p.detach().double().sum().item() for p in model.parameters())],
+                            dtype=torch.float64)
+    gathered = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+    dist.all_gather(gathered, checksum)
+    agree = all(torch.equal(g, gathered[0]) for g in gathered)
+    improved = last_loss < first_loss
+    print(f"rank {rank}/{world} (local {local_rank}, device {os.environ.get('DEVICE_ID', '?')}): "
+          f"weights checksum {checksum.item():.6f}", flush=True)
+    dist.barrier()
+    if rank == 0:
+        print(f"ranks agree: {agree}; loss {first_loss:.4f} -> {last_loss:.4f}", flush=True)
+    dist.destroy_process_group()
+    return 0 if agree and improved else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+// The agent's own log lines (spdlog, to stderr): every line names the node rank and host, so
+// lines from many nodes gathered by a scheduler stay attributable.
+#pragma once
+
+#include <string>
+
+namespace npu_run {
+
+// Installs the default logger; `level` as accepted by --log-level.
+void configure_agent_logging(const std::string& level, const std::string& host);
+
+// Updates the identity once the rendezvous has assigned the node rank.
+void set_agent_log_identity(int node_rank, const std::string& host);
+
+}  // namespace npu_run

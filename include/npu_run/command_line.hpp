@@ -1,0 +1,27 @@
+// The npu_run command line (CLI11): every torchrun flag in both spellings, PET_<NAME> env
+// defaults, and the checks that turn flags into a LaunchConfig. No launch logic lives here.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "npu_run/environment.hpp"
+#include "npu_run/launch_config.hpp"
+
+namespace npu_run {
+
+// --help, --version and every usage error end parsing early with a text and an exit code.
+struct EarlyExit {
+  int exit_code = 0;
+  std::string text;
+  bool to_stderr = false;
+};
+
+using ParseResult = std::variant<LaunchConfig, EarlyExit>;
+
+// `args` excludes argv[0]. `env` supplies PYTHON_EXEC, device discovery and the other
+// non-flag inputs; PET_* flag defaults are read by CLI11 from the process environment.
+ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env);
+
+}  // namespace npu_run

@@ -1,0 +1,26 @@
+// The one table npu_run prints when a job does not succeed: root cause first, then every other
+// worker that did not finish cleanly, each with host, ranks, pid, result and log file.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "npu_run/worker_exit.hpp"
+
+namespace npu_run {
+
+struct SummaryContext {
+  std::string host;
+  int node_rank = 0;
+  int attempt = 0;  // TORCHELASTIC_RESTART_COUNT of the attempt being summarised
+};
+
+// `error_messages` maps a worker index to the message its error file recorded (may be empty).
+std::string format_failure_summary(const GroupResult& result, const SummaryContext& context,
+                                   const std::map<size_t, std::string>& error_messages);
+
+// The message of a torchelastic error file (written by @record in the worker), first line only;
+// empty when the file is missing or not in that format.
+std::string read_error_file_message(const std::string& path);
+
+}  // namespace npu_run

@@ -1,0 +1,67 @@
+// LaunchConfig: everything the command line and PET_* environment asked for, validated once.
+// Nothing downstream re-parses flags; later stages only read this.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "npu_run/rank_stream_map.hpp"
+
+namespace npu_run {
+
+enum class WorkerMode {
+  kPythonScript,  // $PYTHON_EXEC -u SCRIPT ARGS
+  kPythonModule,  // $PYTHON_EXEC -u -m MODULE ARGS
+  kExecutable,    // --no-python: SCRIPT ARGS
+};
+
+struct LaunchConfig {
+  // What each worker runs.
+  WorkerMode mode = WorkerMode::kPythonScript;
+  std::string entrypoint;         // script, module, or executable as the user wrote it
+  std::vector<std::string> args;  // the user's arguments after it (before ${local_rank} expansion)
+  std::string program;            // absolute path of the file exec'd: python or the executable
+
+  // Shape of the job.
+  int nproc_per_node = 1;
+  std::vector<int> devices;    // physical device id of each local rank
+  std::string devices_source;  // "default", "--devices", or what discovery found
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::optional<int> node_rank;  // unset: assigned by the rendezvous
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::optional<std::string> local_addr;
+  std::string rdzv_backend = "static";
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;
+  std::string run_id = "none";
+  std::string role = "default";
+
+  // Supervision.
+  int max_restarts = 0;
+  std::chrono::milliseconds term_timeout{30'000};  // grace between SIGTERM and SIGKILL
+  std::vector<int> stop_signals;  // signals that stop the job (--signals-to-handle)
+
+  // Output of workers.
+  std::optional<std::string> log_dir;
+  bool log_dir_is_temporary = false;  // created because -r/-t asked for files without --log-dir
+  RankStreamMap redirects;
+  RankStreamMap tee;
+  std::optional<std::set<int>> local_ranks_filter;
+  std::optional<std::string> prefix_template;  // set: console lines pass through the agent
+
+  // Agent behaviour.
+  std::string log_level = "info";
+  bool dry_run = false;
+  bool json = false;
+};
+
+// The text shown after a usage error and in --help; also used by tests.
+std::string worker_mode_name(WorkerMode mode);
+
+}  // namespace npu_run

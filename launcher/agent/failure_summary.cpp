@@ -1,0 +1,113 @@
+#include "npu_run/failure_summary.hpp"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace npu_run {
+namespace {
+
+std::string clock_time(std::chrono::system_clock::time_point t) {
+  if (t == std::chrono::system_clock::time_point{}) return "-";
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  return fmt::format("{:%H:%M:%S}.{:03d}", fmt::localtime(std::chrono::system_clock::to_time_t(t)),
+                     ms);
+}
+
+std::string result_text(const WorkerOutcome& w, bool is_root_cause) {
+  std::string text = w.status.describe();
+  if (w.survived_kill)
+    text += ", survived SIGKILL (uninterruptible?)";
+  else if (w.stopped_by_agent && !is_root_cause)
+    text += ", stopped by npu_run";
+  return text;
+}
+
+}  // namespace
+
+std::string format_failure_summary(const GroupResult& result, const SummaryContext& ctx,
+                                   const std::map<size_t, std::string>& error_messages) {
+  // Root cause first, then the others in local-rank order; clean exits are only counted.
+  std::vector<size_t> rows;
+  if (result.root_cause) rows.push_back(*result.root_cause);
+  size_t succeeded = 0;
+  for (size_t i = 0; i < result.workers.size(); ++i) {
+    if (result.root_cause && i == *result.root_cause) continue;
+    if (result.workers[i].status.success() && !result.workers[i].survived_kill) {
+      ++succeeded;
+      continue;
+    }
+    rows.push_back(i);
+  }
+
+  const double seconds = std::chrono::duration<double>(result.elapsed).count();
+  std::string out;
+  if (result.outcome == GroupResult::Outcome::kStopped) {
+    out +=
+        fmt::format("npu_run stopped by {} on node {} ({}) after {:.1f} s, attempt {}:\n",
+                    signal_name(result.stop_signal), ctx.node_rank, ctx.host, seconds, ctx.attempt);
+  } else {
+    out += fmt::format(
+        "npu_run job failed on node {} ({}) after {:.1f} s, attempt {}; root cause first:\n",
+        ctx.node_rank, ctx.host, seconds, ctx.attempt);
+  }
+
+  struct Row {
+    std::string cells[8];
+  };
+  std::vector<Row> table;
+  table.push_back({{"", "time", "host", "node", "rank", "local", "pid", "result"}});
+  for (size_t i : rows) {
+    const WorkerOutcome& w = result.workers[i];
+    const bool root = result.root_cause && i == *result.root_cause;
+    table.push_back(
+        {{root ? "*" : "", clock_time(w.finished_at), ctx.host, std::to_string(ctx.node_rank),
+          std::to_string(w.global_rank), std::to_string(w.local_rank),
+          w.pid > 0 ? std::to_string(w.pid) : "-", result_text(w, root)}});
+  }
+  size_t width[8] = {};
+  for (const Row& r : table) {
+    for (size_t c = 0; c < 8; ++c) width[c] = std::max(width[c], r.cells[c].size());
+  }
+  for (size_t r = 0; r < table.size(); ++r) {
+    std::string line = "  ";
+    for (size_t c = 0; c < 8; ++c) {
+      line += fmt::format("{:<{}}", table[r].cells[c], c == 7 ? 0 : width[c] + 2);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+    if (r == 0) continue;
+    const size_t index = rows[r - 1];
+    const WorkerOutcome& w = result.workers[index];
+    const auto message = error_messages.find(index);
+    if (!w.start_error.empty()) out += fmt::format("      {}\n", w.start_error);
+    if (message != error_messages.end() && !message->second.empty()) {
+      out += fmt::format("      error: {}\n", message->second);
+    }
+    if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
+  }
+  if (succeeded > 0)
+    out += fmt::format("  ({} other worker{} exited 0)\n", succeeded, succeeded == 1 ? "" : "s");
+  return out;
+}
+
+std::string read_error_file_message(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("message")) return "";
+  const nlohmann::json& m = doc["message"];
+  std::string text;
+  if (m.is_string())
+    text = m.get<std::string>();
+  else if (m.is_object() && m.contains("message") && m["message"].is_string())
+    text = m["message"].get<std::string>();
+  const auto newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline);
+}
+
+}  // namespace npu_run

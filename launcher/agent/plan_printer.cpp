@@ -1,0 +1,137 @@
+#include "npu_run/plan_printer.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "npu_run/device_list.hpp"
+
+namespace npu_run {
+namespace {
+
+const char* sink_name(StreamSink sink) {
+  switch (sink) {
+    case StreamSink::kInherit:
+      return "console";
+    case StreamSink::kFile:
+      return "file";
+    case StreamSink::kRelay:
+      return "console+file";
+    case StreamSink::kDiscard:
+      return "discarded";
+  }
+  return "?";
+}
+
+std::string describe_route(const StreamRoute& route, bool relayed_prefix) {
+  if (route.sink == StreamSink::kRelay && route.file.empty())
+    return relayed_prefix ? "console (prefixed)" : "console";
+  std::string text = sink_name(route.sink);
+  if (!route.file.empty()) text += " " + route.file;
+  return text;
+}
+
+// MASTER_PORT is only known once the agent holds it.
+std::string env_value(const std::string& name, const std::string& value, const Assignment& a) {
+  if (name == "MASTER_PORT" && a.worker_master_port == 0)
+    return "<held by the agent, chosen at launch>";
+  return value;
+}
+
+std::vector<std::string> command_of(const WorkerSpec& spec) {
+  std::vector<std::string> command{spec.program};
+  command.insert(command.end(), spec.argv.begin(), spec.argv.end());
+  return command;
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789@%+=:,./-_") == std::string::npos;
+  if (plain) return arg;
+  std::string quoted = "'";
+  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
+                             const std::vector<WorkerSpec>& specs, const std::string& run_dir) {
+  std::string out = "npu_run dry run: the plan below is resolved; nothing is started.\n";
+  out += fmt::format(
+      "job: {} node{}, {} worker{} per node, world size {}, run id '{}', role '{}', max restarts "
+      "{}\n",
+      a.nnodes, a.nnodes == 1 ? "" : "s", cfg.nproc_per_node, cfg.nproc_per_node == 1 ? "" : "s",
+      a.world_size, cfg.run_id, cfg.role, cfg.max_restarts);
+  out += fmt::format("node {} ({}): ranks {}-{}, devices {} ({})\n", a.node_rank, a.host,
+                     a.rank_offset, a.rank_offset + cfg.nproc_per_node - 1,
+                     format_device_list(cfg.devices), cfg.devices_source);
+  out += fmt::format("workers' store: MASTER_ADDR={} MASTER_PORT={}\n", a.worker_master_addr,
+                     env_value("MASTER_PORT", std::to_string(a.worker_master_port), a));
+  out += fmt::format(
+      "files: {}{}\n", run_dir,
+      cfg.log_dir || cfg.log_dir_is_temporary ? "" : " (error files only, removed at exit)");
+  out += fmt::format("stop: forward the signal, SIGKILL after {:.1f} s\n",
+                     std::chrono::duration<double>(cfg.term_timeout).count());
+  for (const WorkerSpec& spec : specs) {
+    out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank, spec.global_rank,
+                       spec.device_id);
+    std::string command;
+    for (const auto& part : command_of(spec))
+      command += (command.empty() ? "" : " ") + shell_quote(part);
+    out += "  command: " + command + "\n";
+    out += "  env (set by npu_run; everything else is inherited):\n";
+    for (const auto& [name, value] : spec.contract_env) {
+      out += fmt::format("    {}={}\n", name, env_value(name, value, a));
+    }
+    const bool prefixed = !spec.console_prefix.empty();
+    out += fmt::format("  stdout: {}\n  stderr: {}\n", describe_route(spec.out, prefixed),
+                       describe_route(spec.err, prefixed));
+  }
+  return out;
+}
+
+std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
+                             const std::vector<WorkerSpec>& specs, const std::string& run_dir) {
+  using nlohmann::json;
+  json workers = json::array();
+  for (const WorkerSpec& spec : specs) {
+    auto route = [](const StreamRoute& r) {
+      return json{{"sink", sink_name(r.sink)},
+                  {"file", r.file.empty() ? json(nullptr) : json(r.file)}};
+    };
+    json env = json::object();
+    for (const auto& [name, value] : spec.contract_env) {
+      env[name] = name == "MASTER_PORT" && a.worker_master_port == 0 ? json(nullptr) : json(value);
+    }
+    workers.push_back({{"local_rank", spec.local_rank},
+                       {"rank", spec.global_rank},
+                       {"device_id", spec.device_id},
+                       {"command", command_of(spec)},
+                       {"env", env},
+                       {"stdout", route(spec.out)},
+                       {"stderr", route(spec.err)},
+                       {"console_prefix", spec.console_prefix}});
+  }
+  json plan{{"dry_run", true},
+            {"nnodes", a.nnodes},
+            {"node_rank", a.node_rank},
+            {"host", a.host},
+            {"nproc_per_node", cfg.nproc_per_node},
+            {"world_size", a.world_size},
+            {"rank_offset", a.rank_offset},
+            {"run_id", cfg.run_id},
+            {"role", cfg.role},
+            {"max_restarts", cfg.max_restarts},
+            {"term_timeout_s", std::chrono::duration<double>(cfg.term_timeout).count()},
+            {"worker_master_addr", a.worker_master_addr},
+            {"worker_master_port",
+             a.worker_master_port == 0 ? json(nullptr) : json(a.worker_master_port)},
+            {"run_dir", run_dir},
+            {"devices", cfg.devices},
+            {"workers", workers}};
+  return plan.dump(2) + "\n";
+}
+
+}  // namespace npu_run

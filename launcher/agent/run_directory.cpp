@@ -1,0 +1,82 @@
+#include "npu_run/run_directory.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "npu_run/usage_error.hpp"
+
+namespace npu_run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_base(const EnvMap& env) {
+  const auto tmp = lookup(env, "TMPDIR");
+  return tmp && !tmp->empty() ? *tmp : "/tmp";
+}
+
+std::string make_temp_dir(const std::string& base, const std::string& run_id) {
+  std::string pattern = fmt::format("{}/npu_run_{}_XXXXXX", base, run_id);
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw UsageError(
+        fmt::format("cannot create a temporary directory in {}: {}; set TMPDIR to a writable "
+                    "directory or pass --log-dir",
+                    base, std::strerror(errno)));
+  }
+  return pattern;
+}
+
+}  // namespace
+
+std::string RunDirectory::preview(const LaunchConfig& cfg, const EnvMap& env) {
+  if (cfg.log_dir) return (fs::path(*cfg.log_dir) / cfg.run_id).lexically_normal().string();
+  return fmt::format("{}/npu_run_{}_XXXXXX", temp_base(env), cfg.run_id);
+}
+
+RunDirectory RunDirectory::create(const LaunchConfig& cfg, const EnvMap& env) {
+  if (!cfg.log_dir) {
+    const std::string dir = make_temp_dir(temp_base(env), cfg.run_id);
+    if (cfg.log_dir_is_temporary)
+      spdlog::info("worker log files go to {} (pass --log-dir to choose)", dir);
+    return RunDirectory(dir, cfg.log_dir_is_temporary, !cfg.log_dir_is_temporary);
+  }
+  const fs::path dir = (fs::path(*cfg.log_dir) / cfg.run_id).lexically_normal();
+  std::error_code ec;
+  const bool existed = fs::exists(dir / "attempt_0", ec);
+  fs::create_directories(dir, ec);
+  if (ec || ::access(dir.c_str(), W_OK) != 0) {
+    throw UsageError(
+        fmt::format("--log-dir {}: cannot create the writable directory {}: {}; choose a directory "
+                    "you can write to",
+                    *cfg.log_dir, dir.string(), ec ? ec.message() : std::strerror(errno)));
+  }
+  if (existed) {
+    spdlog::warn(
+        "{} holds logs of an earlier run with run id '{}'; they are overwritten (pass --run-id to "
+        "keep "
+        "runs apart)",
+        dir.string(), cfg.run_id);
+  }
+  return RunDirectory(dir.string(), true, false);
+}
+
+RunDirectory::RunDirectory(RunDirectory&& other) noexcept
+    : path_(std::move(other.path_)),
+      log_files_(other.log_files_),
+      remove_at_exit_(other.remove_at_exit_) {
+  other.remove_at_exit_ = false;
+}
+
+RunDirectory::~RunDirectory() {
+  if (!remove_at_exit_) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+}  // namespace npu_run

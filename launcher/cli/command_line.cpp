@@ -1,0 +1,766 @@
+#include "npu_run/command_line.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "npu_run/device_discovery.hpp"
+#include "npu_run/device_list.hpp"
+#include "npu_run/line_prefix.hpp"
+#include "npu_run/usage_error.hpp"
+#include "npu_run/version.hpp"
+
+namespace npu_run {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Upper bound on workers per node: far above any accelerator server, low enough that a typo
+// like 80000 is caught before forking a process storm.
+constexpr int kMaxWorkersPerNode = 1024;
+constexpr int kMaxNodes = 1'000'000;
+
+const char* const kFooter = R"(Examples:
+  npu_run --nproc-per-node 8 train.py --cfg a.yaml
+  npu_run --nproc-per-node auto --devices 4-7 train.py          # 4 workers on NPUs 4..7
+  npu_run --nproc-per-node 4 -m mypkg.train --lr 0.1              # python -u -m mypkg.train
+  npu_run --nproc-per-node 2 --no-python ./run.sh                  # any executable
+  npu_run --nproc-per-node 8 --log-dir logs --local-ranks-filter 0 train.py
+                                                # rank 0 on the console, every rank in logs/
+  npu_run --nproc-per-node 8 --dry-run --json train.py            # show the plan, start nothing
+
+Every option can also come from the environment as PET_<NAME> (e.g. PET_NPROC_PER_NODE=8);
+the command line wins. Workers run $PYTHON_EXEC -u SCRIPT ARGS (PYTHON_EXEC defaults to python3).
+"${local_rank}" in ARGS is replaced by each worker's local rank, as torchrun does.
+
+Exit status: 0 when every worker succeeded; the root-cause worker's exit code (128+N for a
+signal) when one failed; 128+N when npu_run was stopped by signal N; 2 for usage errors.
+)";
+
+// Raw flag values as CLI11 fills them; validated into LaunchConfig afterwards.
+struct RawFlags {
+  std::string nnodes = "1:1";
+  std::string nproc_per_node = "1";
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string local_addr;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string run_id = "none";
+  std::string rdzv_conf;
+  bool standalone = false;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;
+  std::string start_method = "spawn";
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string prefix_template;
+  double term_timeout = 30.0;
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string devices;
+  std::string log_level = "info";
+  bool dry_run = false;
+  bool json = false;
+};
+
+// Builds the CLI11 definition; option pointers are kept so that validation can say whether a
+// value came from the command line or from its PET_ variable.
+class CommandLine {
+ public:
+  CommandLine()
+      : app_(
+            "npu_run [OPTIONS] SCRIPT [ARGS...]\n\nLaunch one worker per device, on one node or "
+            "many; a "
+            "drop-in for torchrun's command line.",
+            "npu_run") {
+    app_.set_version_flag("--version", std::string("npu_run ") + kVersion);
+    app_.footer(kFooter);
+    app_.prefix_command();  // parsing stops at the script; everything after it is the script's
+
+    auto* shape = "Job shape";
+    nnodes_ = add("--nnodes", raw_.nnodes, "Number of nodes, N or MIN:MAX (default 1)", shape);
+    nproc_ = app_.add_option("--nproc-per-node,--nproc_per_node,--nproc", raw_.nproc_per_node,
+                             "Workers per node: N, auto (detected NPUs, else GPUs, else 1), npu, "
+                             "gpu, or cpu (one per core)")
+                 ->envname("PET_NPROC_PER_NODE")
+                 ->group(shape);
+    devices_ =
+        add("--devices", raw_.devices,
+            "Physical device id per local rank, e.g. 4-7 or 0,2,4,6 (default 0..N-1)", shape);
+    node_rank_ = add("--node-rank", raw_.node_rank, "Rank of this node (default 0)", shape);
+    master_addr_ = add("--master-addr", raw_.master_addr,
+                       "Address of the rendezvous host, node 0 (default 127.0.0.1)", shape);
+    master_port_ =
+        add("--master-port", raw_.master_port,
+            "Rendezvous port on the master (default 29500); workers get another port", shape);
+    local_addr_ = add("--local-addr", raw_.local_addr,
+                      "Address of this node that peers should use (multi-NIC hosts)", shape);
+    rdzv_backend_ = add("--rdzv-backend", raw_.rdzv_backend,
+                        "Accepted for torchrun compatibility (static, c10d, etcd, etcd-v2); "
+                        "npu_run always uses its own TCP rendezvous",
+                        shape);
+    rdzv_endpoint_ =
+        add("--rdzv-endpoint", raw_.rdzv_endpoint,
+            "HOST[:PORT] of the rendezvous; same as --master-addr/--master-port", shape);
+    run_id_ = app_.add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", raw_.run_id,
+                              "Job id shared by all nodes; names the log directory (default none)")
+                  ->envname("PET_RDZV_ID")
+                  ->group(shape);
+    rdzv_conf_ = add("--rdzv-conf", raw_.rdzv_conf,
+                     "Rendezvous settings key=value,... (timeout, join_timeout, "
+                     "last_call_timeout, close_timeout, read_timeout)",
+                     shape);
+    standalone_ = add_flag("--standalone", raw_.standalone,
+                           "Single-node job with its own local rendezvous", shape);
+    role_ = add("--role", raw_.role, "Worker role name (ROLE_NAME; default 'default')", shape);
+
+    auto* what = "What workers run";
+    module_ =
+        app_.add_flag("-m,--module", raw_.module, "Run SCRIPT as a module: python -u -m SCRIPT")
+            ->envname("PET_MODULE")
+            ->group(what);
+    no_python_ = add_flag("--no-python", raw_.no_python,
+                          "Run SCRIPT directly as an executable, without python", what);
+    run_path_ =
+        add_flag("--run-path", raw_.run_path,
+                 "Accepted for torchrun compatibility; the script runs as python -u SCRIPT", what);
+    start_method_ =
+        add("--start-method", raw_.start_method,
+            "Accepted for torchrun compatibility (spawn, fork, forkserver); ignored", what);
+
+    auto* supervise = "Supervision";
+    max_restarts_ =
+        add("--max-restarts", raw_.max_restarts,
+            "Restart the worker group up to N times after a failure (default 0)", supervise);
+    monitor_interval_ =
+        add("--monitor-interval", raw_.monitor_interval,
+            "Accepted for torchrun compatibility; npu_run reacts to exits at once", supervise);
+    term_timeout_ =
+        app_.add_option("--term-timeout,--term_timeout,--shutdown-timeout,--shutdown_timeout",
+                        raw_.term_timeout,
+                        "Seconds between SIGTERM and SIGKILL when stopping workers "
+                        "(default 30)")
+            ->envname("PET_TERM_TIMEOUT")
+            ->group(supervise);
+    signals_ = add("--signals-to-handle", raw_.signals_to_handle,
+                   "Signals that stop the job after forwarding them to workers (default "
+                   "SIGTERM,SIGINT,SIGHUP,SIGQUIT); SIGUSR1/SIGUSR2 are otherwise forwarded only",
+                   supervise);
+
+    auto* logs = "Worker output";
+    log_dir_ = add("--log-dir", raw_.log_dir,
+                   "Write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log (implies "
+                   "--tee 3 unless -r/-t say otherwise)",
+                   logs);
+    redirects_ =
+        app_.add_option("-r,--redirects", raw_.redirects,
+                        "Streams sent only to log files: 0 none, 1 stdout, 2 stderr, 3 both, "
+                        "or per local rank like 0:3,12:1")
+            ->envname("PET_REDIRECTS")
+            ->group(logs);
+    tee_ = app_.add_option("-t,--tee", raw_.tee,
+                           "Streams written to log files and the console (same syntax as -r)")
+               ->envname("PET_TEE")
+               ->group(logs);
+    filter_ = add("--local-ranks-filter", raw_.local_ranks_filter,
+                  "Only these local ranks reach the console, e.g. 0 or 0,1 (others: log files "
+                  "or nothing)",
+                  logs);
+    prefix_ = add("--log-line-prefix-template", raw_.prefix_template,
+                  "Prefix of relayed console lines; ${rank} ${local_rank} ${node_rank} "
+                  "${role_name} ${host} (default '[${rank}]: ' when teeing; '' for none)",
+                  logs);
+
+    auto* agent = "Agent";
+    log_level_ = add("--log-level", raw_.log_level,
+                     "Agent log level: trace, debug, info, warn, error, critical, off", agent);
+    dry_run_ =
+        add_flag("--dry-run", raw_.dry_run,
+                 "Print the resolved plan (nodes, ranks, commands, environment) and exit", agent);
+    json_ = add_flag("--json", raw_.json, "With --dry-run: print the plan as JSON", agent);
+  }
+
+  CLI::App& app() { return app_; }
+  const CLI::App& app() const { return app_; }
+  const RawFlags& raw() const { return raw_; }
+
+  // The spelling the user typed ("-t", "--nproc_per_node"), or the PET_ variable the value came
+  // from, so that messages point at what is actually on the user's screen.
+  std::string source(const CLI::Option* opt) const {
+    if (auto typed = typed_spelling(opt)) return *typed;
+    if (!opt->get_envname().empty() && std::getenv(opt->get_envname().c_str()) != nullptr) {
+      return opt->get_envname();
+    }
+    const auto& l = opt->get_lnames();
+    return l.empty() ? "-" + opt->get_snames().front() : "--" + l.front();
+  }
+
+  bool given(const CLI::Option* opt) const { return opt->count() > 0; }
+
+  void set_options_part(std::vector<std::string> options_part) {
+    options_part_ = std::move(options_part);
+  }
+
+  // Every spelling this command line accepts, for "did you mean" hints.
+  std::vector<std::string> all_names() const {
+    std::vector<std::string> names;
+    for (const CLI::Option* opt : app_.get_options()) {
+      for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+    }
+    return names;
+  }
+
+  CLI::Option *nnodes_, *nproc_, *devices_, *node_rank_, *master_addr_, *master_port_, *local_addr_,
+      *rdzv_backend_, *rdzv_endpoint_, *run_id_, *rdzv_conf_, *standalone_, *role_, *module_,
+      *no_python_, *run_path_, *start_method_, *max_restarts_, *monitor_interval_, *term_timeout_,
+      *signals_, *log_dir_, *redirects_, *tee_, *filter_, *prefix_, *log_level_, *dry_run_, *json_;
+
+ private:
+  // Adds "--a-b" and "--a_b" spellings with env default PET_A_B.
+  template <typename T>
+  CLI::Option* add(const std::string& dashed, T& target, const std::string& help,
+                   const char* group) {
+    return app_.add_option(spellings(dashed), target, help)
+        ->envname(env_name(dashed))
+        ->group(group);
+  }
+  CLI::Option* add_flag(const std::string& dashed, bool& target, const std::string& help,
+                        const char* group) {
+    return app_.add_flag(spellings(dashed), target, help)->envname(env_name(dashed))->group(group);
+  }
+  static std::string spellings(const std::string& dashed) {
+    std::string underscored = dashed;
+    std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+    return underscored == dashed ? dashed : dashed + "," + underscored;
+  }
+  static std::string env_name(const std::string& dashed) {
+    std::string name = "PET_";
+    for (char c : dashed.substr(2)) name += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    return name;
+  }
+  std::optional<std::string> typed_spelling(const CLI::Option* opt) const {
+    for (const std::string& token : options_part_) {
+      if (token.size() < 2 || token[0] != '-') continue;
+      if (token[1] == '-') {
+        const std::string name = token.substr(2, token.find('=') - 2);
+        if (opt->check_lname(name)) return "--" + name;
+      } else if (opt->check_sname(token.substr(1, 1))) {
+        return token.substr(0, 2);
+      }
+    }
+    return std::nullopt;
+  }
+
+  CLI::App app_;
+  RawFlags raw_;
+  std::vector<std::string> options_part_;
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_option_message(const std::string& token, const CommandLine& cli) {
+  const std::string name = token.substr(0, token.find('='));
+  std::string best;
+  size_t best_distance = 4;  // beyond 3 edits a suggestion is more confusing than helpful
+  for (const auto& candidate : cli.all_names()) {
+    const size_t d = edit_distance(name, candidate);
+    if (d < best_distance) best = candidate, best_distance = d;
+  }
+  if (!best.empty()) return fmt::format("unknown option '{}'; did you mean '{}'?", name, best);
+  return fmt::format(
+      "unknown option '{}'; see 'npu_run --help' for the options (the training script must come "
+      "after all npu_run options)",
+      name);
+}
+
+int parse_positive(const std::string& text, int max, const std::string& source, const char* what) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 1 ||
+      value > max) {
+    throw UsageError(fmt::format("{} '{}': expected {} between 1 and {}", source, text, what, max));
+  }
+  return value;
+}
+
+void parse_nnodes(const std::string& text, const std::string& source, LaunchConfig& cfg) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    cfg.min_nodes = cfg.max_nodes = parse_positive(text, kMaxNodes, source, "a node count");
+    return;
+  }
+  cfg.min_nodes = parse_positive(text.substr(0, colon), kMaxNodes, source, "a minimum node count");
+  cfg.max_nodes = parse_positive(text.substr(colon + 1), kMaxNodes, source, "a maximum node count");
+  if (cfg.min_nodes > cfg.max_nodes) {
+    throw UsageError(fmt::format("{} '{}': the minimum is above the maximum; write {}:{}", source,
+                                 text, cfg.max_nodes, cfg.min_nodes));
+  }
+}
+
+// Resolves nproc and the device of each local rank from --nproc-per-node and --devices.
+void resolve_workers_and_devices(const CommandLine& cli, const EnvMap& env, LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  const std::string nproc_src = cli.source(cli.nproc_);
+  std::optional<std::vector<int>> listed;
+  if (!raw.devices.empty()) listed = parse_device_list(raw.devices, cli.source(cli.devices_));
+
+  const std::string& n = raw.nproc_per_node;
+  if (n == "auto" || n == "npu" || n == "gpu") {
+    const DiscoveredDevices found = discover_devices(env);
+    const bool wrong_kind = (n == "npu" && found.kind != DeviceKind::kAscend) ||
+                            (n == "gpu" && found.kind != DeviceKind::kNvidia);
+    if (listed) {
+      cfg.nproc_per_node = static_cast<int>(listed->size());
+      cfg.devices = *listed;
+      cfg.devices_source = cli.source(cli.devices_);
+    } else if (found.physical_ids.empty() || wrong_kind) {
+      if (n != "auto") {
+        throw UsageError(fmt::format("{} {}: {}; use a number, or auto to fall back to 1 worker",
+                                     nproc_src, n, found.description));
+      }
+      cfg.nproc_per_node = 1;
+      cfg.devices = {0};
+      cfg.devices_source = found.description + "; 1 worker";
+    } else {
+      cfg.nproc_per_node = static_cast<int>(found.physical_ids.size());
+      cfg.devices = found.physical_ids;
+      cfg.devices_source = found.description;
+    }
+    return;
+  }
+  if (n == "cpu") {
+    cfg.nproc_per_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  } else {
+    int value = 0;
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
+    if (n.empty() || ec != std::errc() || end != n.data() + n.size() || value < 1 ||
+        value > kMaxWorkersPerNode) {
+      throw UsageError(fmt::format(
+          "{} '{}': expected a number of workers between 1 and {}, or auto, npu, gpu, cpu",
+          nproc_src, n, kMaxWorkersPerNode));
+    }
+    cfg.nproc_per_node = value;
+  }
+  if (listed) {
+    if (static_cast<int>(listed->size()) != cfg.nproc_per_node) {
+      throw UsageError(fmt::format(
+          "{} {} names {} device{} but {} is {}; list exactly {} device ids (e.g. --devices "
+          "0-{}) or drop --devices",
+          cli.source(cli.devices_), raw.devices, listed->size(), listed->size() == 1 ? "" : "s",
+          nproc_src, n, cfg.nproc_per_node, cfg.nproc_per_node - 1));
+    }
+    cfg.devices = *listed;
+    cfg.devices_source = cli.source(cli.devices_);
+  } else {
+    cfg.devices.resize(cfg.nproc_per_node);
+    for (int i = 0; i < cfg.nproc_per_node; ++i) cfg.devices[i] = i;
+    cfg.devices_source = "default 0..N-1";
+  }
+}
+
+// HOST, HOST:PORT, [V6]:PORT.
+void apply_rdzv_endpoint(const CommandLine& cli, LaunchConfig& cfg) {
+  const std::string& ep = cli.raw().rdzv_endpoint;
+  if (ep.empty()) return;
+  const std::string src = cli.source(cli.rdzv_endpoint_);
+  std::string host = ep;
+  std::optional<int> port;
+  const auto colon = ep.rfind(':');
+  const bool bracketed = !ep.empty() && ep.front() == '[';
+  if (bracketed) {
+    const auto close = ep.find(']');
+    if (close == std::string::npos) throw UsageError(fmt::format("{} '{}': missing ']'", src, ep));
+    host = ep.substr(1, close - 1);
+    if (close + 1 < ep.size()) {
+      if (ep[close + 1] != ':')
+        throw UsageError(fmt::format("{} '{}': expected [ADDR]:PORT", src, ep));
+      port = parse_positive(ep.substr(close + 2), 65535, src, "a port");
+    }
+  } else if (colon != std::string::npos && ep.find(':') == colon) {
+    host = ep.substr(0, colon);
+    port = parse_positive(ep.substr(colon + 1), 65535, src, "a port");
+  }
+  if (host.empty())
+    throw UsageError(fmt::format("{} '{}': the host is empty; write HOST:PORT", src, ep));
+  if (cli.given(cli.master_addr_) && cli.raw().master_addr != host) {
+    throw UsageError(fmt::format("{} '{}' and {} {} disagree about the rendezvous host; give one",
+                                 src, ep, cli.source(cli.master_addr_), cli.raw().master_addr));
+  }
+  if (port && cli.given(cli.master_port_) && cli.raw().master_port != *port) {
+    throw UsageError(fmt::format("{} '{}' and {} {} disagree about the rendezvous port; give one",
+                                 src, ep, cli.source(cli.master_port_), cli.raw().master_port));
+  }
+  cfg.master_addr = host;
+  if (port) cfg.master_port = *port;
+}
+
+std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
+                                                   const std::string& src) {
+  static const std::set<std::string> kKnown = {
+      "timeout",      "join_timeout",        "last_call_timeout",      "close_timeout",
+      "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host"};
+  std::map<std::string, std::string> conf;
+  if (text.empty()) return conf;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError(fmt::format("{} '{}': item '{}' is not key=value", src, text, item));
+    }
+    const std::string key = item.substr(0, eq);
+    if (!kKnown.count(key)) {
+      throw UsageError(fmt::format("{} '{}': unknown key '{}'; known keys: {}", src, text, key,
+                                   fmt::join(kKnown, ", ")));
+    }
+    conf[key] = item.substr(eq + 1);
+  }
+  return conf;
+}
+
+std::vector<int> parse_signals(const std::string& text, const std::string& src) {
+  static const std::map<std::string, int> kHandled = {{"TERM", SIGTERM}, {"INT", SIGINT},
+                                                      {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+                                                      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+  std::vector<int> signals;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto comma = std::min(text.find(',', pos), text.size());
+    std::string name = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+    const auto it = kHandled.find(name);
+    if (it == kHandled.end()) {
+      throw UsageError(
+          fmt::format("{} '{}': cannot handle '{}'; choose from SIGTERM, SIGINT, "
+                      "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2",
+                      src, text, name));
+    }
+    if (std::find(signals.begin(), signals.end(), it->second) == signals.end())
+      signals.push_back(it->second);
+  }
+  return signals;
+}
+
+std::set<int> parse_rank_filter(const std::string& text, const std::string& src, int nproc) {
+  std::set<int> ranks;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    int rank = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), rank);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || rank < 0) {
+      throw UsageError(fmt::format("{} '{}': '{}' is not a local rank; write ranks like 0 or 0,1",
+                                   src, text, item));
+    }
+    if (rank >= nproc) {
+      throw UsageError(
+          fmt::format("{} '{}': local rank {} does not exist with {} worker{} per node", src, text,
+                      rank, nproc, nproc == 1 ? "" : "s"));
+    }
+    ranks.insert(rank);
+  }
+  return ranks;
+}
+
+// Looks `name` up like execvp would, in the agent's PATH; empty when not found.
+std::string find_program(const std::string& name, const EnvMap& env) {
+  if (name.find('/') != std::string::npos) {
+    return ::access(name.c_str(), X_OK) == 0 ? fs::absolute(name).lexically_normal().string() : "";
+  }
+  const std::string path = lookup(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    const auto colon = std::min(path.find(':', pos), path.size());
+    const std::string dir = colon == pos ? "." : path.substr(pos, colon - pos);
+    pos = colon + 1;
+    const fs::path candidate = fs::path(dir) / name;
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
+      return fs::absolute(candidate).lexically_normal().string();
+    }
+  }
+  return "";
+}
+
+void resolve_program(const CommandLine& cli, const std::vector<std::string>& remaining,
+                     const EnvMap& env, LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  if (raw.no_python && raw.module) {
+    throw UsageError(
+        "--no-python and --module cannot be combined: a module needs python; drop one");
+  }
+  if (raw.no_python && raw.run_path) {
+    throw UsageError(
+        "--no-python and --run-path cannot be combined: --run-path runs python; drop one");
+  }
+  cfg.mode = raw.no_python ? WorkerMode::kExecutable
+             : raw.module  ? WorkerMode::kPythonModule
+                           : WorkerMode::kPythonScript;
+  cfg.entrypoint = remaining.front();
+  cfg.args.assign(remaining.begin() + 1, remaining.end());
+
+  if (cfg.mode == WorkerMode::kExecutable) {
+    cfg.program = find_program(cfg.entrypoint, env);
+    if (cfg.program.empty()) {
+      throw UsageError(fmt::format(
+          "--no-python: '{}' is not an executable file{}; check the path and its execute "
+          "permission",
+          cfg.entrypoint, cfg.entrypoint.find('/') == std::string::npos ? " on PATH" : ""));
+    }
+    return;
+  }
+  const std::string python = lookup(env, "PYTHON_EXEC").value_or("python3");
+  cfg.program = find_program(python, env);
+  if (cfg.program.empty()) {
+    throw UsageError(fmt::format(
+        "cannot find the python interpreter '{}'{} (from {}); set PYTHON_EXEC to a python that "
+        "has your framework installed, e.g. PYTHON_EXEC=/usr/bin/python3",
+        python, python.find('/') == std::string::npos ? " on PATH" : "",
+        lookup(env, "PYTHON_EXEC") ? "PYTHON_EXEC" : "the default python3"));
+  }
+  if (cfg.mode == WorkerMode::kPythonScript) {
+    std::error_code ec;
+    if (!fs::is_regular_file(cfg.entrypoint, ec)) {
+      throw UsageError(fmt::format(
+          "training script '{}' not found (working directory {}); give its path, or use -m for "
+          "a module or --no-python for a program",
+          cfg.entrypoint, fs::current_path(ec).string()));
+    }
+  }
+}
+
+void resolve_outputs(const CommandLine& cli, LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  cfg.redirects = RankStreamMap::parse(raw.redirects, cli.source(cli.redirects_));
+  cfg.tee = RankStreamMap::parse(raw.tee, cli.source(cli.tee_));
+  for (const auto& [map, opt] :
+       {std::pair{&cfg.redirects, cli.redirects_}, std::pair{&cfg.tee, cli.tee_}}) {
+    if (map->highest_named_rank() >= cfg.nproc_per_node) {
+      throw UsageError(
+          fmt::format("{} '{}': local rank {} does not exist with {} worker{} per node",
+                      cli.source(opt), opt->as<std::string>(), map->highest_named_rank(),
+                      cfg.nproc_per_node, cfg.nproc_per_node == 1 ? "" : "s"));
+    }
+  }
+  if (!raw.log_dir.empty()) {
+    cfg.log_dir = raw.log_dir;
+    // Asking for a log directory is asking for files: all streams, unless -r/-t chose some.
+    if (cfg.redirects.empty() && cfg.tee.empty()) cfg.tee = RankStreamMap(StdStreams::kBoth);
+  } else if (!cfg.redirects.empty() || !cfg.tee.empty()) {
+    cfg.log_dir_is_temporary = true;  // as torchrun: files go to a fresh directory under $TMPDIR
+  }
+  if (!raw.local_ranks_filter.empty()) {
+    cfg.local_ranks_filter =
+        parse_rank_filter(raw.local_ranks_filter, cli.source(cli.filter_), cfg.nproc_per_node);
+  }
+  if (cli.given(cli.prefix_)) {
+    validate_prefix_template(raw.prefix_template, cli.source(cli.prefix_));
+    cfg.prefix_template = raw.prefix_template;
+  }
+}
+
+void validate_identity(const CommandLine& cli, LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  auto check_name = [](const std::string& value, const std::string& src, const char* what) {
+    const bool ok = !value.empty() && value != "." && value != ".." &&
+                    std::all_of(value.begin(), value.end(), [](unsigned char c) {
+                      return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+                    });
+    if (!ok) {
+      throw UsageError(fmt::format("{} '{}': {} may use only letters, digits, '-', '_' and '.'",
+                                   src, value, what));
+    }
+  };
+  check_name(raw.run_id, cli.source(cli.run_id_), "a run id (it names the log directory)");
+  check_name(raw.role, cli.source(cli.role_), "a role name");
+  cfg.run_id = raw.run_id;
+  cfg.role = raw.role;
+}
+
+LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& remaining,
+                      const EnvMap& env) {
+  const RawFlags& raw = cli.raw();
+  LaunchConfig cfg;
+  parse_nnodes(raw.nnodes, cli.source(cli.nnodes_), cfg);
+  resolve_workers_and_devices(cli, env, cfg);
+
+  if (raw.standalone) {
+    if (cfg.max_nodes > 1) {
+      throw UsageError(fmt::format("--standalone runs a single node but {} is {}; drop one of them",
+                                   cli.source(cli.nnodes_), raw.nnodes));
+    }
+    cfg.standalone = true;
+  }
+  if (cli.given(cli.node_rank_)) {
+    if (raw.node_rank < 0 || raw.node_rank >= cfg.max_nodes) {
+      throw UsageError(fmt::format("{} {}: node ranks run from 0 to {} with --nnodes {}",
+                                   cli.source(cli.node_rank_), raw.node_rank, cfg.max_nodes - 1,
+                                   raw.nnodes));
+    }
+    cfg.node_rank = raw.node_rank;
+  }
+  if (raw.master_addr.empty()) {
+    throw UsageError(fmt::format("{} is empty; give the host or IP address of node 0",
+                                 cli.source(cli.master_addr_)));
+  }
+  cfg.master_addr = raw.master_addr;
+  if (raw.master_port < 1 || raw.master_port > 65535) {
+    throw UsageError(fmt::format("{} {}: a port must be between 1 and 65535",
+                                 cli.source(cli.master_port_), raw.master_port));
+  }
+  cfg.master_port = raw.master_port;
+  apply_rdzv_endpoint(cli, cfg);
+  if (!raw.local_addr.empty()) cfg.local_addr = raw.local_addr;
+  static const std::set<std::string> kBackends = {"static", "c10d", "etcd", "etcd-v2"};
+  if (!kBackends.count(raw.rdzv_backend)) {
+    throw UsageError(fmt::format("{} '{}': expected static, c10d, etcd or etcd-v2",
+                                 cli.source(cli.rdzv_backend_), raw.rdzv_backend));
+  }
+  cfg.rdzv_backend = raw.rdzv_backend;
+  cfg.rdzv_conf = parse_rdzv_conf(raw.rdzv_conf, cli.source(cli.rdzv_conf_));
+  validate_identity(cli, cfg);
+
+  if (raw.max_restarts < 0) {
+    throw UsageError(
+        fmt::format("{} {}: must be 0 or more", cli.source(cli.max_restarts_), raw.max_restarts));
+  }
+  cfg.max_restarts = raw.max_restarts;
+  if (!(raw.monitor_interval >= 0)) {
+    throw UsageError(fmt::format("{} {}: must be 0 or more seconds",
+                                 cli.source(cli.monitor_interval_), raw.monitor_interval));
+  }
+  static const std::set<std::string> kStartMethods = {"spawn", "fork", "forkserver"};
+  if (!kStartMethods.count(raw.start_method)) {
+    throw UsageError(fmt::format("{} '{}': expected spawn, fork or forkserver",
+                                 cli.source(cli.start_method_), raw.start_method));
+  }
+  if (!(raw.term_timeout >= 0) || raw.term_timeout > 7 * 24 * 3600.0) {
+    throw UsageError(fmt::format("{} {}: expected seconds between 0 and 604800",
+                                 cli.source(cli.term_timeout_), raw.term_timeout));
+  }
+  cfg.term_timeout = std::chrono::milliseconds(std::llround(raw.term_timeout * 1000));
+  cfg.stop_signals = parse_signals(raw.signals_to_handle, cli.source(cli.signals_));
+
+  static const std::set<std::string> kLevels = {"trace",   "debug", "info",     "warn",
+                                                "warning", "error", "critical", "off"};
+  if (!kLevels.count(raw.log_level)) {
+    throw UsageError(
+        fmt::format("{} '{}': expected trace, debug, info, warn, error, critical or off",
+                    cli.source(cli.log_level_), raw.log_level));
+  }
+  cfg.log_level = raw.log_level == "warning" ? "warn" : raw.log_level;
+  if (raw.json && !raw.dry_run)
+    throw UsageError("--json only changes the output of --dry-run; add --dry-run");
+  cfg.dry_run = raw.dry_run;
+  cfg.json = raw.json;
+
+  resolve_outputs(cli, cfg);
+  resolve_program(cli, remaining, env, cfg);
+  return cfg;
+}
+
+// Adds "PET_X=... is set" when the failing option has a PET_ variable in the environment, since
+// a stale exported variable is a common and puzzling cause.
+std::string env_hint(const CommandLine& cli, const std::string& message) {
+  std::string hint;
+  for (const CLI::Option* opt : cli.app().get_options()) {
+    const std::string& env_name = opt->get_envname();
+    if (env_name.empty()) continue;
+    const char* value = std::getenv(env_name.c_str());
+    if (value == nullptr) continue;
+    for (const auto& l : opt->get_lnames()) {
+      if (message.find("--" + l) != std::string::npos) {
+        hint = fmt::format(" (note: {}={} is set in the environment)", env_name, value);
+      }
+    }
+  }
+  return hint;
+}
+
+EarlyExit usage_error(const std::string& message) {
+  return EarlyExit{
+      kExitUsage,
+      fmt::format("npu_run: error: {}\nRun 'npu_run --help' for the options.\n", message), true};
+}
+
+}  // namespace
+
+std::string worker_mode_name(WorkerMode mode) {
+  switch (mode) {
+    case WorkerMode::kPythonScript:
+      return "python script";
+    case WorkerMode::kPythonModule:
+      return "python module";
+    case WorkerMode::kExecutable:
+      return "executable";
+  }
+  return "unknown";
+}
+
+ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env) {
+  CommandLine cli;
+  try {
+    // CLI11 wants the arguments reversed when given as a vector.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    cli.app().parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return EarlyExit{0, cli.app().help(), false};
+  } catch (const CLI::CallForVersion&) {
+    return EarlyExit{0, std::string("npu_run ") + kVersion + "\n", false};
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    return usage_error(what + env_hint(cli, what));
+  }
+
+  std::vector<std::string> remaining = cli.app().remaining();
+  cli.set_options_part({args.begin(), args.end() - static_cast<std::ptrdiff_t>(remaining.size())});
+  // "npu_run [OPTIONS] -- SCRIPT": after the separator even a name starting with '-' is the script.
+  const bool after_separator = !remaining.empty() && remaining.front() == "--";
+  if (after_separator) remaining.erase(remaining.begin());
+  if (remaining.empty()) {
+    return usage_error("no training script given; usage: npu_run [OPTIONS] SCRIPT [ARGS...]");
+  }
+  // With prefix_command(), an unknown option ends parsing just like the script would.
+  if (!after_separator && remaining.front().size() > 1 && remaining.front()[0] == '-') {
+    return usage_error(unknown_option_message(remaining.front(), cli));
+  }
+  try {
+    return validate(cli, remaining, env);
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
+}
+
+}  // namespace npu_run

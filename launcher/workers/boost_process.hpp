@@ -1,0 +1,20 @@
+// Include Boost.Process v2 through this header only. With BOOST_PROCESS_USE_STD_FS, Boost
+// 1.81's headers use boost::optional, boost::io::quoted and boost's type traits (unqualified,
+// inside namespace boost) without including them; this supplies them first, so the order of
+// the includes below matters and clang-format must not sort them.
+#pragma once
+
+// clang-format off
+#include <boost/io/quoted.hpp>
+#include <boost/optional.hpp>
+#include <boost/type_traits/conditional.hpp>
+#include <boost/type_traits/decay.hpp>
+#include <boost/type_traits/is_constructible.hpp>
+#include <boost/type_traits/is_same.hpp>
+#include <boost/type_traits/remove_pointer.hpp>
+
+#include <boost/process/v2/environment.hpp>
+#include <boost/process/v2/process.hpp>
+#include <boost/process/v2/start_dir.hpp>
+#include <boost/process/v2/stdio.hpp>
+// clang-format on

@@ -1,0 +1,109 @@
+#include "guardian.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace npu_run {
+namespace {
+
+// The guardian's whole life: remember process groups until the agent's end of the pipe closes
+// (the agent exited or was killed), then SIGKILL every group still remembered.
+[[noreturn]] void guardian_main(int read_fd) {
+  ::prctl(PR_SET_NAME, "npu_run-guard");
+  // Its lifetime is tied to the pipe, not to signals: a Ctrl-C to the terminal's process group
+  // must not remove it before the agent is gone.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
+    ::signal(sig, SIG_IGN);
+  if (read_fd < 3) {  // keep it clear of the stdio slots that are pointed at /dev/null below
+    const int moved = ::fcntl(read_fd, F_DUPFD, 3);
+    ::close(read_fd);
+    read_fd = moved;
+  }
+  // Hold nothing of the agent's open: a test or a shell waiting for EOF on the agent's stdout
+  // must not wait for the guardian, and the agent's sockets must close when it dies.
+  if (read_fd > 3) ::close_range(3, static_cast<unsigned>(read_fd) - 1, 0);
+  ::close_range(static_cast<unsigned>(read_fd) + 1, ~0U, 0);
+  for (int fd = 0; fd < 3; ++fd) {
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd >= 0 && null_fd != fd) {
+      ::dup2(null_fd, fd);
+      ::close(null_fd);
+    }
+  }
+  // A fixed table keeps the guardian allocation-free after fork; 64k groups is far above any
+  // node's worker count, and overflow only loses the SIGKILL-of-agent safety net.
+  static pid_t groups[65536];
+  size_t count = 0;
+  int32_t message = 0;
+  while (true) {
+    const ssize_t n = ::read(read_fd, &message, sizeof(message));
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof(message))) break;  // EOF: the agent is gone
+    if (message > 0 && count < std::size(groups)) {
+      groups[count++] = message;
+    } else if (message < 0) {
+      for (size_t i = 0; i < count; ++i) {
+        if (groups[i] == -message) {
+          groups[i] = groups[--count];
+          break;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
+  ::_exit(0);
+}
+
+}  // namespace
+
+Guardian::Guardian() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("guardian: pipe: ") + std::strerror(errno));
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error(std::string("guardian: fork: ") + std::strerror(err));
+  }
+  if (pid_ == 0) {
+    ::close(fds[1]);
+    guardian_main(fds[0]);
+  }
+  ::close(fds[0]);
+  pipe_fd_ = fds[1];
+}
+
+Guardian::~Guardian() {
+  if (pipe_fd_ >= 0) ::close(pipe_fd_);
+  // Bounded: the guardian only kills groups that are already gone and exits.
+  while (pid_ > 0 && ::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+void Guardian::watch(pid_t process_group) {
+  send(static_cast<int>(process_group));
+}
+void Guardian::forget(pid_t process_group) {
+  send(-static_cast<int>(process_group));
+}
+
+void Guardian::send(int message) {
+  const int32_t m = message;
+  // A 4-byte write to a pipe is atomic; if it fails the guardian is gone and there is nothing
+  // better to do than carry on without the safety net.
+  while (::write(pipe_fd_, &m, sizeof(m)) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace npu_run

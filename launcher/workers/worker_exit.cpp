@@ -1,0 +1,64 @@
+#include "npu_run/worker_exit.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace npu_run {
+
+ExitStatus ExitStatus::from_wait_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return exited(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) return signaled(WTERMSIG(wait_status));
+  return ExitStatus{};
+}
+
+int ExitStatus::as_exit_code() const {
+  switch (kind) {
+    case Kind::kExited:
+      return code;
+    case Kind::kSignaled:
+      return 128 + signal;
+    case Kind::kNotStarted:
+      return code == ENOENT ? 127 : code == EACCES ? 126 : 1;
+    case Kind::kRunning:
+      return 1;
+  }
+  return 1;
+}
+
+std::string signal_name(int sig) {
+  if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+  return fmt::format("signal {}", sig);
+}
+
+std::string ExitStatus::describe() const {
+  switch (kind) {
+    case Kind::kExited:
+      return fmt::format("exit code {}", code);
+    case Kind::kSignaled:
+      return fmt::format("signal {} ({})", signal_name(signal), signal);
+    case Kind::kNotStarted:
+      return fmt::format("not started: {}", std::strerror(code));
+    case Kind::kRunning:
+      return "still running";
+  }
+  return "unknown";
+}
+
+int exit_code_for(const GroupResult& result) {
+  switch (result.outcome) {
+    case GroupResult::Outcome::kSucceeded:
+      return 0;
+    case GroupResult::Outcome::kStopped:
+      return 128 + result.stop_signal;
+    case GroupResult::Outcome::kFailed:
+      if (result.root_cause) return result.workers.at(*result.root_cause).status.as_exit_code();
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace npu_run

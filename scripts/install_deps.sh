@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every build, test and example dependency of npu_run from Debian 12 packages.
+# Safe to run repeatedly: it only calls apt-get when a package is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake
+  libboost1.81-dev libboost-system1.81-dev   # Boost.Asio + Boost.Process v2 (headers)
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  python3-torch                               # examples/ and end-to-end tests (gloo on CPU)
+  procps iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+echo "install_deps: installing ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update -q
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,104 @@
+// The worker environment contract, checked on real workers started by the real binary.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "support/harness.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::map<std::string, std::string> read_env_file(const std::string& path) {
+  std::map<std::string, std::string> env;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+}  // namespace
+
+TEST_CASE("env contract: four workers get ranks, devices, sizes and a shared held MASTER_PORT",
+          "[integration][env]") {
+  TempDir dir;
+  // Each worker records its environment, then proves MASTER_PORT is held: a plain bind must fail.
+  const std::string worker =
+      "env > \"$OUT/env.$LOCAL_RANK\"; "
+      "/usr/bin/python3 -c 'import os,socket\n"
+      "s=socket.socket()\n"
+      "try:\n s.bind((\"0.0.0.0\", int(os.environ[\"MASTER_PORT\"]))); print(\"bound\")\n"
+      "except OSError as e: print(\"refused\", e.errno)' > \"$OUT/bind.$LOCAL_RANK\"; "
+      "echo \"$@\" > \"$OUT/args.$LOCAL_RANK\"";
+  const Finished f = run_npu_run(
+      {"--nproc-per-node", "4", "--devices", "4-7", "--run-id", "envtest", "--max-restarts", "2",
+       "--no-python", "/bin/sh", "-c", worker, "sh", "--ckpt", "c${local_rank}.pt"},
+      {{"OUT", dir.path()}, {"OMP_NUM_THREADS", std::nullopt}, {"KEEP_ME", "yes"}});
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK_THAT(f.err, Contains("OMP_NUM_THREADS is unset: setting it to 1"));
+
+  std::set<std::string> ports;
+  for (int r = 0; r < 4; ++r) {
+    auto env = read_env_file(dir.file("env." + std::to_string(r)));
+    CHECK(env["RANK"] == std::to_string(r));
+    CHECK(env["RANK_ID"] == std::to_string(r));
+    CHECK(env["LOCAL_RANK"] == std::to_string(r));
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["RANK_SIZE"] == "4");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "4");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["GROUP_WORLD_SIZE"] == "1");
+    CHECK(env["ROLE_RANK"] == std::to_string(r));
+    CHECK(env["ROLE_WORLD_SIZE"] == "4");
+    CHECK(env["ROLE_NAME"] == "default");
+    CHECK(env["DEVICE_ID"] == std::to_string(4 + r));
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+    CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
+    CHECK(env["TORCHELASTIC_RUN_ID"] == "envtest");
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"],
+               Contains("attempt_0/" + std::to_string(r) + "/error.json"));
+    CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+    CHECK(env["OMP_NUM_THREADS"] == "1");
+    CHECK(env["KEEP_ME"] == "yes");  // the rest of the agent's environment is inherited
+    ports.insert(env["MASTER_PORT"]);
+    CHECK(read_file(dir.file("bind." + std::to_string(r))) == "refused 98\n");  // EADDRINUSE
+    CHECK(read_file(dir.file("args." + std::to_string(r))) ==
+          "--ckpt c" + std::to_string(r) + ".pt\n");
+  }
+  REQUIRE(ports.size() == 1);
+  CHECK(*ports.begin() != "29500");  // never the rendezvous port
+  CHECK(std::stoi(*ports.begin()) > 0);
+}
+
+TEST_CASE(
+    "env contract: an exported OMP_NUM_THREADS is respected, PET_ variables configure npu_run",
+    "[integration][env]") {
+  TempDir dir;
+  const Finished f = run_npu_run(
+      {"--no-python", "/bin/sh", "-c", "echo \"$OMP_NUM_THREADS $WORLD_SIZE $DEVICE_ID\""},
+      {{"OMP_NUM_THREADS", "3"}, {"PET_NPROC_PER_NODE", "2"}, {"PET_DEVICES", "6,7"}});
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK(count_occurrences(f.out, "3 2 6\n") == 1);
+  CHECK(count_occurrences(f.out, "3 2 7\n") == 1);
+  CHECK(f.err.find("OMP_NUM_THREADS is unset") == std::string::npos);
+}
+
+TEST_CASE("env contract: the error-file directory is private and removed at exit",
+          "[integration][env]") {
+  TempDir tmp;
+  const Finished f = run_npu_run(
+      {"--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", "echo $TORCHELASTIC_ERROR_FILE"},
+      {{"TMPDIR", tmp.path()}});
+  REQUIRE(f.exit_code == 0);
+  CHECK_THAT(f.out, Contains(tmp.path() + "/npu_run_none_"));
+  CHECK(std::filesystem::is_empty(tmp.path()));
+}

@@ -1,0 +1,261 @@
+#include "support/harness.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "npu_run/environment.hpp"
+#include "workers/boost_process.hpp"
+
+namespace npu_run::testing {
+
+namespace bp = boost::process::v2;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+std::string new_marker() {
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  return std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+}
+
+}  // namespace
+
+std::string npu_run_binary() {
+  return NPU_RUN_BINARY;
+}
+std::string source_dir() {
+  return NPU_RUN_SOURCE_DIR;
+}
+
+size_t count_occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size()))
+    ++n;
+  return n;
+}
+
+struct NpuRunProcess::State {
+  boost::asio::io_context io;
+  std::optional<bp::process> process;
+  int out_fd = -1;
+  int err_fd = -1;
+  int pid_fd = -1;
+  bool exited = false;
+  std::string out;
+  std::string err;
+  Clock::time_point started = Clock::now();
+
+  ~State() {
+    for (int fd : {out_fd, err_fd, pid_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+};
+
+NpuRunProcess::NpuRunProcess(const std::vector<std::string>& args, const EnvOverrides& env,
+                             const std::string& cwd)
+    : state_(std::make_unique<State>()), marker_(new_marker()) {
+  EnvMap full = current_environment();
+  if (!full.count("PYTHON_EXEC")) full["PYTHON_EXEC"] = "/usr/bin/python3";
+  full[kMarkerVariable] = marker_;
+  for (const auto& [name, value] : env) {
+    if (value)
+      full[name] = *value;
+    else
+      full.erase(name);
+  }
+  const std::vector<std::string> env_strings = to_envp(full);
+  std::vector<const char*> envp;
+  for (const auto& kv : env_strings) envp.push_back(kv.c_str());
+  envp.push_back(nullptr);
+
+  int out_pipe[2];
+  int err_pipe[2];
+  REQUIRE(::pipe2(out_pipe, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(err_pipe, O_CLOEXEC) == 0);
+  bp::default_process_launcher launcher;
+  launcher.env = envp.data();
+  bp::error_code ec;
+  if (cwd.empty()) {
+    state_->process.emplace(launcher(state_->io.get_executor(), ec,
+                                     std::filesystem::path(npu_run_binary()), args,
+                                     bp::process_stdio{nullptr, out_pipe[1], err_pipe[1]}));
+  } else {
+    state_->process.emplace(
+        launcher(state_->io.get_executor(), ec, std::filesystem::path(npu_run_binary()), args,
+                 bp::process_stdio{nullptr, out_pipe[1], err_pipe[1]}, bp::process_start_dir(cwd)));
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  state_->out_fd = out_pipe[0];
+  state_->err_fd = err_pipe[0];
+  REQUIRE_FALSE(ec);
+  state_->pid_fd = pidfd_open(state_->process->id());
+  REQUIRE(state_->pid_fd >= 0);
+}
+
+NpuRunProcess::~NpuRunProcess() {
+  if (!state_->exited) {
+    ::kill(pid(), SIGKILL);
+    state_->process->wait();
+  } else {
+    state_->process->detach();  // already reaped in wait()
+  }
+  // A test that failed half-way must not leave workers running into the next test.
+  for (pid_t p : processes_with_marker(marker_)) ::kill(p, SIGKILL);
+}
+
+pid_t NpuRunProcess::pid() const {
+  return state_->process->id();
+}
+
+bool NpuRunProcess::pump(milliseconds timeout) {
+  pollfd fds[3] = {
+      {state_->out_fd, POLLIN, 0}, {state_->err_fd, POLLIN, 0}, {state_->pid_fd, POLLIN, 0}};
+  const int n = ::poll(fds, 3, static_cast<int>(timeout.count()));
+  if (n <= 0) return state_->exited;
+  char buffer[65536];
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+    const ssize_t got = ::read(fds[i].fd, buffer, sizeof(buffer));
+    if (got > 0) (i == 0 ? state_->out : state_->err).append(buffer, static_cast<size_t>(got));
+    if (got == 0) {  // EOF
+      ::close(fds[i].fd);
+      (i == 0 ? state_->out_fd : state_->err_fd) = -1;
+    }
+  }
+  if (fds[2].revents & POLLIN) state_->exited = true;
+  return state_->exited;
+}
+
+void NpuRunProcess::wait_for_output(const std::string& needle, int count, milliseconds timeout,
+                                    bool in_stderr) {
+  const auto deadline = Clock::now() + timeout;
+  const std::string& text = in_stderr ? state_->err : state_->out;
+  while (count_occurrences(text, needle) < static_cast<size_t>(count)) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left <= 0ms || (state_->exited && state_->out_fd < 0 && state_->err_fd < 0)) {
+      FAIL("waited for '" << needle << "' x" << count << "; stdout:\n"
+                          << state_->out << "\nstderr:\n"
+                          << state_->err);
+    }
+    pump(std::min(left, milliseconds(100)));
+  }
+}
+
+void NpuRunProcess::send_signal(int sig) {
+  ::kill(pid(), sig);
+}
+
+Finished NpuRunProcess::wait(milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!state_->exited) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left <= 0ms) {
+      ::kill(pid(), SIGKILL);
+      FAIL("npu_run did not exit within " << timeout.count() << " ms; stdout:\n"
+                                          << state_->out << "\nstderr:\n"
+                                          << state_->err);
+    }
+    pump(left);
+  }
+  state_->process->wait();
+  const double seconds = std::chrono::duration<double>(Clock::now() - state_->started).count();
+  // Collect what is still buffered; stop at EOF or when nothing more is there (a leaked worker
+  // holding the pipe must not hang the test: the stray check reports it instead).
+  while (state_->out_fd >= 0 || state_->err_fd >= 0) {
+    pollfd fds[2] = {{state_->out_fd, POLLIN, 0}, {state_->err_fd, POLLIN, 0}};
+    if (::poll(fds, 2, 50) <= 0) break;
+    char buffer[65536];
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      const ssize_t got = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (got > 0)
+        (i == 0 ? state_->out : state_->err).append(buffer, static_cast<size_t>(got));
+      else {
+        ::close(fds[i].fd);
+        (i == 0 ? state_->out_fd : state_->err_fd) = -1;
+      }
+    }
+  }
+  Finished f;
+  const int status = state_->process->native_exit_code();
+  if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) f.term_signal = WTERMSIG(status);
+  f.out = state_->out;
+  f.err = state_->err;
+  f.seconds = seconds;
+  return f;
+}
+
+Finished run_npu_run(const std::vector<std::string>& args, const EnvOverrides& env,
+                     milliseconds timeout, const std::string& cwd) {
+  NpuRunProcess p(args, env, cwd);
+  Finished f = p.wait(timeout);
+  const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
+  CHECK(strays.empty());
+  return f;
+}
+
+std::vector<pid_t> processes_with_marker(const std::string& marker) {
+  const std::string needle = std::string(kMarkerVariable) + "=" + marker;
+  std::vector<pid_t> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    std::ifstream environ(std::string("/proc/") + entry->d_name + "/environ", std::ios::binary);
+    std::stringstream content;
+    content << environ.rdbuf();
+    const std::string env = content.str();
+    // Whole entries only: the marker must be followed by the NUL that ends the entry.
+    for (auto pos = env.find(needle); pos != std::string::npos; pos = env.find(needle, pos + 1)) {
+      const bool starts_entry = pos == 0 || env[pos - 1] == '\0';
+      const bool ends_entry = pos + needle.size() == env.size() || env[pos + needle.size()] == '\0';
+      if (starts_entry && ends_entry) {
+        found.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
+
+std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    const std::vector<pid_t> pids = processes_with_marker(marker);
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (pids.empty() || left <= 0ms) return pids;
+    // Wait for the first of them to exit, then look again (it may have had children).
+    std::vector<pollfd> fds;
+    for (pid_t p : pids) {
+      const int fd = pidfd_open(p);
+      if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    for (const pollfd& f : fds) ::close(f.fd);
+  }
+}
+
+}  // namespace npu_run::testing

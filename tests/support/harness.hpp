@@ -1,0 +1,75 @@
+// Runs the real npu_run binary for integration tests: output captured through pipes, waits
+// driven by pidfd/poll events with deadlines, and every process it leads to tagged with a unique
+// marker environment variable, so a test can prove that none of them is left behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npu_run::testing {
+
+using EnvOverrides = std::map<std::string, std::optional<std::string>>;  // nullopt: unset
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+struct Finished {
+  int exit_code = -1;  // -1 when killed by a signal
+  int term_signal = 0;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+inline constexpr const char* kMarkerVariable = "NPU_RUN_TEST_MARKER";
+
+class NpuRunProcess {
+ public:
+  // Starts npu_run with `args`. Its environment is the test's, plus PYTHON_EXEC=/usr/bin/python3
+  // unless set, a fresh marker, and `env`.
+  explicit NpuRunProcess(const std::vector<std::string>& args, const EnvOverrides& env = {},
+                         const std::string& cwd = "");
+  // Kills npu_run and anything still carrying the marker, so a failed test cannot leak.
+  ~NpuRunProcess();
+  NpuRunProcess(const NpuRunProcess&) = delete;
+  NpuRunProcess& operator=(const NpuRunProcess&) = delete;
+
+  pid_t pid() const;
+  const std::string& marker() const { return marker_; }
+
+  // Reads output until `needle` occurs `count` times in stdout (stderr if `in_stderr`); fails
+  // the test after `timeout`.
+  void wait_for_output(const std::string& needle, int count, milliseconds timeout,
+                       bool in_stderr = false);
+  void send_signal(int sig);
+  // Waits for npu_run to exit; on timeout it is killed and the test fails.
+  Finished wait(milliseconds timeout);
+
+ private:
+  bool pump(milliseconds timeout);  // reads what is available; true once npu_run has exited
+  struct State;
+  std::unique_ptr<State> state_;
+  std::string marker_;
+};
+
+// Runs npu_run to completion.
+Finished run_npu_run(const std::vector<std::string>& args, const EnvOverrides& env = {},
+                     milliseconds timeout = 60s, const std::string& cwd = "");
+
+// Processes (other than this test) whose environment carries `marker`.
+std::vector<pid_t> processes_with_marker(const std::string& marker);
+
+// Waits, on pidfd events, until no process carries `marker`; returns those left after `timeout`.
+std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker, milliseconds timeout);
+
+std::string npu_run_binary();
+std::string source_dir();
+
+size_t count_occurrences(const std::string& text, const std::string& needle);
+
+}  // namespace npu_run::testing

@@ -1,0 +1,42 @@
+// Test helpers: a temporary directory removed at scope exit, and environment variables set for
+// one scope.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace npu_run::testing {
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `content` to path()/name (creating parent directories) and returns the full path.
+  std::string write(const std::string& name, const std::string& content,
+                    bool executable = false) const;
+
+ private:
+  std::string path_;
+};
+
+std::string read_file(const std::string& path);
+
+// Sets (or with nullopt unsets) process environment variables until destroyed.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::optional<std::string>>& vars);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+}  // namespace npu_run::testing

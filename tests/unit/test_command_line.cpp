@@ -1,0 +1,365 @@
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <thread>
+
+#include "npu_run/command_line.hpp"
+#include "npu_run/version.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using npu_run::testing::ScopedEnv;
+using npu_run::testing::TempDir;
+
+namespace {
+
+// A working directory with a training script and an env where PYTHON_EXEC exists.
+struct Cli {
+  TempDir dir;
+  std::string script = dir.write("train.py", "print('hi')\n");
+  EnvMap env{{"PATH", "/usr/bin:/bin"}, {"PYTHON_EXEC", "/bin/sh"}};
+
+  ParseResult parse(std::vector<std::string> args) const { return parse_command_line(args, env); }
+
+  LaunchConfig ok(std::vector<std::string> args) const {
+    ParseResult r = parse(std::move(args));
+    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL("unexpected early exit: " << e->text);
+    return std::get<LaunchConfig>(r);
+  }
+
+  // The usage error text; fails unless parsing ended with exit code 2 on stderr.
+  std::string error(std::vector<std::string> args) const {
+    ParseResult r = parse(std::move(args));
+    REQUIRE(std::holds_alternative<EarlyExit>(r));
+    const auto& e = std::get<EarlyExit>(r);
+    CHECK(e.exit_code == 2);
+    CHECK(e.to_stderr);
+    CHECK_THAT(e.text, StartsWith("npu_run: error: ") && Contains("Run 'npu_run --help'"));
+    return e.text;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cli: defaults match torchrun's", "[cli]") {
+  Cli cli;
+  const LaunchConfig c = cli.ok({cli.script});
+  CHECK(c.mode == WorkerMode::kPythonScript);
+  CHECK(c.program == "/bin/sh");  // PYTHON_EXEC
+  CHECK(c.entrypoint == cli.script);
+  CHECK(c.args.empty());
+  CHECK(c.nproc_per_node == 1);
+  CHECK(c.devices == std::vector<int>{0});
+  CHECK(c.min_nodes == 1);
+  CHECK(c.max_nodes == 1);
+  CHECK_FALSE(c.node_rank.has_value());
+  CHECK(c.master_addr == "127.0.0.1");
+  CHECK(c.master_port == 29500);
+  CHECK(c.run_id == "none");
+  CHECK(c.role == "default");
+  CHECK(c.max_restarts == 0);
+  CHECK(c.term_timeout == std::chrono::seconds(30));
+  CHECK(c.stop_signals == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(c.redirects.empty());
+  CHECK(c.tee.empty());
+  CHECK_FALSE(c.log_dir.has_value());
+  CHECK_FALSE(c.log_dir_is_temporary);
+  CHECK_FALSE(c.dry_run);
+}
+
+TEST_CASE("cli: parsing stops at the script, the rest belongs to it", "[cli]") {
+  Cli cli;
+  const LaunchConfig c =
+      cli.ok({"--nproc", "2", cli.script, "--nproc", "3", "-x", "--", "${local_rank}"});
+  CHECK(c.nproc_per_node == 2);
+  CHECK(c.args == std::vector<std::string>{"--nproc", "3", "-x", "--", "${local_rank}"});
+  // An explicit "--" separates options from the script.
+  const LaunchConfig d = cli.ok({"--nproc", "2", "--", cli.script, "a"});
+  CHECK(d.entrypoint == cli.script);
+  CHECK(d.args == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("cli: every flag has a dash and an underscore spelling and --nproc is short for workers",
+          "[cli]") {
+  Cli cli;
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--nproc-per-node", "4"},
+                                                                {"--nproc_per_node", "4"},
+                                                                {"--nproc_per_node=4"},
+                                                                {"--nproc", "4"}}) {
+    std::vector<std::string> full = args;
+    full.push_back(cli.script);
+    CHECK(cli.ok(full).nproc_per_node == 4);
+  }
+  const LaunchConfig c = cli.ok({"--max_restarts",
+                                 "2",
+                                 "--master_addr",
+                                 "localhost",
+                                 "--master_port=1234",
+                                 "--node_rank",
+                                 "0",
+                                 "--run_id",
+                                 "job7",
+                                 "--term_timeout",
+                                 "1.5",
+                                 "--log_level",
+                                 "debug",
+                                 "--rdzv_backend",
+                                 "c10d",
+                                 "--monitor_interval",
+                                 "5",
+                                 "--start_method",
+                                 "fork",
+                                 cli.script});
+  CHECK(c.max_restarts == 2);
+  CHECK(c.master_addr == "localhost");
+  CHECK(c.master_port == 1234);
+  CHECK(c.node_rank == 0);
+  CHECK(c.run_id == "job7");
+  CHECK(c.term_timeout == std::chrono::milliseconds(1500));
+  CHECK(c.log_level == "debug");
+  CHECK(cli.ok({"--rdzv-id", "abc", cli.script}).run_id == "abc");
+  CHECK(cli.ok({"--shutdown-timeout", "2", cli.script}).term_timeout == std::chrono::seconds(2));
+}
+
+TEST_CASE("cli: options come from PET_<NAME> and the command line wins", "[cli]") {
+  Cli cli;
+  {
+    ScopedEnv env(
+        {{"PET_NPROC_PER_NODE", "4"}, {"PET_MAX_RESTARTS", "3"}, {"PET_RDZV_ID", "fromenv"}});
+    const LaunchConfig c = cli.ok({cli.script});
+    CHECK(c.nproc_per_node == 4);
+    CHECK(c.max_restarts == 3);
+    CHECK(c.run_id == "fromenv");
+    CHECK(cli.ok({"--nproc-per-node", "2", "--max-restarts", "0", cli.script}).nproc_per_node == 2);
+    CHECK(cli.ok({"--max-restarts", "0", cli.script}).max_restarts == 0);
+  }
+  {
+    ScopedEnv env({{"PET_NO_PYTHON", "1"}, {"PET_TEE", "3"}, {"PET_LOG_DIR", cli.dir.path()}});
+    const LaunchConfig c = cli.ok({"sh", "-c", "true"});
+    CHECK(c.mode == WorkerMode::kExecutable);
+    CHECK(c.tee.for_rank(0) == StdStreams::kBoth);
+    CHECK(c.log_dir == cli.dir.path());
+  }
+}
+
+TEST_CASE("cli: a bad value from the environment names the variable", "[cli]") {
+  Cli cli;
+  {
+    ScopedEnv env(
+        std::map<std::string, std::optional<std::string>>{{"PET_NPROC_PER_NODE", "zero"}});
+    CHECK_THAT(cli.error({cli.script}),
+               Contains("PET_NPROC_PER_NODE 'zero': expected a number of workers"));
+    // On the command line the same mistake names the flag.
+    CHECK_THAT(cli.error({"--nproc-per-node", "zero", cli.script}),
+               Contains("--nproc-per-node 'zero'"));
+  }
+  {
+    ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"PET_MAX_RESTARTS", "x"}});
+    CHECK_THAT(cli.error({cli.script}),
+               Contains("--max-restarts") && Contains("PET_MAX_RESTARTS=x is set"));
+  }
+}
+
+TEST_CASE("cli: --devices lists physical ids per local rank and must match the worker count",
+          "[cli]") {
+  Cli cli;
+  LaunchConfig c = cli.ok({"--nproc-per-node", "4", "--devices", "4-7", cli.script});
+  CHECK(c.devices == std::vector<int>{4, 5, 6, 7});
+  c = cli.ok({"--nproc-per-node", "3", cli.script});
+  CHECK(c.devices == std::vector<int>{0, 1, 2});
+  c = cli.ok({"--nproc-per-node", "auto", "--devices", "0,2,4,6", cli.script});
+  CHECK(c.nproc_per_node == 4);
+  CHECK(c.devices == std::vector<int>{0, 2, 4, 6});
+  CHECK_THAT(cli.error({"--devices", "0-3", "--nproc-per-node", "8", cli.script}),
+             Contains("--devices 0-3 names 4 devices but --nproc-per-node is 8") &&
+                 Contains("--devices 0-7"));
+  CHECK_THAT(cli.error({"--devices", "0,0", "--nproc-per-node", "2", cli.script}),
+             Contains("listed twice"));
+}
+
+TEST_CASE("cli: --nproc-per-node auto, npu, gpu and cpu", "[cli]") {
+  Cli cli;
+  TempDir dev;
+  for (int i = 0; i < 8; ++i) dev.write("davinci" + std::to_string(i), "");
+  cli.env["NPU_RUN_DEV_ROOT"] = dev.path();
+  LaunchConfig c = cli.ok({"--nproc-per-node", "auto", cli.script});
+  CHECK(c.nproc_per_node == 8);
+  CHECK(c.devices == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK_THAT(c.devices_source, Contains("8 Ascend NPUs"));
+  cli.env["ASCEND_RT_VISIBLE_DEVICES"] = "4,5";
+  c = cli.ok({"--nproc-per-node", "npu", cli.script});
+  CHECK(c.devices == std::vector<int>{4, 5});
+  CHECK_THAT(cli.error({"--nproc-per-node", "gpu", cli.script}),
+             Contains("--nproc-per-node gpu") && Contains("NPU"));
+
+  TempDir empty;
+  cli.env["NPU_RUN_DEV_ROOT"] = empty.path();
+  c = cli.ok({"--nproc-per-node", "auto", cli.script});
+  CHECK(c.nproc_per_node == 1);
+  CHECK_THAT(cli.error({"--nproc-per-node", "npu", cli.script}),
+             Contains("no Ascend or NVIDIA devices"));
+  c = cli.ok({"--nproc-per-node", "cpu", cli.script});
+  CHECK(c.nproc_per_node == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  CHECK_THAT(cli.error({"--nproc-per-node", "0", cli.script}), Contains("between 1 and 1024"));
+  CHECK_THAT(cli.error({"--nproc-per-node", "5000", cli.script}), Contains("between 1 and 1024"));
+}
+
+TEST_CASE("cli: unknown options are named, with a suggestion when one is close", "[cli]") {
+  Cli cli;
+  CHECK_THAT(cli.error({"--nproc-per-nod", "4", cli.script}),
+             Contains("unknown option '--nproc-per-nod'; did you mean '--nproc-per-node'?"));
+  CHECK_THAT(cli.error({"--max-restart=3", cli.script}),
+             Contains("did you mean '--max-restarts'?"));
+  CHECK_THAT(cli.error({"--frobnicate", cli.script}),
+             Contains("unknown option '--frobnicate'; see 'npu_run --help'") &&
+                 Contains("script must come after"));
+}
+
+TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") {
+  Cli cli;
+  CHECK_THAT(cli.error({}), Contains("no training script given"));
+  CHECK_THAT(cli.error({"--nproc", "2"}), Contains("no training script given"));
+  CHECK_THAT(
+      cli.error({"missing_script.py"}),
+      Contains("training script 'missing_script.py' not found") && Contains("-m for a module"));
+  LaunchConfig c = cli.ok({"-m", "pkg.train", "--lr", "1"});
+  CHECK(c.mode == WorkerMode::kPythonModule);
+  CHECK(c.entrypoint == "pkg.train");
+  c = cli.ok({"--no-python", "sh", "-c", "true"});
+  CHECK(c.mode == WorkerMode::kExecutable);
+  CHECK_THAT(c.program, Contains("/sh"));
+  CHECK_THAT(cli.error({"--no-python", "no-such-program-xyz"}),
+             Contains("'no-such-program-xyz' is not an executable file on PATH"));
+  CHECK_THAT(cli.error({"--no-python", cli.script}), Contains("is not an executable file;"));
+  CHECK_THAT(cli.error({"--no-python", "-m", "x"}),
+             Contains("--no-python and --module cannot be combined"));
+  CHECK_THAT(cli.error({"--no-python", "--run-path", "sh"}),
+             Contains("--no-python and --run-path"));
+  CHECK(cli.ok({"--run-path", cli.script}).mode == WorkerMode::kPythonScript);
+
+  cli.env["PYTHON_EXEC"] = "python-that-does-not-exist";
+  CHECK_THAT(cli.error({cli.script}),
+             Contains("cannot find the python interpreter 'python-that-does-not-exist' on "
+                      "PATH (from PYTHON_EXEC)") &&
+                 Contains("PYTHON_EXEC=/usr/bin/python3"));
+}
+
+TEST_CASE("cli: node counts, node rank, standalone", "[cli]") {
+  Cli cli;
+  LaunchConfig c = cli.ok({"--nnodes", "1:4", cli.script});
+  CHECK(c.min_nodes == 1);
+  CHECK(c.max_nodes == 4);
+  c = cli.ok({"--nnodes", "2", "--node-rank", "1", cli.script});
+  CHECK(c.min_nodes == 2);
+  CHECK(c.node_rank == 1);
+  CHECK_THAT(cli.error({"--nnodes", "4:2", cli.script}),
+             Contains("the minimum is above the maximum; write 2:4"));
+  CHECK_THAT(cli.error({"--nnodes", "0", cli.script}),
+             Contains("--nnodes '0': expected a node count"));
+  CHECK_THAT(cli.error({"--nnodes", "2", "--node-rank", "2", cli.script}),
+             Contains("--node-rank 2: node ranks run from 0 to 1"));
+  CHECK_THAT(cli.error({"--node-rank", "-1", cli.script}), Contains("--node-rank -1"));
+  CHECK_THAT(cli.error({"--standalone", "--nnodes", "2", cli.script}),
+             Contains("--standalone runs a single node"));
+  CHECK(cli.ok({"--standalone", cli.script}).standalone);
+}
+
+TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
+  Cli cli;
+  CHECK_THAT(cli.error({"--master-port", "70000", cli.script}),
+             Contains("--master-port 70000: a port must be"));
+  CHECK_THAT(cli.error({"--master-addr", "", cli.script}), Contains("--master-addr is empty"));
+  LaunchConfig c = cli.ok({"--rdzv-endpoint", "10.1.2.3:29400", cli.script});
+  CHECK(c.master_addr == "10.1.2.3");
+  CHECK(c.master_port == 29400);
+  c = cli.ok({"--rdzv-endpoint", "[fe80::1]:29401", cli.script});
+  CHECK(c.master_addr == "fe80::1");
+  CHECK(c.master_port == 29401);
+  c = cli.ok({"--rdzv-endpoint", "head", "--master-port", "1111", cli.script});
+  CHECK(c.master_addr == "head");
+  CHECK(c.master_port == 1111);
+  CHECK_THAT(cli.error({"--rdzv-endpoint", "a:1", "--master-addr", "b", cli.script}),
+             Contains("disagree about the rendezvous host"));
+  CHECK_THAT(cli.error({"--rdzv-endpoint", "a:1", "--master-port", "2", cli.script}),
+             Contains("disagree about the rendezvous port"));
+  CHECK_THAT(cli.error({"--rdzv-endpoint", "a:x", cli.script}), Contains("expected a port"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "zookeeper", cli.script}),
+             Contains("expected static, c10d"));
+
+  c = cli.ok({"--rdzv-conf", "join_timeout=600,last_call_timeout=30", cli.script});
+  CHECK(c.rdzv_conf.at("join_timeout") == "600");
+  CHECK(c.rdzv_conf.at("last_call_timeout") == "30");
+  CHECK_THAT(cli.error({"--rdzv-conf", "jion_timeout=5", cli.script}),
+             Contains("unknown key 'jion_timeout'; known keys:") && Contains("join_timeout"));
+  CHECK_THAT(cli.error({"--rdzv-conf", "timeout", cli.script}),
+             Contains("item 'timeout' is not key=value"));
+}
+
+TEST_CASE("cli: run id and role become directory names, so they are checked", "[cli]") {
+  Cli cli;
+  CHECK_THAT(cli.error({"--run-id", "../etc", cli.script}),
+             Contains("--run-id '../etc': a run id"));
+  CHECK_THAT(cli.error({"--run-id", "", cli.script}), Contains("--run-id ''"));
+  CHECK_THAT(cli.error({"--role", "a b", cli.script}), Contains("--role 'a b': a role name"));
+  CHECK(cli.ok({"--run-id", "job-42.step_0", cli.script}).run_id == "job-42.step_0");
+}
+
+TEST_CASE("cli: supervision settings", "[cli]") {
+  Cli cli;
+  CHECK(cli.ok({"--term-timeout", "0", cli.script}).term_timeout == std::chrono::milliseconds(0));
+  CHECK_THAT(cli.error({"--term-timeout", "-1", cli.script}), Contains("--term-timeout -1"));
+  CHECK_THAT(cli.error({"--max-restarts", "-2", cli.script}),
+             Contains("--max-restarts -2: must be 0 or more"));
+  CHECK(cli.ok({"--signals-to-handle", "SIGTERM,USR1,SIGTERM", cli.script}).stop_signals ==
+        std::vector<int>{SIGTERM, SIGUSR1});
+  CHECK_THAT(cli.error({"--signals-to-handle", "SIGKILL", cli.script}),
+             Contains("cannot handle 'KILL'"));
+  CHECK_THAT(cli.error({"--start-method", "threads", cli.script}),
+             Contains("expected spawn, fork or forkserver"));
+  CHECK_THAT(cli.error({"--log-level", "loud", cli.script}), Contains("--log-level 'loud'"));
+  CHECK(cli.ok({"--log-level", "warning", cli.script}).log_level == "warn");
+}
+
+TEST_CASE("cli: output routing flags", "[cli]") {
+  Cli cli;
+  LaunchConfig c = cli.ok({"-r", "3", cli.script});
+  CHECK(c.log_dir_is_temporary);  // files were asked for without a directory
+  c = cli.ok({"--log-dir", cli.dir.path(), cli.script});
+  CHECK(c.tee.for_rank(0) == StdStreams::kBoth);  // a log directory implies files for every stream
+  c = cli.ok({"--log-dir", cli.dir.path(), "-r", "2", cli.script});
+  CHECK(c.tee.empty());
+  CHECK(c.redirects.for_rank(0) == StdStreams::kErr);
+  c = cli.ok({"--nproc", "16", "-t", "0:3,12:1", "--log-dir", cli.dir.path(), cli.script});
+  CHECK(c.tee.for_rank(12) == StdStreams::kOut);
+  CHECK_THAT(cli.error({"--nproc", "4", "-t", "0:3,12:1", cli.script}),
+             Contains("-t '0:3,12:1': local rank 12 does not exist with 4 workers per node"));
+  c = cli.ok({"--nproc", "4", "--local-ranks-filter", "0,2", cli.script});
+  CHECK(*c.local_ranks_filter == std::set<int>{0, 2});
+  CHECK_THAT(cli.error({"--nproc", "2", "--local-ranks-filter", "5", cli.script}),
+             Contains("local rank 5 does not exist with 2 workers"));
+  CHECK_THAT(cli.error({"--local-ranks-filter", "a", cli.script}),
+             Contains("'a' is not a local rank"));
+  c = cli.ok({"--log-line-prefix-template", "${host}:${rank}> ", cli.script});
+  CHECK(c.prefix_template == "${host}:${rank}> ");
+  CHECK_THAT(cli.error({"--log-line-prefix-template", "${nope}", cli.script}),
+             Contains("is not a placeholder"));
+  CHECK_THAT(cli.error({"--json", cli.script}),
+             Contains("--json only changes the output of --dry-run"));
+  c = cli.ok({"--dry-run", "--json", cli.script});
+  CHECK(c.dry_run);
+  CHECK(c.json);
+}
+
+TEST_CASE("cli: --help shows examples and --version the version", "[cli]") {
+  Cli cli;
+  ParseResult r = cli.parse({"--help"});
+  REQUIRE(std::holds_alternative<EarlyExit>(r));
+  CHECK(std::get<EarlyExit>(r).exit_code == 0);
+  CHECK_THAT(std::get<EarlyExit>(r).text, Contains("Examples:") && Contains("--nproc-per-node") &&
+                                              Contains("PET_<NAME>") && Contains("Exit status"));
+  r = cli.parse({"--version"});
+  REQUIRE(std::holds_alternative<EarlyExit>(r));
+  CHECK(std::get<EarlyExit>(r).exit_code == 0);
+  CHECK(std::get<EarlyExit>(r).text == std::string("npu_run ") + kVersion + "\n");
+}

@@ -1,0 +1,44 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "npu_run/plan_printer.hpp"
+#include "npu_run/standalone_rendezvous.hpp"
+
+using namespace npu_run;
+using Catch::Matchers::Contains;
+
+TEST_CASE("plans: JSON lists every worker's command and contract env", "[plan]") {
+  LaunchConfig cfg;
+  cfg.nproc_per_node = 2;
+  cfg.devices = {4, 5};
+  cfg.program = "/usr/bin/python3";
+  cfg.entrypoint = "train.py";
+  cfg.args = {"--cfg", "a b.yaml"};
+  const Assignment a = standalone_assignment(cfg, "h1", 0);
+  const auto specs = make_worker_specs(cfg, a, AttemptLayout{"/tmp/x", false, 0}, {});
+  const auto plan = nlohmann::json::parse(format_plan_json(cfg, a, specs, "/tmp/x"));
+  CHECK(plan["world_size"] == 2);
+  CHECK(plan["worker_master_port"].is_null());
+  REQUIRE(plan["workers"].size() == 2);
+  CHECK(plan["workers"][1]["rank"] == 1);
+  CHECK(plan["workers"][1]["device_id"] == 5);
+  CHECK(plan["workers"][1]["command"] ==
+        nlohmann::json::array({"/usr/bin/python3", "-u", "train.py", "--cfg", "a b.yaml"}));
+  CHECK(plan["workers"][1]["env"]["DEVICE_ID"] == "5");
+  CHECK(plan["workers"][1]["env"]["MASTER_PORT"].is_null());
+  CHECK(plan["workers"][1]["stdout"]["sink"] == "console");
+
+  const std::string text = format_plan_text(cfg, a, specs, "/tmp/x");
+  CHECK_THAT(text, Contains("nothing is started") && Contains("'a b.yaml'") &&
+                       Contains("DEVICE_ID=5") &&
+                       Contains("MASTER_PORT=<held by the agent, chosen at launch>"));
+}
+
+TEST_CASE("shell quoting only where needed", "[plan]") {
+  CHECK(shell_quote("train.py") == "train.py");
+  CHECK(shell_quote("--lr=0.1") == "--lr=0.1");
+  CHECK(shell_quote("a b") == "'a b'");
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK(shell_quote("") == "''");
+  CHECK(shell_quote("$HOME") == "'$HOME'");
+}

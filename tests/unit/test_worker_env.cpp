@@ -1,0 +1,90 @@
+#include <catch2/catch.hpp>
+
+#include "npu_run/worker_env.hpp"
+
+using namespace npu_run;
+
+namespace {
+
+LaunchConfig config(int nproc) {
+  LaunchConfig cfg;
+  cfg.nproc_per_node = nproc;
+  for (int i = 0; i < nproc; ++i) cfg.devices.push_back(4 + i);
+  cfg.run_id = "job7";
+  cfg.role = "trainer";
+  cfg.max_restarts = 3;
+  return cfg;
+}
+
+Assignment second_node_of_two() {
+  Assignment a;
+  a.node_rank = 1;
+  a.nnodes = 2;
+  a.world_size = 8;
+  a.rank_offset = 4;
+  a.worker_master_addr = "10.0.0.1";
+  a.worker_master_port = 41234;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("worker env: the whole contract for a worker on the second node", "[env]") {
+  const EnvMap env =
+      worker_contract_env(config(4), second_node_of_two(), WorkerSlot{2, 1, "/logs/e.json"}, {});
+  const EnvMap expected{
+      {"RANK", "6"},
+      {"RANK_ID", "6"},
+      {"LOCAL_RANK", "2"},
+      {"WORLD_SIZE", "8"},
+      {"RANK_SIZE", "8"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"GROUP_RANK", "1"},
+      {"GROUP_WORLD_SIZE", "2"},
+      {"ROLE_RANK", "6"},
+      {"ROLE_WORLD_SIZE", "8"},
+      {"ROLE_NAME", "trainer"},
+      {"DEVICE_ID", "6"},
+      {"MASTER_ADDR", "10.0.0.1"},
+      {"MASTER_PORT", "41234"},
+      {"TORCHELASTIC_RESTART_COUNT", "1"},
+      {"TORCHELASTIC_MAX_RESTARTS", "3"},
+      {"TORCHELASTIC_RUN_ID", "job7"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_ERROR_FILE", "/logs/e.json"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"OMP_NUM_THREADS", "1"},
+  };
+  CHECK(env == expected);
+}
+
+TEST_CASE("worker env: OMP_NUM_THREADS=1 only when unset and more than one worker", "[env]") {
+  const Assignment a = second_node_of_two();
+  CHECK(worker_contract_env(config(4), a, WorkerSlot{0, 0, ""}, {}).at("OMP_NUM_THREADS") == "1");
+  CHECK(omp_threads_defaulted(config(4), {}));
+  CHECK_FALSE(worker_contract_env(config(4), a, WorkerSlot{0, 0, ""}, {{"OMP_NUM_THREADS", "8"}})
+                  .count("OMP_NUM_THREADS"));
+  CHECK_FALSE(omp_threads_defaulted(config(4), {{"OMP_NUM_THREADS", "8"}}));
+  Assignment single = a;
+  single.world_size = 1;
+  single.rank_offset = 0;
+  CHECK_FALSE(
+      worker_contract_env(config(1), single, WorkerSlot{0, 0, ""}, {}).count("OMP_NUM_THREADS"));
+}
+
+TEST_CASE("worker env: user settings are inherited, npu_run's contract wins over stale values",
+          "[env]") {
+  const EnvMap agent{{"PATH", "/bin"},
+                     {"RANK", "99"},
+                     {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+                     {"OMP_NUM_THREADS", "4"}};
+  const EnvMap contract =
+      worker_contract_env(config(4), second_node_of_two(), WorkerSlot{0, 0, ""}, agent);
+  CHECK_FALSE(contract.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
+  CHECK_FALSE(contract.count("TORCHELASTIC_ERROR_FILE"));
+  const EnvMap merged = merged_worker_env(agent, contract);
+  CHECK(merged.at("PATH") == "/bin");
+  CHECK(merged.at("RANK") == "4");
+  CHECK(merged.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
+  CHECK(merged.at("OMP_NUM_THREADS") == "4");
+}

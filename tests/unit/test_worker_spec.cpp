@@ -1,0 +1,127 @@
+#include <catch2/catch.hpp>
+
+#include "npu_run/worker_spec.hpp"
+
+using namespace npu_run;
+
+namespace {
+
+LaunchConfig config(int nproc) {
+  LaunchConfig cfg;
+  cfg.nproc_per_node = nproc;
+  for (int i = 0; i < nproc; ++i) cfg.devices.push_back(i);
+  cfg.program = "/usr/bin/python3";
+  cfg.entrypoint = "train.py";
+  cfg.args = {"--out", "ckpt_${local_rank}.pt", "--lr", "0.1"};
+  return cfg;
+}
+
+Assignment assignment(int nproc) {
+  Assignment a;
+  a.world_size = nproc;
+  a.host = "h1";
+  a.worker_master_addr = "127.0.0.1";
+  a.worker_master_port = 40000;
+  return a;
+}
+
+const AttemptLayout kLogs{"/logs/none", true, 2};
+const AttemptLayout kErrorFilesOnly{"/tmp/npu_run_x", false, 0};
+
+}  // namespace
+
+TEST_CASE("specs: commands for script, module and executable modes", "[spec]") {
+  LaunchConfig cfg = config(2);
+  auto specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[1].program == "/usr/bin/python3");
+  CHECK(specs[1].argv ==
+        std::vector<std::string>{"-u", "train.py", "--out", "ckpt_1.pt", "--lr", "0.1"});
+  cfg.mode = WorkerMode::kPythonModule;
+  cfg.entrypoint = "pkg.train";
+  specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
+  CHECK(specs[0].argv ==
+        std::vector<std::string>{"-u", "-m", "pkg.train", "--out", "ckpt_0.pt", "--lr", "0.1"});
+  cfg.mode = WorkerMode::kExecutable;
+  cfg.program = "/bin/sh";
+  specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
+  CHECK(specs[0].argv == std::vector<std::string>{"--out", "ckpt_0.pt", "--lr", "0.1"});
+}
+
+TEST_CASE("specs: ${local_rank} is replaced everywhere in an argument", "[spec]") {
+  CHECK(substitute_local_rank({"${local_rank}/${local_rank}", "x", "$local_rank"}, 12) ==
+        std::vector<std::string>{"12/12", "x", "$local_rank"});
+}
+
+TEST_CASE("specs: ranks, devices, env and files per local rank", "[spec]") {
+  LaunchConfig cfg = config(2);
+  cfg.devices = {6, 7};
+  Assignment a = assignment(4);
+  a.rank_offset = 2;
+  a.node_rank = 1;
+  const auto specs = make_worker_specs(cfg, a, kLogs, {{"HOME", "/root"}});
+  CHECK(specs[1].global_rank == 3);
+  CHECK(specs[1].device_id == 7);
+  CHECK(specs[1].env.at("HOME") == "/root");
+  CHECK(specs[1].env.at("RANK") == "3");
+  CHECK(specs[1].contract_env.at("TORCHELASTIC_RESTART_COUNT") == "2");
+  CHECK_FALSE(specs[1].contract_env.count("HOME"));
+  CHECK(specs[1].log_dir == "/logs/none/attempt_2/1");
+  CHECK(specs[1].error_file == "/logs/none/attempt_2/1/error.json");
+  CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/logs/none/attempt_2/1/error.json");
+  CHECK(specs[1].console_prefix == "[3]: ");
+}
+
+TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
+  LaunchConfig cfg = config(4);
+  SECTION("default: zero-copy console") {
+    const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
+    CHECK(s[0].out.sink == StreamSink::kInherit);
+    CHECK(s[0].err.sink == StreamSink::kInherit);
+    CHECK(s[0].out.file.empty());
+  }
+  SECTION("--tee 3: relayed to console and files") {
+    cfg.tee = RankStreamMap(StdStreams::kBoth);
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    CHECK(s[3].out.sink == StreamSink::kRelay);
+    CHECK(s[3].out.file == "/logs/none/attempt_2/3/stdout.log");
+    CHECK(s[3].err.file == "/logs/none/attempt_2/3/stderr.log");
+  }
+  SECTION("--redirects 1: stdout only to the file, stderr untouched") {
+    cfg.redirects = RankStreamMap(StdStreams::kOut);
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    CHECK(s[0].out.sink == StreamSink::kFile);
+    CHECK_FALSE(s[0].out.to_console);
+    CHECK(s[0].err.sink == StreamSink::kInherit);
+  }
+  SECTION("per-rank tee map") {
+    cfg.tee = RankStreamMap::parse("0:3,3:2", "-t");
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    CHECK(s[0].out.sink == StreamSink::kRelay);
+    CHECK(s[1].out.sink == StreamSink::kInherit);
+    CHECK(s[3].out.sink == StreamSink::kInherit);
+    CHECK(s[3].err.sink == StreamSink::kRelay);
+  }
+  SECTION("--local-ranks-filter 0 without log files: the others are discarded") {
+    cfg.local_ranks_filter = std::set<int>{0};
+    const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
+    CHECK(s[0].out.sink == StreamSink::kInherit);
+    CHECK(s[1].out.sink == StreamSink::kDiscard);
+    CHECK(s[1].err.sink == StreamSink::kDiscard);
+  }
+  SECTION("--local-ranks-filter 0 with --log-dir: rank 0 on the console, every rank in files") {
+    cfg.local_ranks_filter = std::set<int>{0};
+    cfg.tee = RankStreamMap(StdStreams::kBoth);
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    CHECK(s[0].out.sink == StreamSink::kRelay);
+    CHECK(s[2].out.sink == StreamSink::kFile);
+    CHECK(s[2].out.file == "/logs/none/attempt_2/2/stdout.log");
+  }
+  SECTION("an explicit prefix relays console output even without files") {
+    cfg.prefix_template = "${rank}> ";
+    const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
+    CHECK(s[2].out.sink == StreamSink::kRelay);
+    CHECK(s[2].out.file.empty());
+    CHECK(s[2].console_prefix == "2> ");
+  }
+}

@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-system1.81-dev   # Boost.Asio + Boost.Process v2 (headers)
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   python3-torch                               # examples/ and end-to-end tests (gloo on CPU)
-  procps iproute2
+  procps iproute2 time                        # time: peak RSS in scripts/bench
 )
 
 missing=()

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""Single-node launcher benchmark: npu_run side by side with torchrun and the shell for-loop.
+
+Everything runs in one invocation on this machine, so the ratios compare like with like:
+  - launch-to-exit of N workers running /bin/true (N = --nproc, default 8);
+  - time from a worker failing to the launcher exiting (the other workers are sleeping and
+    die on SIGTERM, so no grace period is needed);
+  - peak RSS of the launcher process, from GNU time's %M. Measured through /usr/bin/time, not
+    this script's own wait4: Linux carries a parent's RSS high-water mark into a child across
+    fork+exec, so every child of this Python process would report at least its ~12 MB. The
+    workers are /bin/true, far smaller than any launcher, so the maximum is the launcher's own.
+
+Anchors: Debian's torchrun 1.13 through ../shared/anchors/torchrun_py311.py (default monitor
+interval 5 s, and 0.1 s), and the Ascend docs' shell for-loop as the zero-overhead floor.
+Launch overhead = median wall time - the for-loop's median wall time.
+
+    /usr/bin/python3 scripts/bench/single_node.py --npu-run build/npu_run [--runs 10]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_ANCHOR = os.path.join(ROOT, "..", "shared", "anchors", "torchrun_py311.py")
+MARKER = "NPU_RUN_BENCH_MARKER"
+
+
+def run_once(cmd, env):
+    """Runs cmd under GNU time to completion; returns (wall seconds, peak RSS in MB, exit code).
+
+    Every launcher, the floor included, pays the same small cost of /usr/bin/time, so it cancels
+    out of the overheads computed against the floor.
+    """
+    with tempfile.NamedTemporaryFile("r") as rss_file:
+        start = time.perf_counter()
+        code = subprocess.call(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *cmd], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        lines = rss_file.read().split()
+    return wall, int(lines[-1]) / 1024.0, code
+
+
+def kill_leftovers(marker):
+    """Kills processes that carry this run's marker (torchrun leaves none here, but be sure)."""
+    needle = f"{MARKER}={marker}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle + b"\0" in f.read() + b"\0":
+                    os.kill(int(pid), 9)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt(values, unit="ms", scale=1000.0):
+    med, lo, hi = summary(values)
+    return f"{med * scale:.1f} {unit} ({lo * scale:.1f}-{hi * scale:.1f})"
+
+
+def launchers(args):
+    """name -> function(nproc, worker argv) -> launcher command line."""
+    py = "/usr/bin/python3"
+
+    def loop(nproc, worker):
+        body = " ".join(worker) if worker == ["/bin/true"] else " ".join(f"'{w}'" for w in worker)
+        return ["/bin/sh", "-c", f"for i in $(seq 0 {nproc - 1}); do DEVICE_ID=$i RANK_ID=$i RANK_SIZE={nproc} "
+                                 f"{body} & done; wait"]
+
+    return {
+        "shell for-loop (floor)": loop,
+        "npu_run": lambda nproc, worker: [args.npu_run, "--nproc-per-node", str(nproc), "--no-python", *worker],
+        "torchrun (monitor 5 s)": lambda nproc, worker: [py, args.anchor, "--nproc_per_node", str(nproc),
+                                                         "--no_python", *worker],
+        "torchrun (monitor 0.1 s)": lambda nproc, worker: [py, args.anchor, "--nproc_per_node", str(nproc),
+                                                           "--monitor_interval", "0.1", "--no_python", *worker],
+    }
+
+
+def bench_launch(args, env):
+    rows = {}
+    for name, make in launchers(args).items():
+        runs = args.runs if name.startswith("torchrun") else args.runs * 3
+        walls, rss = [], []
+        for i in range(runs):
+            marker = f"launch-{name}-{i}"
+            run_env = dict(env, **{MARKER: marker})
+            wall, peak, code = run_once(make(args.nproc, ["/bin/true"]), run_env)
+            kill_leftovers(marker)
+            if code != 0:
+                sys.exit(f"{name}: launch run exited {code}")
+            walls.append(wall)
+            rss.append(peak)
+        rows[name] = (walls, rss)
+    return rows
+
+
+def bench_failure(args, env):
+    """Rank 0 records the time and exits 1 while the others sleep; measures until the launcher exits."""
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        stamp = os.path.join(tmp, "failed_at")
+        worker = ["/bin/sh", "-c",
+                  f"if [ \"$LOCAL_RANK\" = 0 ]; then sleep 0.3; date +%s.%N > {stamp}; exit 1; fi; exec sleep 60"]
+        for name, make in launchers(args).items():
+            if name.startswith("shell"):
+                continue  # a for-loop has no failure handling: it would wait 60 s
+            delays = []
+            for i in range(args.runs):
+                marker = f"fail-{name}-{i}"
+                run_env = dict(env, **{MARKER: marker})
+                proc = subprocess.Popen(make(4, worker), env=run_env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+                proc.wait(timeout=120)
+                exited = time.time()
+                kill_leftovers(marker)
+                with open(stamp) as f:
+                    failed = float(f.read())
+                if proc.returncode == 0:
+                    sys.exit(f"{name}: a failing worker did not fail the job")
+                delays.append(exited - failed)
+            rows[name] = delays
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
+    parser.add_argument("--anchor", default=os.path.normpath(DEFAULT_ANCHOR))
+    parser.add_argument("--nproc", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=5, help="runs per torchrun variant (npu_run and the loop: 3x)")
+    args = parser.parse_args()
+    env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3")
+
+    launch = bench_launch(args, env)
+    failure = bench_failure(args, env)
+
+    floor = statistics.median(launch["shell for-loop (floor)"][0])
+    npu_overhead = statistics.median(launch["npu_run"][0]) - floor
+    print(f"## Launch of {args.nproc} x /bin/true (median, min-max; {args.runs} runs per torchrun variant, "
+          f"{3 * args.runs} otherwise)\n")
+    print("| launcher | wall time | overhead over the for-loop | overhead vs npu_run | peak RSS |")
+    print("|---|---|---|---|---|")
+    for name, (walls, rss) in launch.items():
+        overhead = statistics.median(walls) - floor
+        ratio = "-" if name.startswith("shell") else f"{overhead / max(npu_overhead, 1e-6):.0f}x"
+        print(f"| {name} | {fmt(walls)} | {overhead * 1000:.1f} ms | {ratio} | "
+              f"{statistics.median(rss):.1f} MB ({min(rss):.1f}-{max(rss):.1f}) |")
+    print("\n## Worker failure to launcher exit (4 workers; the other 3 die on SIGTERM)\n")
+    print("| launcher | failure-to-exit | vs npu_run |")
+    print("|---|---|---|")
+    npu_fail = statistics.median(failure["npu_run"])
+    for name, delays in failure.items():
+        print(f"| {name} | {fmt(delays)} | {statistics.median(delays) / npu_fail:.0f}x |")
+    print(f"\nmachine: {os.cpu_count()} cores, {os.uname().release}; npu_run: {args.npu_run}")
+
+
+if __name__ == "__main__":
+    main()

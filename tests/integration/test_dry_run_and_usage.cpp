@@ -65,6 +65,13 @@ TEST_CASE("usage errors: exit 2 with the value and the fix, before anything star
   }
 }
 
+TEST_CASE("usage errors: an unusable TMPDIR is named with the fix", "[integration][usage]") {
+  const Finished f = run_npu_run({"--no-python", "/bin/true"}, {{"TMPDIR", "/proc/version"}});
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Contains("cannot create a temporary directory in /proc/version") &&
+                        Contains("set TMPDIR"));
+}
+
 TEST_CASE("usage errors: a bad PET_ variable is named as such", "[integration][usage]") {
   const Finished f = run_npu_run({"--no-python", "/bin/true"}, {{"PET_NPROC_PER_NODE", "many"}});
   CHECK(f.exit_code == 2);

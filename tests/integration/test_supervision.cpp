@@ -150,17 +150,36 @@ TEST_CASE("supervision: a second stop signal skips the grace period",
   require_no_strays(p);
 }
 
-TEST_CASE("supervision: SIGUSR1 is forwarded and the job goes on", "[integration][supervision]") {
-  NpuRunProcess p(
-      sh_workers(2, "trap 'echo got-USR1-$LOCAL_RANK; exit 0' USR1; echo ready; sleep 60 & wait"));
-  p.wait_for_output("ready", 2, 10s);
-  p.send_signal(SIGUSR1);
-  const Finished f = p.wait(15s);
+TEST_CASE("supervision: SIGUSR1 and SIGUSR2 are forwarded and the job goes on",
+          "[integration][supervision]") {
+  for (const std::string name : {"USR1", "USR2"}) {
+    NpuRunProcess p(sh_workers(2, "trap 'echo got-" + name + "-$LOCAL_RANK; exit 0' " + name +
+                                      "; echo ready; sleep 60 & wait"));
+    p.wait_for_output("ready", 2, 10s);
+    p.send_signal(name == "USR1" ? SIGUSR1 : SIGUSR2);
+    const Finished f = p.wait(15s);
+    INFO(f.err);
+    CHECK(f.exit_code == 0);  // the workers chose to finish cleanly
+    CHECK(count_occurrences(f.out, "got-" + name + "-") == 2);
+    CHECK_THAT(f.err, Contains("received SIG" + name + ": forwarded to 2 worker process groups"));
+    require_no_strays(p);
+  }
+}
+
+TEST_CASE("supervision: a worker that cannot be started is the root cause, later ones never start",
+          "[integration][supervision]") {
+  TempDir dir;
+  // A file where rank 1's log directory must go: creating it fails.
+  dir.write("logs/none/attempt_0/1", "in the way");
+  const Finished f = run_npu_run(
+      sh_workers(3, "echo started-$LOCAL_RANK; exec sleep 60", {"--log-dir", dir.file("logs")}));
   INFO(f.err);
-  CHECK(f.exit_code == 0);  // the workers chose to finish cleanly
-  CHECK(count_occurrences(f.out, "got-USR1-") == 2);
-  CHECK_THAT(f.err, Contains("received SIGUSR1: forwarded to 2 worker process groups"));
-  require_no_strays(p);
+  CHECK(f.exit_code == 1);
+  CHECK_THAT(f.err, Contains("cannot start local rank 1: cannot create " +
+                             dir.file("logs/none/attempt_0/1")));
+  CHECK_THAT(f.err, Contains("not started: Not a directory") &&
+                        Contains("not started because local rank 1 could not start"));
+  CHECK(count_occurrences(f.out, "started-2") == 0);
 }
 
 TEST_CASE("supervision: SIGKILL to npu_run leaves no worker, not even their children",

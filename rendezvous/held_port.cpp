@@ -5,8 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
-#include <charconv>
 
+#include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 
 namespace npu_run {
@@ -74,14 +74,9 @@ int HeldPort::port() const {
 }
 
 std::vector<PortRange> ports_to_avoid(const std::string& hccl_if_base_port, int rendezvous_port) {
-  int base = 60000;
-  int parsed = 0;
-  const auto [end, ec] = std::from_chars(
-      hccl_if_base_port.data(), hccl_if_base_port.data() + hccl_if_base_port.size(), parsed);
-  if (!hccl_if_base_port.empty() && ec == std::errc() &&
-      end == hccl_if_base_port.data() + hccl_if_base_port.size() && parsed > 0 && parsed < 65536) {
-    base = parsed;
-  }
+  // An unset or malformed HCCL_IF_BASE_PORT means HCCL uses its default, 60000.
+  const int base =
+      static_cast<int>(parse_integer(hccl_if_base_port, 1, 65535 - 31).value_or(60000));
   return {PortRange{base, base + 31}, PortRange{rendezvous_port, rendezvous_port}};
 }
 

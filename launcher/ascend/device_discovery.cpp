@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <filesystem>
+
+#include "npu_run/text.hpp"
 
 namespace npu_run {
 namespace {
@@ -22,26 +23,19 @@ std::vector<int> apply_visible(const std::vector<int>& present, const std::strin
   std::vector<int> ids;
   size_t entries = 0;
   bool numeric = true;
-  size_t pos = 0;
-  while (pos <= visible.size()) {
-    const auto comma = std::min(visible.find(',', pos), visible.size());
-    const std::string_view item(visible.data() + pos, comma - pos);
-    pos = comma + 1;
+  for (const std::string_view item : split(visible, ',')) {
     if (item.empty()) continue;
     // CUDA stops at the first invalid entry ("-1" hides every device); Ascend does likewise.
-    if (!all_digits(item)) {
-      if (item.front() == '-') break;
+    if (item.front() == '-') break;
+    ++entries;
+    const auto id = parse_integer(item, 0, 1'000'000);
+    if (!id) {
       numeric = false;
-      ++entries;
       continue;
     }
-    ++entries;
-    int id = 0;
-    std::from_chars(item.data(), item.data() + item.size(), id);
-    if (std::find(present.begin(), present.end(), id) != present.end() &&
-        std::find(ids.begin(), ids.end(), id) == ids.end()) {
-      ids.push_back(id);
-    }
+    const bool exists = std::find(present.begin(), present.end(), *id) != present.end();
+    if (exists && std::find(ids.begin(), ids.end(), *id) == ids.end())
+      ids.push_back(static_cast<int>(*id));
   }
   if (!numeric) {
     ids.clear();
@@ -60,10 +54,9 @@ std::vector<int> numbered_device_nodes(const std::string& dir, const std::string
     const std::string name = it->path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string_view number(name.data() + prefix.size(), name.size() - prefix.size());
-    if (!all_digits(number) || number.size() > 6) continue;
-    int id = 0;
-    std::from_chars(number.data(), number.data() + number.size(), id);
-    ids.push_back(id);
+    // Digits only: "davinci_manager", "nvidiactl" and "nvidia-uvm" are not devices.
+    if (!all_digits(number)) continue;
+    if (const auto id = parse_integer(number, 0, 1'000'000)) ids.push_back(static_cast<int>(*id));
   }
   std::sort(ids.begin(), ids.end());
   return ids;

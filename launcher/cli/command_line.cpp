@@ -5,7 +5,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include "npu_run/device_discovery.hpp"
 #include "npu_run/device_list.hpp"
 #include "npu_run/line_prefix.hpp"
+#include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 #include "npu_run/version.hpp"
 
@@ -301,13 +301,10 @@ std::string unknown_option_message(const std::string& token, const CommandLine& 
 }
 
 int parse_positive(const std::string& text, int max, const std::string& source, const char* what) {
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 1 ||
-      value > max) {
+  const auto value = parse_integer(text, 1, max);
+  if (!value)
     throw UsageError(fmt::format("{} '{}': expected {} between 1 and {}", source, text, what, max));
-  }
-  return value;
+  return static_cast<int>(*value);
 }
 
 void parse_nnodes(const std::string& text, const std::string& source, LaunchConfig& cfg) {
@@ -358,15 +355,13 @@ void resolve_workers_and_devices(const CommandLine& cli, const EnvMap& env, Laun
   if (n == "cpu") {
     cfg.nproc_per_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else {
-    int value = 0;
-    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
-    if (n.empty() || ec != std::errc() || end != n.data() + n.size() || value < 1 ||
-        value > kMaxWorkersPerNode) {
+    const auto value = parse_integer(n, 1, kMaxWorkersPerNode);
+    if (!value) {
       throw UsageError(fmt::format(
           "{} '{}': expected a number of workers between 1 and {}, or auto, npu, gpu, cpu",
           nproc_src, n, kMaxWorkersPerNode));
     }
-    cfg.nproc_per_node = value;
+    cfg.nproc_per_node = static_cast<int>(*value);
   }
   if (listed) {
     if (static_cast<int>(listed->size()) != cfg.nproc_per_node) {
@@ -428,21 +423,17 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
       "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host"};
   std::map<std::string, std::string> conf;
   if (text.empty()) return conf;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const auto comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    pos = comma + 1;
+  for (const std::string_view item : split(text, ',')) {
     const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
+    if (eq == std::string_view::npos || eq == 0) {
       throw UsageError(fmt::format("{} '{}': item '{}' is not key=value", src, text, item));
     }
-    const std::string key = item.substr(0, eq);
+    const std::string key(item.substr(0, eq));
     if (!kKnown.count(key)) {
       throw UsageError(fmt::format("{} '{}': unknown key '{}'; known keys: {}", src, text, key,
                                    fmt::join(kKnown, ", ")));
     }
-    conf[key] = item.substr(eq + 1);
+    conf[key] = std::string(item.substr(eq + 1));
   }
   return conf;
 }
@@ -452,12 +443,9 @@ std::vector<int> parse_signals(const std::string& text, const std::string& src) 
                                                       {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
                                                       {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
   std::vector<int> signals;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const auto comma = std::min(text.find(',', pos), text.size());
-    std::string name = text.substr(pos, comma - pos);
-    pos = comma + 1;
-    if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  for (std::string_view item : split(text, ',')) {
+    if (item.substr(0, 3) == "SIG") item.remove_prefix(3);
+    const std::string name(item);
     const auto it = kHandled.find(name);
     if (it == kHandled.end()) {
       throw UsageError(
@@ -473,17 +461,13 @@ std::vector<int> parse_signals(const std::string& text, const std::string& src) 
 
 std::set<int> parse_rank_filter(const std::string& text, const std::string& src, int nproc) {
   std::set<int> ranks;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const auto comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    pos = comma + 1;
-    int rank = -1;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), rank);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || rank < 0) {
+  for (const std::string_view item : split(text, ',')) {
+    const auto parsed = parse_integer(item, 0, kMaxWorkersPerNode);
+    if (!parsed) {
       throw UsageError(fmt::format("{} '{}': '{}' is not a local rank; write ranks like 0 or 0,1",
                                    src, text, item));
     }
+    const int rank = static_cast<int>(*parsed);
     if (rank >= nproc) {
       throw UsageError(
           fmt::format("{} '{}': local rank {} does not exist with {} worker{} per node", src, text,

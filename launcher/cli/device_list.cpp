@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <set>
 
+#include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 
 namespace npu_run {
@@ -15,41 +15,34 @@ namespace {
 constexpr int kMaxDeviceId = 4095;
 
 int parse_id(std::string_view token, const std::string& text, const std::string& what) {
-  int value = -1;
-  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-  if (token.empty() || ec != std::errc() || end != token.data() + token.size() || value < 0 ||
-      value > kMaxDeviceId) {
+  const auto value = parse_integer(token, 0, kMaxDeviceId);
+  if (!value) {
     throw UsageError(fmt::format(
         "{} '{}': '{}' is not a device id (expected an integer 0-{}); write lists like 4-7 or "
         "0,2,4,6",
         what, text, token, kMaxDeviceId));
   }
-  return value;
+  return static_cast<int>(*value);
 }
 
 }  // namespace
 
 std::vector<int> parse_device_list(const std::string& text, const std::string& what) {
+  if (text.empty())
+    throw UsageError(fmt::format("{} is empty; give ids like 0-7 or 0,2,4,6", what));
   std::vector<int> ids;
   std::set<int> seen;
-  std::string_view rest(text);
-  if (rest.empty())
-    throw UsageError(fmt::format("{} is empty; give ids like 0-7 or 0,2,4,6", what));
-  while (true) {
-    const auto comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    const auto dash = item.find('-');
-    int first = 0;
-    int last = 0;
-    if (dash == std::string_view::npos) {
-      first = last = parse_id(item, text, what);
-    } else {
-      first = parse_id(item.substr(0, dash), text, what);
-      last = parse_id(item.substr(dash + 1), text, what);
-      if (last < first) {
-        throw UsageError(fmt::format("{} '{}': range {} runs backwards; write {}-{}", what, text,
-                                     item, last, first));
-      }
+  for (const std::string_view item : split(text, ',')) {
+    const auto range = split(item, '-');
+    if (range.size() > 2) {
+      throw UsageError(
+          fmt::format("{} '{}': '{}' is not a device id or a range like 4-7", what, text, item));
+    }
+    const int first = parse_id(range.front(), text, what);
+    const int last = parse_id(range.back(), text, what);
+    if (last < first) {
+      throw UsageError(fmt::format("{} '{}': range {} runs backwards; write {}-{}", what, text,
+                                   item, last, first));
     }
     for (int id = first; id <= last; ++id) {
       if (!seen.insert(id).second) {
@@ -59,8 +52,6 @@ std::vector<int> parse_device_list(const std::string& text, const std::string& w
       }
       ids.push_back(id);
     }
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
   }
   return ids;
 }

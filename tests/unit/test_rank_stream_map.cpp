@@ -32,7 +32,10 @@ TEST_CASE("stream maps: bad values name the flag and show the syntax", "[streams
                     Contains("--tee '4': '4' is not a valid stream code"));
   CHECK_THROWS_WITH(RankStreamMap::parse("0:4", "-r"), Contains("'4' is not a valid stream code"));
   CHECK_THROWS_WITH(RankStreamMap::parse("x:1", "-r"), Contains("'x' is not a valid local rank"));
-  CHECK_THROWS_WITH(RankStreamMap::parse("0:1,1", "-r"), Contains("item '1' lacks a ':'"));
+  CHECK_THROWS_WITH(RankStreamMap::parse("0:1,1", "-r"),
+                    Contains("item '1' is not local_rank:code"));
+  CHECK_THROWS_WITH(RankStreamMap::parse("0:1:2", "-r"),
+                    Contains("item '0:1:2' is not local_rank:code"));
   CHECK_THROWS_WITH(RankStreamMap::parse("0:1,0:2", "-r"), Contains("local rank 0 appears twice"));
   CHECK_THROWS_WITH(RankStreamMap::parse("", "--tee"), Contains("0:3,12:1"));
 }

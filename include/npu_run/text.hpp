@@ -1,0 +1,19 @@
+// Small text helpers shared by every parser of flag and variable values, so that splitting a
+// list and reading a number behave the same everywhere.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace npu_run {
+
+// Splits on `separator`, keeping empty items ("a,,b" -> a, "", b; "" -> one empty item), so
+// that callers can reject them with a message.
+std::vector<std::string_view> split(std::string_view text, char separator);
+
+// The whole of `text` as a decimal integer within [min, max]; nullopt otherwise (empty text,
+// trailing characters, overflow, out of range).
+std::optional<long long> parse_integer(std::string_view text, long long min, long long max);
+
+}  // namespace npu_run

@@ -1,0 +1,26 @@
+#include <catch2/catch.hpp>
+
+#include "npu_run/text.hpp"
+
+using namespace npu_run;
+
+TEST_CASE("split keeps empty items so callers can reject them", "[text]") {
+  using V = std::vector<std::string_view>;
+  CHECK(split("a,b,c", ',') == V{"a", "b", "c"});
+  CHECK(split("a,,b", ',') == V{"a", "", "b"});
+  CHECK(split("", ',') == V{""});
+  CHECK(split("a,", ',') == V{"a", ""});
+  CHECK(split("4-7", '-') == V{"4", "7"});
+}
+
+TEST_CASE("parse_integer takes the whole text, in range, or nothing", "[text]") {
+  CHECK(parse_integer("42", 0, 100) == 42);
+  CHECK(parse_integer("0", 0, 100) == 0);
+  CHECK(parse_integer("-3", -5, 5) == -3);
+  CHECK_FALSE(parse_integer("", 0, 100));
+  CHECK_FALSE(parse_integer("4x", 0, 100));
+  CHECK_FALSE(parse_integer(" 4", 0, 100));
+  CHECK_FALSE(parse_integer("101", 0, 100));
+  CHECK_FALSE(parse_integer("-1", 0, 100));
+  CHECK_FALSE(parse_integer("99999999999999999999999", 0, 100));
+}

@@ -43,8 +43,9 @@ class WorkerGroup {
   // Sends `sig` to every running worker's process group and keeps running (SIGUSR1/SIGUSR2).
   void forward_signal(int sig);
 
-  // Stops the group: `sig` to every process group, SIGKILL after the grace. Called again while
-  // stopping, it escalates to SIGKILL at once (a second Ctrl-C).
+  // Stops the group: `sig` to every process group, SIGKILL after the grace. A second call
+  // escalates to SIGKILL at once (a second Ctrl-C); a first call while the group is already
+  // stopping after a failure only forwards `sig`.
   void stop(int sig);
 
   std::vector<pid_t> running_pids() const;

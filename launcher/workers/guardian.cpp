@@ -91,15 +91,8 @@ Guardian::~Guardian() {
   }
 }
 
-void Guardian::watch(pid_t process_group) {
-  send(static_cast<int>(process_group));
-}
 void Guardian::forget(pid_t process_group) {
-  send(-static_cast<int>(process_group));
-}
-
-void Guardian::send(int message) {
-  const int32_t m = message;
+  const int32_t m = -static_cast<int32_t>(process_group);
   // A 4-byte write to a pipe is atomic; if it fails the guardian is gone and there is nothing
   // better to do than carry on without the safety net.
   while (::write(pipe_fd_, &m, sizeof(m)) < 0 && errno == EINTR) {

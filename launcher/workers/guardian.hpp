@@ -16,12 +16,15 @@ class Guardian {
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;
 
-  void watch(pid_t process_group);
+  // The pipe a new worker writes its own process group id to (4 bytes, in the child before
+  // exec): registering from the parent after spawn would leave a window in which the worker
+  // already runs, and may start children, while the guardian does not know it.
+  int registration_fd() const { return pipe_fd_; }
+  // Called by the agent once a worker's group is gone, so its id is never signalled after reuse.
   void forget(pid_t process_group);
   pid_t pid() const { return pid_; }
 
  private:
-  void send(int message);
   pid_t pid_ = -1;
   int pipe_fd_ = -1;
 };

@@ -31,6 +31,7 @@ namespace {
 // async-signal-safe calls. On failure the launcher reports errno to the parent.
 struct WorkerProcessSetup {
   pid_t agent_pid;
+  int guardian_fd;  // -1: no guardian
 
   template <typename Launcher>
   bp::error_code on_exec_setup(Launcher&, const std::filesystem::path&, const char* const*) {
@@ -43,6 +44,13 @@ struct WorkerProcessSetup {
     if (::getppid() != agent_pid) {
       errno = ESRCH;
       return bp::error_code(ESRCH, boost::system::system_category());
+    }
+    // Register with the guardian here, before exec, i.e. before user code can start children.
+    if (guardian_fd >= 0) {
+      const int32_t group = static_cast<int32_t>(::getpid());
+      if (::write(guardian_fd, &group, sizeof(group)) != static_cast<ssize_t>(sizeof(group))) {
+        return bp::error_code(errno, boost::system::system_category());
+      }
     }
     // Ignored signals and the signal mask survive exec; the worker must start with defaults.
     sigset_t none;
@@ -190,9 +198,10 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     for (const std::string& kv : env_strings) envp.push_back(kv.c_str());
     envp.push_back(nullptr);
     launcher.env = envp.data();
-    auto proc =
-        launcher(io.get_executor(), ec, std::filesystem::path(w.spec.program), w.spec.argv,
-                 bp::process_stdio{nullptr, out_fd, err_fd}, WorkerProcessSetup{::getpid()});
+    auto proc = launcher(
+        io.get_executor(), ec, std::filesystem::path(w.spec.program), w.spec.argv,
+        bp::process_stdio{nullptr, out_fd, err_fd},
+        WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1});
     for (int fd : to_close) ::close(fd);  // the child has its copies; pipes see EOF when it ends
     if (ec) {
       // The child exited right after failing to exec: reap it so it does not linger as a zombie.
@@ -208,7 +217,6 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     w.outcome.pid = w.process->id();
     w.running = true;
     ++alive;
-    if (guardian != nullptr) guardian->watch(w.outcome.pid);
     for (auto& relay : w.relays) relay->start();
     w.process->async_wait([self = shared_from_this(), index](bp::error_code wait_ec, int) {
       self->on_exit(index, wait_ec);
@@ -371,8 +379,14 @@ void WorkerGroup::stop(int sig) {
       if (impl_->alive == 0) impl_->finish();
       break;
     case Phase::kStopping:
-      if (impl_->requested_stop == 0) impl_->requested_stop = sig;
-      impl_->escalate();
+      if (impl_->requested_stop == 0) {
+        // Already stopping after a worker failed: this is the first outside request, so pass
+        // the signal on and let the grace period run; only a repeated request skips it.
+        impl_->requested_stop = sig;
+        forward_signal(sig);
+      } else {
+        impl_->escalate();
+      }
       break;
     default:
       break;

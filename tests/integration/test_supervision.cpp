@@ -44,6 +44,7 @@ void open_gate(const std::string& path) {
 
 void require_no_strays(const NpuRunProcess& p) {
   const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
+  INFO("left behind:\n" << describe_processes(strays));
   CHECK(strays.empty());
 }
 
@@ -150,6 +151,27 @@ TEST_CASE("supervision: a second stop signal skips the grace period",
   require_no_strays(p);
 }
 
+TEST_CASE("supervision: a stop signal during a failure's grace period does not skip the grace",
+          "[integration][supervision]") {
+  TempDir dir;
+  const std::string gate = make_gate(dir);
+  NpuRunProcess p(sh_workers(3,
+                             "if [ $LOCAL_RANK = 0 ]; then read x < " + gate +
+                                 "; exit 1; fi; trap '' TERM; echo ready; exec sleep 60",
+                             {"--term-timeout", "2"}));
+  p.wait_for_output("ready", 2, 10s);
+  open_gate(gate);
+  p.wait_for_output("stopping the other 2 workers", 1, 10s, true);
+  p.send_signal(SIGTERM);  // e.g. the scheduler, while the group is already in its grace period
+  const Finished f = p.wait(15s);
+  INFO(f.err);
+  CHECK(f.exit_code == 143);
+  CHECK(f.seconds >= 2.0);  // the grace ran its course before SIGKILL
+  CHECK(f.err.find("received SIGTERM again") == std::string::npos);
+  CHECK_THAT(f.err, Contains("sent SIGKILL to 2 workers still running"));
+  require_no_strays(p);
+}
+
 TEST_CASE("supervision: SIGUSR1 and SIGUSR2 are forwarded and the job goes on",
           "[integration][supervision]") {
   for (const std::string name : {"USR1", "USR2"}) {
@@ -188,8 +210,8 @@ TEST_CASE("supervision: SIGKILL to npu_run leaves no worker, not even their chil
   // reaches the worker itself, the guardian has to take care of the rest.
   NpuRunProcess p(sh_workers(3, "sleep 60 & sleep 60 & echo ready; wait"));
   p.wait_for_output("ready", 3, 10s);
-  CHECK(processes_with_marker(p.marker()).size() >=
-        1 + 1 + 3 * 3);  // agent, guardian, 3 x (sh + 2 sleeps)
+  // agent, guardian, 3 x (sh + 2 sleeps): the processes whose end the test checks really exist
+  CHECK(wait_for_marker_processes(p.marker(), 1 + 1 + 3 * 3, 5s) >= 1 + 1 + 3 * 3);
   p.send_signal(SIGKILL);
   const Finished f = p.wait(10s);
   CHECK(f.term_signal == SIGKILL);

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
@@ -210,8 +211,28 @@ Finished run_npu_run(const std::vector<std::string>& args, const EnvOverrides& e
   NpuRunProcess p(args, env, cwd);
   Finished f = p.wait(timeout);
   const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
+  INFO("left behind:\n" << describe_processes(strays));
   CHECK(strays.empty());
   return f;
+}
+
+std::string describe_processes(const std::vector<pid_t>& pids) {
+  std::string text;
+  for (pid_t pid : pids) {
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::ifstream cmdline_file(dir + "/cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::ifstream status(dir + "/status");
+    std::string state;
+    std::string ppid;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("State:", 0) == 0) state = line.substr(7);
+      if (line.rfind("PPid:", 0) == 0) ppid = line.substr(6);
+    }
+    text += "pid " + std::to_string(pid) + " (" + cmdline + ") state " + state + " ppid " + ppid + "\n";
+  }
+  return text;
 }
 
 std::vector<pid_t> processes_with_marker(const std::string& marker) {
@@ -238,6 +259,16 @@ std::vector<pid_t> processes_with_marker(const std::string& marker) {
     }
   }
   ::closedir(proc);
+  return found;
+}
+
+size_t wait_for_marker_processes(const std::string& marker, size_t count, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  size_t found = processes_with_marker(marker).size();
+  while (found < count && Clock::now() < deadline) {
+    ::usleep(10'000);
+    found = processes_with_marker(marker).size();
+  }
   return found;
 }
 

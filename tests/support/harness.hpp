@@ -64,8 +64,16 @@ Finished run_npu_run(const std::vector<std::string>& args, const EnvOverrides& e
 // Processes (other than this test) whose environment carries `marker`.
 std::vector<pid_t> processes_with_marker(const std::string& marker);
 
+// Waits until at least `count` processes carry `marker`; returns how many do at the end. Checks
+// /proc every 10 ms: nothing signals that a grandchild finished exec (whose environment reads
+// as empty while it is being replaced).
+size_t wait_for_marker_processes(const std::string& marker, size_t count, milliseconds timeout);
+
 // Waits, on pidfd events, until no process carries `marker`; returns those left after `timeout`.
 std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker, milliseconds timeout);
+
+// "pid 123 (sleep 60) state S ppid 1" per process, for failure messages.
+std::string describe_processes(const std::vector<pid_t>& pids);
 
 std::string npu_run_binary();
 std::string source_dir();

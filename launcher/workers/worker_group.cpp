@@ -143,7 +143,9 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
         if (!route.file.empty() && file_fd < 0) return -1;
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) {
+          const int err = errno;  // reported by the caller; close() must not overwrite it
           if (file_fd >= 0) ::close(file_fd);
+          errno = err;
           return -1;
         }
         to_close.push_back(fds[1]);
@@ -155,9 +157,8 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     return -1;
   }
 
+  // The file's directory is the worker's log_dir, which spawn() has created.
   static int open_log_file(const std::string& path) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
 

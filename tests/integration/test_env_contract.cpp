@@ -102,3 +102,24 @@ TEST_CASE("env contract: the error-file directory is private and removed at exit
   CHECK_THAT(f.out, Contains(tmp.path() + "/npu_run_none_"));
   CHECK(std::filesystem::is_empty(tmp.path()));
 }
+
+TEST_CASE("python modes: a script and a module run under PYTHON_EXEC -u with their arguments",
+          "[integration][env]") {
+  TempDir dir;
+  const std::string body =
+      "import os, sys\n"
+      "print('%s rank=%s argv=%s unbuffered=%s' % (__name__, os.environ['RANK'], sys.argv[1:],\n"
+      "      sys.stdout.write_through))\n";  // -u makes stdout write through even to a pipe
+  dir.write("job.py", body);
+  dir.write("pkg/__init__.py", "");
+  dir.write("pkg/train.py", body);
+  Finished f = run_npu_run({"--nproc-per-node", "2", "job.py", "--lr", "${local_rank}"}, {}, 60s,
+                           dir.path());
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK(count_occurrences(f.out, "__main__ rank=1 argv=['--lr', '1'] unbuffered=True") == 1);
+  f = run_npu_run({"--nproc-per-node", "2", "-m", "pkg.train", "x"}, {}, 60s, dir.path());
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK(count_occurrences(f.out, "__main__ rank=0 argv=['x'] unbuffered=True") == 1);
+}

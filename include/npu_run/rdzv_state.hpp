@@ -1,0 +1,116 @@
+// The rendezvous decisions as a pure state machine: messages and the time go in, addressed
+// messages come out. No sockets, no clock of its own; the Asio server and the single-node
+// in-process rendezvous both drive it, and unit tests drive it directly.
+//
+// A job goes through rounds. JOINING collects agents until --nnodes have joined, then assigns
+// node ranks and rank offsets (RUNNING). The first failure anywhere tells every other node to
+// stop its workers (STOPPING). When every node has reported, the job restarts in a new round
+// (restarts left) or ends (FINISHED) with one exit code and one root cause for all nodes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "npu_run/rdzv_messages.hpp"
+
+namespace npu_run::rdzv {
+
+using ClientId = uint64_t;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct JobSettings {
+  std::string run_id = "none";
+  std::string token;  // empty: agents must not send one either
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  milliseconds heartbeat_interval{5'000};
+  milliseconds heartbeat_timeout{30'000};
+  milliseconds progress_interval{5'000};
+  milliseconds join_timeout{900'000};
+};
+
+struct Outgoing {
+  std::vector<ClientId> to;
+  ServerMessage message;
+  bool close_after = false;  // the connections are closed once the message has been sent
+};
+
+class RendezvousState {
+ public:
+  enum class Phase { kJoining, kRunning, kStopping, kFinished };
+
+  RendezvousState(JobSettings settings, Clock::time_point now);
+
+  std::vector<Outgoing> on_message(ClientId from, const ClientMessage& message,
+                                   Clock::time_point now);
+  std::vector<Outgoing> on_disconnect(ClientId who, Clock::time_point now);
+  // Heartbeat deadlines, progress reports and the join timeout.
+  std::vector<Outgoing> on_tick(Clock::time_point now);
+
+  Phase phase() const { return phase_; }
+  uint64_t round() const { return round_; }
+  int restart_count() const { return restart_count_; }
+  const JobSettings& settings() const { return settings_; }
+  // Set once the job has ended (FINISHED): what every node was told.
+  const std::optional<Decision>& final_decision() const { return final_; }
+  size_t connected_clients() const { return clients_.size(); }
+  size_t joined() const { return pending_.size(); }
+
+ private:
+  struct Client {
+    bool greeted = false;
+    Clock::time_point last_seen;
+  };
+  struct Joiner {
+    ClientId id;
+    Join join;
+    uint64_t arrival;
+  };
+  struct Member {
+    ClientId id;
+    NodeInfo node;
+    int node_rank = 0;
+    int rank_offset = 0;
+    bool reported = false;
+    bool lost = false;
+  };
+
+  std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
+  std::vector<Outgoing> on_join(ClientId from, const Join& join, Clock::time_point now);
+  std::vector<Outgoing> on_report(ClientId from, const Report& report);
+  std::vector<Outgoing> start_round();
+  // Records `failure` as the root cause if it is the first, and stops the other nodes.
+  void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
+                      std::vector<Outgoing>& out);
+  void decide_if_complete(std::vector<Outgoing>& out);
+  std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
+  Member* member_of(ClientId id);
+  std::string describe_seats() const;
+  std::vector<int> missing_node_ranks() const;
+
+  static Outgoing reject(ClientId to, std::string code, std::string message);
+
+  JobSettings settings_;
+  Phase phase_ = Phase::kJoining;
+  uint64_t round_ = 0;
+  int restart_count_ = 0;
+  std::map<ClientId, Client> clients_;
+  std::vector<Joiner> pending_;
+  std::vector<Member> members_;  // indexed by node rank while RUNNING/STOPPING
+  std::optional<FailureReport> root_cause_;
+  bool deliberate_stop_ = false;  // the root cause is an agent stopped by a signal: no restart
+  uint64_t arrivals_ = 0;
+  Clock::time_point joining_since_;
+  Clock::time_point next_progress_;
+  std::optional<Decision> final_;
+};
+
+const char* phase_name(RendezvousState::Phase phase);
+
+}  // namespace npu_run::rdzv

@@ -1,0 +1,396 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "npu_run/rdzv_state.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+std::string seat_label(const NodeInfo& node) {
+  return fmt::format("{} ({})", node.host, node.addr);
+}
+
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+const char* phase_name(RendezvousState::Phase phase) {
+  switch (phase) {
+    case RendezvousState::Phase::kJoining:
+      return "joining";
+    case RendezvousState::Phase::kRunning:
+      return "running";
+    case RendezvousState::Phase::kStopping:
+      return "stopping";
+    case RendezvousState::Phase::kFinished:
+      return "finished";
+  }
+  return "?";
+}
+
+RendezvousState::RendezvousState(JobSettings settings, Clock::time_point now)
+    : settings_(std::move(settings)),
+      joining_since_(now),
+      next_progress_(now + settings_.progress_interval) {}
+
+Outgoing RendezvousState::reject(ClientId to, std::string code, std::string message) {
+  return Outgoing{{to}, ErrorReply{std::move(code), std::move(message)}, true};
+}
+
+RendezvousState::Member* RendezvousState::member_of(ClientId id) {
+  for (Member& m : members_) {
+    if (m.id == id) return &m;
+  }
+  return nullptr;
+}
+
+std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMessage& message,
+                                                  Clock::time_point now) {
+  Client& client = clients_[from];
+  client.last_seen = now;
+  if (!client.greeted && !std::holds_alternative<Hello>(message)) {
+    clients_.erase(from);
+    return {
+        reject(from, "protocol_order", fmt::format("'{}' before 'hello'", message_name(message)))};
+  }
+  if (const auto* hello = std::get_if<Hello>(&message)) return on_hello(from, *hello);
+  if (const auto* join = std::get_if<Join>(&message)) return on_join(from, *join, now);
+  if (std::holds_alternative<Heartbeat>(message)) return {Outgoing{{from}, HeartbeatAck{}, false}};
+  return on_report(from, std::get<Report>(message));
+}
+
+std::vector<Outgoing> RendezvousState::on_hello(ClientId from, const Hello& hello) {
+  auto refuse = [&](const char* code, std::string text) {
+    clients_.erase(from);
+    return std::vector<Outgoing>{reject(from, code, std::move(text))};
+  };
+  Client& client = clients_[from];
+  if (client.greeted) return refuse("protocol_order", "'hello' sent twice");
+  if (hello.magic != kMagic) {
+    return refuse("bad_magic",
+                  "this is not an npu_run agent (wrong magic); is another program using the port?");
+  }
+  if (hello.version != kProtocolVersion) {
+    return refuse("version_mismatch",
+                  fmt::format("the agent speaks rendezvous protocol {}, this server {}; run the "
+                              "same npu_run version on every node",
+                              hello.version, kProtocolVersion));
+  }
+  if (hello.run_id != settings_.run_id) {
+    return refuse("run_id_mismatch",
+                  fmt::format("the agent's run id '{}' differs from the job's '{}'; give every "
+                              "node the same --run-id",
+                              hello.run_id, settings_.run_id));
+  }
+  if (hello.token != settings_.token) {
+    return refuse(
+        "bad_token",
+        "the rendezvous token does not match the server's; give every node the same token");
+  }
+  client.greeted = true;
+  return {
+      Outgoing{{from},
+               Welcome{settings_.heartbeat_interval.count(), settings_.heartbeat_timeout.count()},
+               false}};
+}
+
+std::string RendezvousState::describe_seats() const {
+  std::vector<std::string> seats;
+  if (!members_.empty()) {
+    for (const Member& m : members_)
+      seats.push_back(fmt::format("node {} {}", m.node_rank, seat_label(m.node)));
+  } else {
+    for (const Joiner& j : pending_) seats.push_back(seat_label(j.join.node));
+  }
+  const size_t shown = std::min<size_t>(seats.size(), 8);
+  std::string text = fmt::format(
+      "{}", fmt::join(seats.begin(), seats.begin() + static_cast<std::ptrdiff_t>(shown), ", "));
+  if (seats.size() > shown) text += fmt::format(" and {} more", seats.size() - shown);
+  return text;
+}
+
+std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join,
+                                               Clock::time_point now) {
+  auto refuse = [&](const char* code, std::string text) {
+    clients_.erase(from);
+    return std::vector<Outgoing>{reject(from, code, std::move(text))};
+  };
+  const std::string nnodes = settings_.min_nodes == settings_.max_nodes
+                                 ? std::to_string(settings_.max_nodes)
+                                 : fmt::format("{}:{}", settings_.min_nodes, settings_.max_nodes);
+  if (join.min_nodes != settings_.min_nodes || join.max_nodes != settings_.max_nodes) {
+    const std::string theirs = join.min_nodes == join.max_nodes
+                                   ? std::to_string(join.max_nodes)
+                                   : fmt::format("{}:{}", join.min_nodes, join.max_nodes);
+    return refuse("nnodes_mismatch",
+                  fmt::format("{} has --nnodes {} but the job has --nnodes {}; give every node "
+                              "the same --nnodes",
+                              seat_label(join.node), theirs, nnodes));
+  }
+  if (join.max_restarts != settings_.max_restarts) {
+    return refuse(
+        "max_restarts_mismatch",
+        fmt::format("{} has --max-restarts {} but the job has {}; give every node the same value",
+                    seat_label(join.node), join.max_restarts, settings_.max_restarts));
+  }
+  const bool already =
+      std::any_of(pending_.begin(), pending_.end(), [&](const Joiner& j) { return j.id == from; });
+  if (already) return refuse("protocol_order", "'join' sent twice for one round");
+  if (phase_ == Phase::kFinished) return refuse("job_finished", "the job has already ended");
+  if (phase_ != Phase::kJoining || static_cast<int>(pending_.size()) >= settings_.max_nodes) {
+    if (member_of(from) == nullptr) {
+      return refuse(
+          "job_full",
+          fmt::format("the job already has all {} nodes ({}); is {} a node too many, or is "
+                      "--nnodes too small?",
+                      settings_.max_nodes, describe_seats(), seat_label(join.node)));
+    }
+    return refuse("protocol_order", "'join' while the round is still running; report first");
+  }
+  if (join.node_rank) {
+    if (*join.node_rank >= settings_.max_nodes) {
+      return refuse(
+          "node_rank_out_of_range",
+          fmt::format(
+              "{} claims --node-rank {} but the job has --nnodes {}: node ranks run from 0 to {}",
+              seat_label(join.node), *join.node_rank, nnodes, settings_.max_nodes - 1));
+    }
+    for (const Joiner& j : pending_) {
+      if (j.join.node_rank == join.node_rank) {
+        return refuse(
+            "node_rank_taken",
+            fmt::format(
+                "{} claims --node-rank {}, which {} already holds; give each node its own rank",
+                seat_label(join.node), *join.node_rank, seat_label(j.join.node)));
+      }
+    }
+  }
+  if (pending_.empty()) joining_since_ = now;
+  pending_.push_back(Joiner{from, join, arrivals_++});
+  if (static_cast<int>(pending_.size()) == settings_.max_nodes) return start_round();
+  return {};
+}
+
+std::vector<Outgoing> RendezvousState::start_round() {
+  const int n = static_cast<int>(pending_.size());
+  // Explicit node ranks stay; the other agents fill the free ranks in (host, arrival) order, so
+  // the same cluster gives the same ranks every time.
+  std::vector<const Joiner*> by_rank(n, nullptr);
+  std::vector<const Joiner*> unranked;
+  for (const Joiner& j : pending_) {
+    if (j.join.node_rank)
+      by_rank[*j.join.node_rank] = &j;
+    else
+      unranked.push_back(&j);
+  }
+  std::sort(unranked.begin(), unranked.end(), [](const Joiner* a, const Joiner* b) {
+    return std::tie(a->join.node.host, a->arrival) < std::tie(b->join.node.host, b->arrival);
+  });
+  auto next = unranked.begin();
+  for (auto& seat : by_rank) {
+    if (seat == nullptr) seat = *next++;
+  }
+
+  members_.clear();
+  int offset = 0;
+  bool peers_wanted = false;
+  for (int rank = 0; rank < n; ++rank) {
+    members_.push_back(Member{by_rank[rank]->id, by_rank[rank]->join.node, rank, offset});
+    offset += by_rank[rank]->join.node.nproc;
+    peers_wanted = peers_wanted || by_rank[rank]->join.want_peers;
+  }
+  std::vector<PeerInfo> peers;
+  if (peers_wanted) {
+    for (const Member& m : members_) peers.push_back(PeerInfo{m.node_rank, m.rank_offset, m.node});
+  }
+
+  std::vector<Outgoing> out;
+  out.reserve(members_.size());
+  for (const Member& m : members_) {
+    const bool wants = by_rank[m.node_rank]->join.want_peers;
+    out.push_back(Outgoing{{m.id},
+                           Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
+                                    members_[0].node.addr, members_[0].node.worker_port,
+                                    wants ? peers : std::vector<PeerInfo>{}},
+                           false});
+  }
+  pending_.clear();
+  root_cause_.reset();
+  deliberate_stop_ = false;
+  phase_ = Phase::kRunning;
+  return out;
+}
+
+void RendezvousState::record_failure(const FailureReport& failure, bool deliberate, ClientId from,
+                                     std::vector<Outgoing>& out) {
+  if (root_cause_) return;  // the first failure is the root cause; later ones are consequences
+  root_cause_ = failure;
+  deliberate_stop_ = deliberate;
+  if (phase_ != Phase::kRunning) return;
+  phase_ = Phase::kStopping;
+  Outgoing stop{{}, StopWorkers{round_, failure}, false};
+  for (const Member& m : members_) {
+    if (!m.reported && m.id != from) stop.to.push_back(m.id);
+  }
+  if (!stop.to.empty()) out.push_back(std::move(stop));
+}
+
+std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& report) {
+  Member* member = member_of(from);
+  if (member == nullptr || (phase_ != Phase::kRunning && phase_ != Phase::kStopping)) {
+    if (member == nullptr && phase_ != Phase::kFinished) {
+      clients_.erase(from);
+      return {reject(from, "protocol_order",
+                     "'report' from an agent that is not in the running round")};
+    }
+    return {};  // a late report after the decision crossed it: nothing to do
+  }
+  if (report.round != round_ || member->reported) return {};  // stale, or a duplicate
+  member->reported = true;
+  std::vector<Outgoing> out;
+  if (report.outcome == Outcome::kFailed ||
+      (report.outcome == Outcome::kStopped && report.stop_signal != 0)) {
+    FailureReport failure = report.failure.value_or(FailureReport{});
+    // Identity comes from the seat, not from what the agent claims.
+    failure.host = member->node.host;
+    failure.node_rank = member->node_rank;
+    if (report.outcome == Outcome::kStopped && failure.description.empty()) {
+      failure.description = fmt::format("npu_run was stopped by signal {}", report.stop_signal);
+      failure.exit_code = 128 + report.stop_signal;
+    }
+    if (failure.time_ms == 0) failure.time_ms = wall_clock_ms();
+    record_failure(failure, report.outcome == Outcome::kStopped, from, out);
+  }
+  decide_if_complete(out);
+  return out;
+}
+
+void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
+  if (!std::all_of(members_.begin(), members_.end(), [](const Member& m) { return m.reported; }))
+    return;
+  Decision decision;
+  decision.round = round_;
+  decision.root_cause = root_cause_;
+  if (root_cause_ && !deliberate_stop_ && restart_count_ < settings_.max_restarts) {
+    ++restart_count_;
+    decision.action = Action::kRestart;
+    decision.restart_count = restart_count_;
+  } else {
+    decision.action = Action::kFinish;
+    decision.restart_count = restart_count_;
+    decision.exit_code = root_cause_ ? root_cause_->exit_code : 0;
+  }
+  Outgoing broadcast{{}, decision, false};
+  for (const Member& m : members_) {
+    if (!m.lost) broadcast.to.push_back(m.id);
+  }
+  if (!broadcast.to.empty()) out.push_back(std::move(broadcast));
+  if (decision.action == Action::kRestart) {
+    ++round_;
+    members_.clear();
+    phase_ = Phase::kJoining;
+  } else {
+    phase_ = Phase::kFinished;
+    final_ = decision;
+  }
+}
+
+std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::string& why) {
+  clients_.erase(who);
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [&](const Joiner& j) { return j.id == who; }),
+                 pending_.end());
+  std::vector<Outgoing> out;
+  Member* member = member_of(who);
+  if (member == nullptr || member->reported ||
+      (phase_ != Phase::kRunning && phase_ != Phase::kStopping))
+    return out;
+  member->reported = true;
+  member->lost = true;
+  FailureReport failure;
+  failure.host = member->node.host;
+  failure.node_rank = member->node_rank;
+  failure.exit_code = kExitRendezvous;
+  failure.description = fmt::format("agent lost: {}", why);
+  failure.time_ms = wall_clock_ms();
+  record_failure(failure, false, who, out);
+  decide_if_complete(out);
+  return out;
+}
+
+std::vector<Outgoing> RendezvousState::on_disconnect(ClientId who, Clock::time_point) {
+  return lose_client(who, "connection closed");
+}
+
+std::vector<int> RendezvousState::missing_node_ranks() const {
+  std::vector<bool> taken(settings_.max_nodes, false);
+  for (const Joiner& j : pending_) {
+    if (!j.join.node_rank) return {};  // with automatic ranks nobody knows which ranks are missing
+    taken[*j.join.node_rank] = true;
+  }
+  std::vector<int> missing;
+  for (int rank = 0; rank < settings_.max_nodes; ++rank) {
+    if (!taken[rank]) missing.push_back(rank);
+  }
+  return missing;
+}
+
+std::vector<Outgoing> RendezvousState::on_tick(Clock::time_point now) {
+  std::vector<Outgoing> out;
+  std::vector<ClientId> silent;
+  for (const auto& [id, client] : clients_) {
+    if (now - client.last_seen > settings_.heartbeat_timeout) silent.push_back(id);
+  }
+  for (ClientId id : silent) {
+    const double seconds = std::chrono::duration<double>(settings_.heartbeat_timeout).count();
+    out.push_back(reject(id, "heartbeat_timeout",
+                         fmt::format("no message from this agent for {:.1f} s", seconds)));
+    auto lost = lose_client(id, fmt::format("no heartbeat for {:.1f} s", seconds));
+    out.insert(out.end(), std::make_move_iterator(lost.begin()),
+               std::make_move_iterator(lost.end()));
+  }
+  if (phase_ != Phase::kJoining || pending_.empty()) return out;
+
+  if (now - joining_since_ > settings_.join_timeout) {
+    const std::vector<int> missing = missing_node_ranks();
+    const std::string who =
+        missing.empty() ? fmt::format("{} more node(s)",
+                                      settings_.max_nodes - static_cast<int>(pending_.size()))
+                        : fmt::format("node ranks {}", fmt::join(missing, ", "));
+    Outgoing timeout{
+        {},
+        ErrorReply{
+            "rendezvous_timeout",
+            fmt::format("only {} of {} nodes joined within {:.0f} s; still missing {} (joined: {})",
+                        pending_.size(), settings_.max_nodes,
+                        std::chrono::duration<double>(settings_.join_timeout).count(), who,
+                        describe_seats())},
+        true};
+    for (const Joiner& j : pending_) timeout.to.push_back(j.id);
+    out.push_back(std::move(timeout));
+    pending_.clear();
+    phase_ = Phase::kFinished;
+    final_ = Decision{round_, Action::kFinish, restart_count_, kExitRendezvous, std::nullopt};
+    return out;
+  }
+  if (now >= next_progress_) {
+    next_progress_ = now + settings_.progress_interval;
+    Outgoing progress{
+        {},
+        Progress{static_cast<int>(pending_.size()), settings_.max_nodes, missing_node_ranks()},
+        false};
+    for (const Joiner& j : pending_) progress.to.push_back(j.id);
+    out.push_back(std::move(progress));
+  }
+  return out;
+}
+
+}  // namespace npu_run::rdzv

@@ -1,0 +1,188 @@
+// Framing and message codec of the rendezvous protocol.
+#include <catch2/catch.hpp>
+
+#include "npu_run/rdzv_protocol.hpp"
+
+using namespace npu_run::rdzv;
+using Catch::Matchers::Contains;
+
+namespace {
+
+NodeInfo sample_node() {
+  NodeInfo n;
+  n.host = "host-a";
+  n.addr = "10.0.0.1";
+  n.nproc = 2;
+  n.devices = {4, 5};
+  n.device_ips = {"192.168.1.4", "192.168.1.5"};
+  n.worker_port = 41000;
+  return n;
+}
+
+template <typename T>
+T round_trip_client(const ClientMessage& m) {
+  auto decoded = decode_client_message(encode(m));
+  if (auto* e = std::get_if<ProtocolError>(&decoded)) FAIL(e->message);
+  return std::get<T>(std::get<ClientMessage>(decoded));
+}
+
+template <typename T>
+T round_trip_server(const ServerMessage& m) {
+  auto decoded = decode_server_message(encode(m));
+  if (auto* e = std::get_if<ProtocolError>(&decoded)) FAIL(e->message);
+  return std::get<T>(std::get<ServerMessage>(decoded));
+}
+
+std::string client_error(const std::string& json) {
+  auto decoded = decode_client_message(json);
+  REQUIRE(std::holds_alternative<ProtocolError>(decoded));
+  return std::get<ProtocolError>(decoded).message;
+}
+
+}  // namespace
+
+TEST_CASE("frames: split anywhere, joined correctly", "[protocol]") {
+  const std::string stream =
+      encode_frame("first") + encode_frame("") + encode_frame(std::string(70000, 'x'));
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{4096}, stream.size()}) {
+    FrameDecoder decoder(Limits::kMaxServerFrame);
+    std::vector<std::string> frames;
+    for (size_t pos = 0; pos < stream.size(); pos += chunk) {
+      REQUIRE_FALSE(decoder.feed(std::string_view(stream).substr(pos, chunk), frames));
+    }
+    REQUIRE(frames.size() == 3);
+    CHECK(frames[0] == "first");
+    CHECK(frames[1].empty());
+    CHECK(frames[2].size() == 70000);
+    CHECK(decoder.buffered() == 0);
+  }
+}
+
+TEST_CASE("frames: an oversized length is refused before its payload is buffered", "[protocol]") {
+  FrameDecoder decoder(Limits::kMaxClientFrame);
+  std::vector<std::string> frames;
+  const std::string four_gib = "\xff\xff\xff\xff";
+  const auto error = decoder.feed(four_gib, frames);
+  REQUIRE(error);
+  CHECK(error->code == "too_large");
+  CHECK_THAT(error->message, Contains("4294967295 bytes exceeds the limit of 65536"));
+  CHECK(decoder.buffered() == 0);
+  CHECK(decoder.feed(encode_frame("{}"), frames));  // stays failed
+  CHECK(frames.empty());
+}
+
+TEST_CASE("frames: a frame cut short waits for the rest", "[protocol]") {
+  FrameDecoder decoder(Limits::kMaxClientFrame);
+  std::vector<std::string> frames;
+  const std::string frame = encode_frame("{\"type\":\"heartbeat\"}");
+  REQUIRE_FALSE(decoder.feed(frame.substr(0, 7), frames));
+  CHECK(frames.empty());
+  CHECK(decoder.buffered() == 7);
+}
+
+TEST_CASE("messages: every client message survives encode and decode", "[protocol]") {
+  const Hello h = round_trip_client<Hello>(Hello{kMagic, kProtocolVersion, "job-1", "tok"});
+  CHECK(h.magic == kMagic);
+  CHECK(h.run_id == "job-1");
+  CHECK(h.token == "tok");
+
+  Join j;
+  j.node = sample_node();
+  j.node_rank = 3;
+  j.min_nodes = 2;
+  j.max_nodes = 4;
+  j.max_restarts = 1;
+  j.want_peers = true;
+  const Join jj = round_trip_client<Join>(j);
+  CHECK(jj.node.host == "host-a");
+  CHECK(jj.node.devices == std::vector<int>{4, 5});
+  CHECK(jj.node.device_ips.size() == 2);
+  CHECK(jj.node.worker_port == 41000);
+  CHECK(jj.node_rank == 3);
+  CHECK(jj.max_nodes == 4);
+  CHECK(jj.want_peers);
+  j.node_rank.reset();
+  CHECK_FALSE(round_trip_client<Join>(j).node_rank);
+
+  FailureReport f;
+  f.host = "host-b";
+  f.node_rank = 1;
+  f.rank = 9;
+  f.local_rank = 1;
+  f.pid = 4321;
+  f.exit_code = 3;
+  f.description = "exit code 3";
+  f.error_message = "ValueError: x";
+  f.time_ms = 1700000000000;
+  const Report r = round_trip_client<Report>(Report{7, Outcome::kFailed, f, 0});
+  CHECK(r.round == 7);
+  CHECK(r.outcome == Outcome::kFailed);
+  CHECK(r.failure->rank == 9);
+  CHECK(r.failure->error_message == "ValueError: x");
+  CHECK(r.failure->time_ms == 1700000000000);
+  round_trip_client<Heartbeat>(Heartbeat{});
+}
+
+TEST_CASE("messages: every server message survives encode and decode", "[protocol]") {
+  CHECK(round_trip_server<Welcome>(Welcome{5000, 30000}).heartbeat_timeout_ms == 30000);
+  const ErrorReply e = round_trip_server<ErrorReply>(ErrorReply{"job_full", "all 2 nodes"});
+  CHECK(e.code == "job_full");
+  CHECK(round_trip_server<Progress>(Progress{2, 4, {1, 3}}).missing_node_ranks ==
+        std::vector<int>{1, 3});
+  Assigned a{3, 1, 1, 2, 8, 4, "10.0.0.1", 41000, {PeerInfo{0, 0, sample_node()}}};
+  const Assigned aa = round_trip_server<Assigned>(a);
+  CHECK(aa.round == 3);
+  CHECK(aa.restart_count == 1);
+  CHECK(aa.rank_offset == 4);
+  CHECK(aa.master_port == 41000);
+  REQUIRE(aa.peers.size() == 1);
+  CHECK(aa.peers[0].node.addr == "10.0.0.1");
+  FailureReport f;
+  f.description = "agent lost";
+  f.exit_code = kExitRendezvous;
+  CHECK(round_trip_server<StopWorkers>(StopWorkers{2, f}).root_cause.exit_code == kExitRendezvous);
+  const Decision d = round_trip_server<Decision>(Decision{2, Action::kRestart, 1, 0, f});
+  CHECK(d.action == Action::kRestart);
+  CHECK(d.root_cause->description == "agent lost");
+  CHECK_FALSE(
+      round_trip_server<Decision>(Decision{2, Action::kFinish, 0, 0, std::nullopt}).root_cause);
+  round_trip_server<HeartbeatAck>(HeartbeatAck{});
+}
+
+TEST_CASE("messages: every server reply carries ok or error", "[protocol]") {
+  CHECK_THAT(encode(ServerMessage{HeartbeatAck{}}), Contains("\"ok\":true"));
+  CHECK_THAT(encode(ServerMessage{ErrorReply{"c", "m"}}),
+             Contains("\"ok\":false") && Contains("\"error\":{"));
+}
+
+TEST_CASE("messages: garbage and wrong shapes are protocol errors, never crashes", "[protocol]") {
+  CHECK_THAT(client_error("not json"), Contains("not valid JSON"));
+  CHECK_THAT(client_error("[1,2]"), Contains("is not a JSON object"));
+  CHECK_THAT(client_error("{}"), Contains("lacks 'type'"));
+  CHECK_THAT(client_error(R"({"type":"dance"})"), Contains("unknown type 'dance'"));
+  CHECK_THAT(client_error(R"({"type":"hello","magic":1,"version":1,"run_id":"x"})"),
+             Contains("'magic' is not a string"));
+  CHECK_THAT(client_error(R"({"type":"hello","magic":"m","version":1.5,"run_id":"x"})"),
+             Contains("'version' is not an integer"));
+  CHECK_THAT(client_error(R"({"type":"hello","magic":"m","version":1,"run_id":")" +
+                          std::string(200, 'r') + "\"}"),
+             Contains("'run_id' is longer than 128 bytes"));
+  const std::string node = R"({"host":"h","addr":"a","nproc":2,"devices":[0],"worker_port":1})";
+  CHECK_THAT(client_error(R"({"type":"join","node":)" + node +
+                          R"(,"min_nodes":1,"max_nodes":1,"max_restarts":0})"),
+             Contains("lists 1 devices for 2 workers"));
+  CHECK_THAT(
+      client_error(
+          R"({"type":"join","node":{"host":"h","addr":"a","nproc":0,"devices":[],"worker_port":1},)"
+          R"("min_nodes":1,"max_nodes":1,"max_restarts":0})"),
+      Contains("'nproc' = 0 is outside 1..4096"));
+  CHECK_THAT(client_error(R"({"type":"report","round":0,"outcome":"failed"})"),
+             Contains("failure without describing"));
+  CHECK_THAT(client_error(R"({"type":"report","round":-1,"outcome":"succeeded"})"),
+             Contains("'round' = -1"));
+  CHECK_THAT(
+      client_error(R"({"type":"report","round":18446744073709551615,"outcome":"succeeded"})"),
+      Contains("'round'"));
+  std::string deep(10000, '[');
+  CHECK_THAT(client_error(deep), Contains("not valid JSON"));
+}

@@ -1,0 +1,423 @@
+// The rendezvous state machine, driven directly: no sockets, time passed in.
+#include <catch2/catch.hpp>
+
+#include "npu_run/rdzv_state.hpp"
+
+using namespace npu_run::rdzv;
+using Catch::Matchers::Contains;
+using namespace std::chrono_literals;
+
+namespace {
+
+const Clock::time_point t0{};
+
+NodeInfo node(const std::string& host, int nproc = 2, int port = 40000) {
+  NodeInfo n;
+  n.host = host;
+  n.addr = "10.0.0." + std::to_string(host.size());
+  n.nproc = nproc;
+  for (int i = 0; i < nproc; ++i) n.devices.push_back(i);
+  n.worker_port = port;
+  return n;
+}
+
+JobSettings settings(int nodes, int max_restarts = 0) {
+  JobSettings s;
+  s.run_id = "job";
+  s.min_nodes = s.max_nodes = nodes;
+  s.max_restarts = max_restarts;
+  s.heartbeat_timeout = 30s;
+  s.progress_interval = 5s;
+  s.join_timeout = 900s;
+  return s;
+}
+
+Join join_as(const NodeInfo& n, std::optional<int> rank, int nodes, int max_restarts = 0) {
+  Join j;
+  j.node = n;
+  j.node_rank = rank;
+  j.min_nodes = j.max_nodes = nodes;
+  j.max_restarts = max_restarts;
+  return j;
+}
+
+// A test driver: greets clients, joins them, and looks into what the machine sent to whom.
+struct Job {
+  RendezvousState state;
+  explicit Job(JobSettings s) : state(std::move(s), t0) {}
+
+  std::vector<Outgoing> send(ClientId id, const ClientMessage& m, Clock::time_point now = t0) {
+    return state.on_message(id, m, now);
+  }
+  void greet(ClientId id) {
+    const auto out = send(id, Hello{kMagic, kProtocolVersion, "job", ""});
+    REQUIRE(out.size() == 1);
+    REQUIRE(std::holds_alternative<Welcome>(out[0].message));
+  }
+  std::vector<Outgoing> join(ClientId id, const NodeInfo& n,
+                             std::optional<int> rank = std::nullopt) {
+    greet(id);
+    return send(id, join_as(n, rank, state.settings().max_nodes, state.settings().max_restarts));
+  }
+};
+
+template <typename T>
+const T* message_to(const std::vector<Outgoing>& out, ClientId id) {
+  for (const Outgoing& o : out) {
+    if (std::find(o.to.begin(), o.to.end(), id) != o.to.end()) {
+      if (const T* m = std::get_if<T>(&o.message)) return m;
+    }
+  }
+  return nullptr;
+}
+
+ErrorReply error_to(const std::vector<Outgoing>& out, ClientId id) {
+  const ErrorReply* e = message_to<ErrorReply>(out, id);
+  REQUIRE(e != nullptr);
+  bool closed = false;
+  for (const Outgoing& o : out)
+    closed = closed || (o.close_after && std::holds_alternative<ErrorReply>(o.message));
+  CHECK(closed);  // a rejected agent is disconnected after hearing why
+  return *e;
+}
+
+Report failed(uint64_t round, int rank, int exit_code) {
+  FailureReport f;
+  f.rank = rank;
+  f.exit_code = exit_code;
+  f.description = "exit code " + std::to_string(exit_code);
+  return Report{round, Outcome::kFailed, f, 0};
+}
+
+}  // namespace
+
+TEST_CASE("rdzv state: hello is checked before anything else", "[rdzv]") {
+  Job job(settings(2));
+  CHECK(error_to(job.send(1, Join{}), 1).code == "protocol_order");
+  CHECK(error_to(job.send(2, Hello{"other", kProtocolVersion, "job", ""}), 2).code == "bad_magic");
+  const auto version = error_to(job.send(3, Hello{kMagic, 99, "job", ""}), 3);
+  CHECK(version.code == "version_mismatch");
+  CHECK_THAT(version.message, Contains("protocol 99") && Contains("same npu_run version"));
+  const auto run = error_to(job.send(4, Hello{kMagic, kProtocolVersion, "other", ""}), 4);
+  CHECK(run.code == "run_id_mismatch");
+  CHECK_THAT(run.message, Contains("'other' differs from the job's 'job'"));
+  CHECK(error_to(job.send(5, Hello{kMagic, kProtocolVersion, "job", "secret"}), 5).code ==
+        "bad_token");
+  job.greet(6);
+  CHECK(error_to(job.send(6, Hello{kMagic, kProtocolVersion, "job", ""}), 6).code ==
+        "protocol_order");
+  CHECK(job.state.connected_clients() == 0);  // every rejected client is forgotten
+
+  JobSettings with_token = settings(1);
+  with_token.token = "secret";
+  Job secured(with_token);
+  CHECK(error_to(secured.send(1, Hello{kMagic, kProtocolVersion, "job", "wrong"}), 1).code ==
+        "bad_token");
+  CHECK(message_to<Welcome>(secured.send(2, Hello{kMagic, kProtocolVersion, "job", "secret"}), 2) !=
+        nullptr);
+}
+
+TEST_CASE("rdzv state: automatic ranks are sorted by host, then arrival", "[rdzv]") {
+  Job job(settings(3));
+  CHECK(job.join(1, node("c-host")).empty());
+  CHECK(job.join(2, node("a-host")).empty());
+  const auto out = job.join(3, node("b-host"));
+  REQUIRE(job.state.phase() == RendezvousState::Phase::kRunning);
+  const Assigned* a = message_to<Assigned>(out, 2);
+  const Assigned* b = message_to<Assigned>(out, 3);
+  const Assigned* c = message_to<Assigned>(out, 1);
+  REQUIRE((a && b && c));
+  CHECK(a->node_rank == 0);
+  CHECK(b->node_rank == 1);
+  CHECK(c->node_rank == 2);
+  CHECK(c->nnodes == 3);
+  CHECK(c->world_size == 6);
+  CHECK(c->rank_offset == 4);
+  CHECK(c->round == 0);
+  CHECK(c->restart_count == 0);
+  // Workers' store: node 0's address and the port node 0 holds.
+  CHECK(c->master_addr == node("a-host").addr);
+  CHECK(c->master_port == 40000);
+  CHECK(c->peers.empty());
+}
+
+TEST_CASE("rdzv state: same host name keeps arrival order", "[rdzv]") {
+  Job job(settings(2));
+  job.join(7, node("same"));
+  const auto out = job.join(3, node("same"));
+  CHECK(message_to<Assigned>(out, 7)->node_rank == 0);
+  CHECK(message_to<Assigned>(out, 3)->node_rank == 1);
+}
+
+TEST_CASE("rdzv state: explicit ranks are honoured and automatic ones fill the gaps", "[rdzv]") {
+  Job job(settings(4));
+  job.join(1, node("zz"), 0);
+  job.join(2, node("aa"));
+  job.join(3, node("mm"), 3);
+  const auto out = job.join(4, node("bb"));
+  CHECK(message_to<Assigned>(out, 1)->node_rank == 0);
+  CHECK(message_to<Assigned>(out, 2)->node_rank == 1);
+  CHECK(message_to<Assigned>(out, 4)->node_rank == 2);
+  CHECK(message_to<Assigned>(out, 3)->node_rank == 3);
+}
+
+TEST_CASE("rdzv state: nodes with different worker counts get prefix-sum offsets", "[rdzv]") {
+  Job job(settings(3));
+  job.join(1, node("n2", 1, 41000), 2);
+  job.join(2, node("n0", 8, 42000), 0);
+  const auto out = job.join(3, node("n1", 3, 43000), 1);
+  CHECK(message_to<Assigned>(out, 2)->rank_offset == 0);
+  CHECK(message_to<Assigned>(out, 3)->rank_offset == 8);
+  CHECK(message_to<Assigned>(out, 1)->rank_offset == 11);
+  CHECK(message_to<Assigned>(out, 1)->world_size == 12);
+  CHECK(message_to<Assigned>(out, 1)->master_port == 42000);
+}
+
+TEST_CASE("rdzv state: the peer table goes to those who ask", "[rdzv]") {
+  Job job(settings(2));
+  job.greet(1);
+  Join j = join_as(node("a"), std::nullopt, 2);
+  j.want_peers = true;
+  job.send(1, j);
+  const auto out = job.join(2, node("b"));
+  const Assigned* a = message_to<Assigned>(out, 1);
+  REQUIRE(a->peers.size() == 2);
+  CHECK(a->peers[1].node.host == "b");
+  CHECK(a->peers[1].rank_offset == 2);
+  CHECK(message_to<Assigned>(out, 2)->peers.empty());
+}
+
+TEST_CASE("rdzv state: conflicts are rejected, naming what clashed", "[rdzv]") {
+  Job job(settings(2, 1));
+  job.join(1, node("host-a"), 1);
+  SECTION("two agents claiming one node rank") {
+    const auto e = error_to(job.join(2, node("host-b"), 1), 2);
+    CHECK(e.code == "node_rank_taken");
+    CHECK_THAT(e.message, Contains("host-b") && Contains("--node-rank 1") && Contains("host-a"));
+    CHECK(job.state.joined() == 1);  // the first keeps its seat
+  }
+  SECTION("node rank beyond --nnodes") {
+    const auto e = error_to(job.join(2, node("host-b"), 2), 2);
+    CHECK(e.code == "node_rank_out_of_range");
+    CHECK_THAT(e.message, Contains("--node-rank 2") && Contains("from 0 to 1"));
+  }
+  SECTION("different --nnodes") {
+    job.greet(2);
+    const auto e = error_to(job.send(2, join_as(node("host-b"), std::nullopt, 3, 1)), 2);
+    CHECK(e.code == "nnodes_mismatch");
+    CHECK_THAT(e.message, Contains("--nnodes 3 but the job has --nnodes 2"));
+  }
+  SECTION("different --max-restarts") {
+    job.greet(2);
+    CHECK(error_to(job.send(2, join_as(node("host-b"), std::nullopt, 2, 5)), 2).code ==
+          "max_restarts_mismatch");
+  }
+  SECTION("a job that is already full") {
+    job.join(2, node("host-b"));
+    const auto e = error_to(job.join(3, node("host-c")), 3);
+    CHECK(e.code == "job_full");
+    CHECK_THAT(e.message, Contains("all 2 nodes") && Contains("host-a") && Contains("host-b") &&
+                              Contains("host-c"));
+  }
+  SECTION("joining twice") {
+    CHECK(error_to(job.send(1, join_as(node("host-a"), 1, 2, 1)), 1).code == "protocol_order");
+  }
+}
+
+TEST_CASE("rdzv state: a joiner that leaves frees its seat", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"), 0);
+  CHECK(job.state.on_disconnect(1, t0).empty());
+  CHECK(job.state.joined() == 0);
+  job.join(2, node("b"), 0);  // rank 0 is free again
+  const auto out = job.join(3, node("c"));
+  CHECK(message_to<Assigned>(out, 2)->node_rank == 0);
+}
+
+TEST_CASE("rdzv state: all nodes succeed -> every node is told to finish with 0", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  CHECK(job.send(1, Report{0, Outcome::kSucceeded, std::nullopt, 0}).empty());
+  const auto out = job.send(2, Report{0, Outcome::kSucceeded, std::nullopt, 0});
+  const Decision* d = message_to<Decision>(out, 1);
+  REQUIRE(d != nullptr);
+  CHECK(message_to<Decision>(out, 2) != nullptr);
+  CHECK(d->action == Action::kFinish);
+  CHECK(d->exit_code == 0);
+  CHECK_FALSE(d->root_cause);
+  CHECK(job.state.phase() == RendezvousState::Phase::kFinished);
+  REQUIRE(job.state.final_decision());
+}
+
+TEST_CASE("rdzv state: a failure stops the other nodes, then one finish with the root cause",
+          "[rdzv]") {
+  Job job(settings(3));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  job.join(3, node("c"));
+  auto out = job.send(2, failed(0, 3, 7));
+  CHECK(job.state.phase() == RendezvousState::Phase::kStopping);
+  const StopWorkers* stop = message_to<StopWorkers>(out, 1);
+  REQUIRE(stop != nullptr);
+  CHECK(message_to<StopWorkers>(out, 3) != nullptr);
+  CHECK(message_to<StopWorkers>(out, 2) == nullptr);  // the failing node knows
+  CHECK(stop->root_cause.host == "b");
+  CHECK(stop->root_cause.node_rank == 1);
+  CHECK(stop->root_cause.rank == 3);
+  // A later failure elsewhere is a consequence, not the root cause.
+  CHECK(job.send(1, failed(0, 0, 9)).empty());
+  out = job.send(3, Report{0, Outcome::kStopped, std::nullopt, 0});
+  const Decision* d = message_to<Decision>(out, 3);
+  REQUIRE(d != nullptr);
+  CHECK(d->action == Action::kFinish);
+  CHECK(d->exit_code == 7);
+  CHECK(d->root_cause->host == "b");
+  CHECK(d->root_cause->rank == 3);
+}
+
+TEST_CASE("rdzv state: restarts run a new round together until they are used up", "[rdzv]") {
+  Job job(settings(2, 2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    job.send(1, failed(job.state.round(), 0, 3));
+    const auto out = job.send(2, Report{job.state.round(), Outcome::kStopped, std::nullopt, 0});
+    const Decision* d = message_to<Decision>(out, 2);
+    REQUIRE(d != nullptr);
+    CHECK(d->action == Action::kRestart);
+    CHECK(d->restart_count == attempt);
+    CHECK(d->root_cause->exit_code == 3);
+    CHECK(job.state.phase() == RendezvousState::Phase::kJoining);
+    CHECK(job.send(2, join_as(node("b"), std::nullopt, 2, 2)).empty());
+    const auto assigned = job.send(1, join_as(node("a"), std::nullopt, 2, 2));
+    CHECK(message_to<Assigned>(assigned, 1)->restart_count == attempt);
+    CHECK(message_to<Assigned>(assigned, 2)->restart_count == attempt);
+    CHECK(message_to<Assigned>(assigned, 2)->round == static_cast<uint64_t>(attempt));
+  }
+  job.send(1, failed(2, 0, 4));
+  const auto out = job.send(2, Report{2, Outcome::kStopped, std::nullopt, 0});
+  CHECK(message_to<Decision>(out, 1)->action == Action::kFinish);
+  CHECK(message_to<Decision>(out, 1)->exit_code == 4);
+  CHECK(message_to<Decision>(out, 1)->restart_count == 2);
+}
+
+TEST_CASE("rdzv state: stale and duplicate reports are ignored", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  CHECK(job.send(1, Report{5, Outcome::kSucceeded, std::nullopt, 0}).empty());
+  job.send(1, Report{0, Outcome::kSucceeded, std::nullopt, 0});
+  CHECK(job.send(1, failed(0, 0, 1)).empty());  // already reported success
+  CHECK(job.state.phase() == RendezvousState::Phase::kRunning);
+}
+
+TEST_CASE("rdzv state: an agent stopped by a signal ends the job without a restart", "[rdzv]") {
+  Job job(settings(2, 3));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  auto out = job.send(1, Report{0, Outcome::kStopped, std::nullopt, 15});
+  CHECK(message_to<StopWorkers>(out, 2) != nullptr);
+  out = job.send(2, Report{0, Outcome::kStopped, std::nullopt, 0});
+  const Decision* d = message_to<Decision>(out, 2);
+  REQUIRE(d != nullptr);
+  CHECK(d->action == Action::kFinish);
+  CHECK(d->exit_code == 143);
+  CHECK_THAT(d->root_cause->description, Contains("stopped by signal 15"));
+}
+
+TEST_CASE("rdzv state: a node lost mid-round is a failure of the job", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  auto out = job.state.on_disconnect(2, t0);
+  const StopWorkers* stop = message_to<StopWorkers>(out, 1);
+  REQUIRE(stop != nullptr);
+  CHECK(stop->root_cause.host == "b");
+  CHECK(stop->root_cause.exit_code == kExitRendezvous);
+  CHECK_THAT(stop->root_cause.description, Contains("agent lost: connection closed"));
+  out = job.send(1, Report{0, Outcome::kStopped, std::nullopt, 0});
+  CHECK(message_to<Decision>(out, 1)->exit_code == kExitRendezvous);
+  CHECK(message_to<Decision>(out, 2) == nullptr);  // nobody to tell
+}
+
+TEST_CASE("rdzv state: a node that reported and then left is not lost", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  job.send(2, Report{0, Outcome::kSucceeded, std::nullopt, 0});
+  CHECK(job.state.on_disconnect(2, t0).empty());
+  const auto out = job.send(1, Report{0, Outcome::kSucceeded, std::nullopt, 0});
+  CHECK(message_to<Decision>(out, 1)->exit_code == 0);
+}
+
+TEST_CASE("rdzv state: missed heartbeats count as a lost node", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  CHECK(message_to<HeartbeatAck>(job.send(1, Heartbeat{}, t0 + 25s), 1) != nullptr);
+  CHECK(job.state.on_tick(t0 + 29s).empty());
+  const auto out = job.state.on_tick(t0 + 31s);  // node b silent for 31 s, node a for 6 s
+  CHECK(error_to(out, 2).code == "heartbeat_timeout");
+  const StopWorkers* stop = message_to<StopWorkers>(out, 1);
+  REQUIRE(stop != nullptr);
+  CHECK_THAT(stop->root_cause.description, Contains("no heartbeat for 30.0 s"));
+}
+
+TEST_CASE("rdzv state: progress names the missing node ranks at a calm rate", "[rdzv]") {
+  Job job(settings(4));
+  job.join(1, node("a"), 0);
+  job.join(2, node("b"), 2);
+  CHECK(job.state.on_tick(t0 + 4s).empty());
+  const auto out = job.state.on_tick(t0 + 5s);
+  const Progress* p = message_to<Progress>(out, 1);
+  REQUIRE(p != nullptr);
+  CHECK(message_to<Progress>(out, 2) != nullptr);
+  CHECK(p->joined == 2);
+  CHECK(p->expected == 4);
+  CHECK(p->missing_node_ranks == std::vector<int>{1, 3});
+  CHECK(out.size() == 1);  // one broadcast shared by all waiting agents
+  CHECK(job.state.on_tick(t0 + 6s).empty());
+  // With automatic ranks, nobody can say which ranks are missing.
+  job.join(3, node("c"));
+  const auto later = job.state.on_tick(t0 + 10s);
+  CHECK(message_to<Progress>(later, 3)->missing_node_ranks.empty());
+}
+
+TEST_CASE("rdzv state: the join timeout names who is missing and ends the job", "[rdzv]") {
+  JobSettings s = settings(3);
+  s.heartbeat_timeout = 10'000s;
+  s.join_timeout = 60s;
+  Job job(s);
+  job.join(1, node("a"), 0);
+  job.join(2, node("b"), 2);
+  CHECK(job.state.on_tick(t0 + 59s).size() <= 1);  // at most a progress report
+  const auto out = job.state.on_tick(t0 + 61s);
+  const auto e = error_to(out, 1);
+  CHECK(e.code == "rendezvous_timeout");
+  CHECK_THAT(e.message,
+             Contains("only 2 of 3 nodes joined within 60 s") && Contains("node ranks 1"));
+  CHECK(message_to<ErrorReply>(out, 2) != nullptr);
+  CHECK(job.state.phase() == RendezvousState::Phase::kFinished);
+  CHECK(job.state.final_decision()->exit_code == kExitRendezvous);
+}
+
+TEST_CASE("rdzv state: reports from outsiders and joins during a round are refused", "[rdzv]") {
+  Job job(settings(1));
+  job.greet(9);
+  CHECK(error_to(job.send(9, Report{0, Outcome::kSucceeded, std::nullopt, 0}), 9).code ==
+        "protocol_order");
+  job.join(1, node("a"));
+  CHECK(error_to(job.send(1, join_as(node("a"), std::nullopt, 1)), 1).code == "protocol_order");
+}
+
+TEST_CASE("rdzv state: a single node is a job of one", "[rdzv]") {
+  Job job(settings(1, 1));
+  const auto out = job.join(1, node("solo", 4));
+  CHECK(message_to<Assigned>(out, 1)->world_size == 4);
+  const auto restart = job.send(1, failed(0, 2, 5));
+  CHECK(message_to<Decision>(restart, 1)->action == Action::kRestart);
+  job.send(1, join_as(node("solo", 4), std::nullopt, 1, 1));
+  const auto done = job.send(1, Report{1, Outcome::kSucceeded, std::nullopt, 0});
+  CHECK(message_to<Decision>(done, 1)->exit_code == 0);
+}

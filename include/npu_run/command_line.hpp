@@ -8,6 +8,8 @@
 
 #include "npu_run/environment.hpp"
 #include "npu_run/launch_config.hpp"
+#include "npu_run/rdzv_server.hpp"
+#include "npu_run/rdzv_state.hpp"
 
 namespace npu_run {
 
@@ -23,5 +25,15 @@ using ParseResult = std::variant<LaunchConfig, EarlyExit>;
 // `args` excludes argv[0]. `env` supplies PYTHON_EXEC, device discovery and the other
 // non-flag inputs; PET_* flag defaults are read by CLI11 from the process environment.
 ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env);
+
+// `npu_run rdzv-server ...`: the rendezvous server alone, on a dedicated host.
+struct ServerCommand {
+  rdzv::JobSettings settings;
+  rdzv::ServerOptions options;
+  std::string log_level = "info";
+};
+
+// `args` excludes "npu_run rdzv-server".
+std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args);
 
 }  // namespace npu_run

@@ -39,6 +39,11 @@ struct LaunchConfig {
   std::string rdzv_backend = "static";
   std::map<std::string, std::string> rdzv_conf;
   bool standalone = false;
+  std::chrono::milliseconds rdzv_timeout{900'000};  // to join (and re-join) a round
+  int rdzv_backlog = 0;                             // 0: net.core.somaxconn
+  std::chrono::milliseconds heartbeat_interval{5'000};
+  std::chrono::milliseconds heartbeat_timeout{30'000};  // silence that counts as a lost peer
+  std::chrono::milliseconds exit_barrier_timeout{300'000};
   std::string run_id = "none";
   std::string role = "default";
 
@@ -46,6 +51,8 @@ struct LaunchConfig {
   int max_restarts = 0;
   std::chrono::milliseconds term_timeout{30'000};  // grace between SIGTERM and SIGKILL
   std::vector<int> stop_signals;  // signals that stop the job (--signals-to-handle)
+
+  bool multi_node() const { return max_nodes > 1; }
 
   // Output of workers.
   std::optional<std::string> log_dir;

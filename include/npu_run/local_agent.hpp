@@ -1,8 +1,10 @@
-// LocalAgent: the per-node state machine INIT -> RENDEZVOUS -> RUNNING -> {SUCCEEDED | FAILED |
-// RESTARTING | STOPPING}. It owns the signal handling and the restart decisions, and turns the
-// final GroupResult into npu_run's exit status and summary.
+// LocalAgent: the per-node state machine INIT -> RENDEZVOUS -> RUNNING -> REPORTING -> (decision:
+// RENDEZVOUS again for a restart, or DONE). It owns the signal handling, runs each round's
+// WorkerGroup, reports the result, and follows the job's decision, which the rendezvous makes
+// the same way for one node or many.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,14 +29,17 @@ struct AgentContext {
 
 class LocalAgent {
  public:
-  enum class State { kInit, kRendezvous, kRunning, kRestarting, kStopping, kSucceeded, kFailed };
+  enum class State { kInit, kRendezvous, kRunning, kReporting, kDone };
+  using FinishedHandler = std::function<void(int exit_code)>;
 
   LocalAgent(boost::asio::io_context& io, const LaunchConfig& cfg, Rendezvous& rendezvous,
              AgentContext context, Guardian* guardian);
   ~LocalAgent();
 
-  // Runs the job to its end on the io_context and returns npu_run's exit status.
-  int run();
+  // Joins the job and runs it on the io_context; `on_finished` gets npu_run's exit status once
+  // this node is done (the caller decides when to stop the io_context: node 0 may still serve
+  // the rendezvous to the other nodes).
+  void start(FinishedHandler on_finished);
 
  private:
   struct Impl;

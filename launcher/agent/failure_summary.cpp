@@ -46,7 +46,11 @@ std::string format_failure_summary(const GroupResult& result, const SummaryConte
 
   const double seconds = std::chrono::duration<double>(result.elapsed).count();
   std::string out;
-  if (result.outcome == GroupResult::Outcome::kStopped) {
+  if (!ctx.stopped_because.empty()) {
+    out += fmt::format(
+        "npu_run on node {} ({}) stopped its workers after {:.1f} s, attempt {}, because of {}:\n",
+        ctx.node_rank, ctx.host, seconds, ctx.attempt, ctx.stopped_because);
+  } else if (result.outcome == GroupResult::Outcome::kStopped) {
     out +=
         fmt::format("npu_run stopped by {} on node {} ({}) after {:.1f} s, attempt {}:\n",
                     signal_name(result.stop_signal), ctx.node_rank, ctx.host, seconds, ctx.attempt);
@@ -93,6 +97,38 @@ std::string format_failure_summary(const GroupResult& result, const SummaryConte
   if (succeeded > 0)
     out += fmt::format("  ({} other worker{} exited 0)\n", succeeded, succeeded == 1 ? "" : "s");
   return out;
+}
+
+rdzv::FailureReport failure_report(const GroupResult& result, const std::string& host,
+                                   int node_rank, const std::string& error_message) {
+  rdzv::FailureReport f;
+  f.host = host;
+  f.node_rank = node_rank;
+  f.exit_code = exit_code_for(result);
+  if (result.root_cause) {
+    const WorkerOutcome& w = result.workers.at(*result.root_cause);
+    f.rank = w.global_rank;
+    f.local_rank = w.local_rank;
+    f.pid = w.pid;
+    f.description = w.status.describe();
+    f.error_message = error_message;
+    f.time_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(w.finished_at.time_since_epoch())
+            .count();
+  }
+  return f;
+}
+
+std::string format_root_cause(const rdzv::FailureReport& f) {
+  std::string text = f.rank >= 0 ? fmt::format("rank {} (local {}, pid {}) on node {} ({})", f.rank,
+                                               f.local_rank, f.pid, f.node_rank, f.host)
+                                 : fmt::format("node {} ({})", f.node_rank, f.host);
+  text += ": " + f.description;
+  if (f.time_ms > 0)
+    text += " at " +
+            clock_time(std::chrono::system_clock::time_point(std::chrono::milliseconds(f.time_ms)));
+  if (!f.error_message.empty()) text += "; error: " + f.error_message;
+  return text;
 }
 
 std::string read_error_file_message(const std::string& path) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 
@@ -17,6 +18,24 @@
 namespace npu_run {
 
 namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Progress of a forming round is logged no more often than this.
+constexpr std::chrono::seconds kProgressLogInterval{10};
+
+std::string describe_progress(const rdzv::Progress& p) {
+  if (!p.missing_node_ranks.empty()) {
+    return fmt::format("joined {}/{}, waiting for node ranks {}", p.joined, p.expected,
+                       fmt::join(p.missing_node_ranks, ", "));
+  }
+  const int missing = p.expected - p.joined;
+  return fmt::format("joined {}/{}, waiting for {} more node{}", p.joined, p.expected, missing,
+                     missing == 1 ? "" : "s");
+}
+
+}  // namespace
 
 struct LocalAgent::Impl {
   Impl(asio::io_context& io_context, const LaunchConfig& config, Rendezvous& rdzv,
@@ -45,12 +64,18 @@ struct LocalAgent::Impl {
            cfg.stop_signals.end();
   }
 
-  int run() {
+  void start(FinishedHandler handler) {
+    on_finished = std::move(handler);
     wait_for_signal();
     state = State::kRendezvous;
-    rendezvous.async_next_round([this](const Assignment& a) { on_assigned(a); });
-    io.run();
-    return exit_code;
+    rendezvous.start(Rendezvous::Handlers{
+        [this](const Assignment& a) { on_assigned(a); },
+        [this](const rdzv::FailureReport& root) { on_stop_workers(root); },
+        [this](const rdzv::Decision& d) { on_decided(d); },
+        [this](const rdzv::Progress& p) { on_progress(p); },
+        [this](const std::string& why) { on_rendezvous_failed(why); },
+    });
+    rendezvous.join();
   }
 
   void wait_for_signal() {
@@ -69,6 +94,15 @@ struct LocalAgent::Impl {
       if (group) group->forward_signal(sig);
       return;
     }
+    if (state != State::kRunning) {
+      // No workers are running: leave the job at once.
+      spdlog::warn("received {} while {}: leaving the job", signal_name(sig),
+                   state == State::kReporting ? "waiting for the job's decision"
+                                              : "waiting for the rendezvous");
+      interrupted_by = sig;
+      finish(128 + sig);
+      return;
+    }
     if (interrupted_by == 0) {
       interrupted_by = sig;
       spdlog::warn(
@@ -78,84 +112,157 @@ struct LocalAgent::Impl {
     } else {
       spdlog::warn("received {} again: sending SIGKILL to the workers now", signal_name(sig));
     }
-    if (state == State::kRunning) {
-      group->stop(sig);
-    } else if (state == State::kRendezvous || state == State::kRestarting) {
-      state = State::kStopping;
-      finish(128 + sig);
-    }
+    group->stop(sig);
+  }
+
+  void on_progress(const rdzv::Progress& p) {
+    const auto now = Clock::now();
+    if (now - last_progress_log < kProgressLogInterval) return;
+    last_progress_log = now;
+    spdlog::info("rendezvous at {}: {}", rendezvous.describe(), describe_progress(p));
   }
 
   void on_assigned(const Assignment& a) {
-    if (state == State::kStopping || state == State::kSucceeded || state == State::kFailed) return;
+    if (state != State::kRendezvous) return;
     assignment = a;
     set_agent_log_identity(a.node_rank, a.host);
-    const AttemptLayout layout{ctx.run_dir, ctx.log_files, restart_count};
+    const AttemptLayout layout{ctx.run_dir, ctx.log_files, a.restart_count};
     std::vector<WorkerSpec> specs = make_worker_specs(cfg, a, layout, ctx.agent_env);
-    if (restart_count == 0 && omp_threads_defaulted(cfg, ctx.agent_env)) {
+    if (a.restart_count == 0 && omp_threads_defaulted(cfg, ctx.agent_env)) {
       spdlog::info(
           "OMP_NUM_THREADS is unset: setting it to 1 for each of the {} workers (export it to "
           "choose)",
           cfg.nproc_per_node);
     }
-    spdlog::info("starting {} worker{} (ranks {}-{} of {}, attempt {}), workers' store at {}:{}",
-                 specs.size(), specs.size() == 1 ? "" : "s", a.rank_offset,
-                 a.rank_offset + cfg.nproc_per_node - 1, a.world_size, restart_count,
-                 a.worker_master_addr, a.worker_master_port);
+    spdlog::info(
+        "starting {} worker{} (ranks {}-{} of {}, node {} of {}, attempt {}), workers' store at "
+        "{}:{}",
+        specs.size(), specs.size() == 1 ? "" : "s", a.rank_offset,
+        a.rank_offset + cfg.nproc_per_node - 1, a.world_size, a.node_rank, a.nnodes,
+        a.restart_count, a.worker_master_addr, a.worker_master_port);
     state = State::kRunning;
+    remote_root_cause.reset();
+    rendezvous_failure.clear();
     group = std::make_unique<WorkerGroup>(io, std::move(specs),
                                           StopPolicy{cfg.term_timeout, kKillTimeout}, guardian);
     group->start([this](GroupResult result) { on_group_done(std::move(result)); });
   }
 
+  void on_stop_workers(const rdzv::FailureReport& root) {
+    if (state != State::kRunning || remote_root_cause || interrupted_by != 0) return;
+    remote_root_cause = root;
+    spdlog::warn("{}; stopping this node's workers", format_root_cause(root));
+    group->stop(SIGTERM);
+  }
+
+  void on_rendezvous_failed(const std::string& why) {
+    spdlog::error("{}", why);
+    if (state == State::kRunning) {
+      rendezvous_failure = why;
+      group->stop(SIGTERM);
+      return;
+    }
+    finish(rdzv::kExitRendezvous);
+  }
+
+  std::string error_file_message(const GroupResult& result) const {
+    if (!result.root_cause) return "";
+    return read_error_file_message(result.workers[*result.root_cause].error_file);
+  }
+
   void on_group_done(GroupResult result) {
+    last_result = result;
+    state = State::kReporting;
     if (interrupted_by != 0) {
       result.outcome = GroupResult::Outcome::kStopped;
       result.stop_signal = interrupted_by;
-      print_summary(result);
+      print_summary(result, "");
+      rdzv::FailureReport failure;
+      failure.host = assignment.host;
+      failure.node_rank = assignment.node_rank;
+      failure.exit_code = 128 + interrupted_by;
+      failure.description = fmt::format("npu_run was stopped by {}", signal_name(interrupted_by));
+      rendezvous.report(
+          rdzv::Report{assignment.round, rdzv::Outcome::kStopped, failure, interrupted_by});
       finish(128 + interrupted_by);
       return;
     }
-    if (result.outcome == GroupResult::Outcome::kSucceeded) {
-      state = State::kSucceeded;
-      spdlog::info("all {} worker{} exited 0 after {:.2f} s", result.workers.size(),
-                   result.workers.size() == 1 ? "" : "s",
-                   std::chrono::duration<double>(result.elapsed).count());
+    if (!rendezvous_failure.empty()) {
+      print_summary(result, "the lost rendezvous");
+      finish(rdzv::kExitRendezvous);
+      return;
+    }
+    rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
+    if (remote_root_cause) {
+      report.outcome = rdzv::Outcome::kStopped;
+    } else if (result.outcome != GroupResult::Outcome::kSucceeded) {
+      report.outcome = rdzv::Outcome::kFailed;
+      report.failure =
+          failure_report(result, assignment.host, assignment.node_rank, error_file_message(result));
+      if (assignment.nnodes > 1) {
+        spdlog::error("this node's workers failed ({}); waiting for the other nodes to stop",
+                      format_root_cause(*report.failure));
+      }
+    }
+    rendezvous.report(report);
+  }
+
+  void on_decided(const rdzv::Decision& d) {
+    if (state == State::kRunning) {
+      // Only possible if this node's report was lost; the decision still binds every node.
+      spdlog::warn("the job was decided while this node's workers still run; stopping them");
+    }
+    if (d.action == rdzv::Action::kRestart) {
+      const std::string cause = d.root_cause ? format_root_cause(*d.root_cause) : "a failure";
+      spdlog::warn("the job failed ({}); restarting all {} workers: restart {} of {}", cause,
+                   last_result.workers.size(), d.restart_count, cfg.max_restarts);
+      state = State::kRendezvous;
+      rendezvous.join();
+      return;
+    }
+    if (d.exit_code == 0) {
+      spdlog::info("all {} worker{} exited 0 after {:.2f} s", last_result.workers.size(),
+                   last_result.workers.size() == 1 ? "" : "s",
+                   std::chrono::duration<double>(last_result.elapsed).count());
       finish(0);
       return;
     }
-    const WorkerOutcome& root = result.workers.at(result.root_cause.value_or(0));
-    if (restart_count < cfg.max_restarts) {
-      ++restart_count;
-      spdlog::warn("worker group failed (rank {} {}); restarting all {} workers: restart {} of {}",
-                   root.global_rank, root.status.describe(), result.workers.size(), restart_count,
-                   cfg.max_restarts);
-      state = State::kRestarting;
-      rendezvous.async_next_round([this](const Assignment& a) { on_assigned(a); });
-      return;
+    const bool root_here = d.root_cause && d.root_cause->node_rank == assignment.node_rank &&
+                           d.root_cause->host == assignment.host;
+    if (last_result.outcome != GroupResult::Outcome::kSucceeded) {
+      print_summary(last_result, root_here || !d.root_cause
+                                     ? ""
+                                     : fmt::format("a failure on node {} ({})",
+                                                   d.root_cause->node_rank, d.root_cause->host));
     }
-    state = State::kFailed;
-    print_summary(result);
-    finish(exit_code_for(result));
+    if (d.root_cause && (!root_here || assignment.nnodes > 1)) {
+      spdlog::error("the job failed; root cause: {}", format_root_cause(*d.root_cause));
+    }
+    finish(d.exit_code);
   }
 
-  void print_summary(const GroupResult& result) {
+  void print_summary(const GroupResult& result, const std::string& stopped_because) {
     std::map<size_t, std::string> messages;
     for (size_t i = 0; i < result.workers.size(); ++i) {
       if (!result.workers[i].error_file.empty())
         messages[i] = read_error_file_message(result.workers[i].error_file);
     }
-    std::string table = format_failure_summary(
-        result, SummaryContext{assignment.host, assignment.node_rank, restart_count}, messages);
+    std::string table =
+        format_failure_summary(result,
+                               SummaryContext{assignment.host, assignment.node_rank,
+                                              assignment.restart_count, stopped_because},
+                               messages);
     if (!table.empty() && table.back() == '\n') table.pop_back();
     spdlog::error("{}", table);
   }
 
   void finish(int code) {
-    exit_code = code;
+    if (state == State::kDone) return;
+    state = State::kDone;
     boost::system::error_code ignored;
     signals.cancel(ignored);
-    io.stop();
+    rendezvous.close();
+    if (on_finished) asio::post(io, [handler = std::move(on_finished), code] { handler(code); });
   }
 
   static constexpr std::chrono::milliseconds kKillTimeout{5'000};
@@ -169,9 +276,12 @@ struct LocalAgent::Impl {
   State state = State::kInit;
   Assignment assignment;
   std::unique_ptr<WorkerGroup> group;
-  int restart_count = 0;
+  GroupResult last_result;
+  std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
+  std::string rendezvous_failure;                        // set when the rendezvous was lost mid-run
   int interrupted_by = 0;
-  int exit_code = 1;
+  Clock::time_point last_progress_log{};
+  FinishedHandler on_finished;
 };
 
 LocalAgent::LocalAgent(asio::io_context& io, const LaunchConfig& cfg, Rendezvous& rendezvous,
@@ -180,8 +290,8 @@ LocalAgent::LocalAgent(asio::io_context& io, const LaunchConfig& cfg, Rendezvous
 
 LocalAgent::~LocalAgent() = default;
 
-int LocalAgent::run() {
-  return impl_->run();
+void LocalAgent::start(FinishedHandler on_finished) {
+  impl_->start(std::move(on_finished));
 }
 
 }  // namespace npu_run

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <boost/asio/ip/address.hpp>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -57,6 +58,11 @@ struct RawFlags {
   std::string run_id = "none";
   std::string rdzv_conf;
   bool standalone = false;
+  double rdzv_timeout = 900;
+  int rdzv_backlog = 0;
+  double heartbeat_interval = 5;
+  double heartbeat_timeout = 30;
+  double exit_barrier_timeout = 300;
   int max_restarts = 0;
   double monitor_interval = 0.1;
   std::string start_method = "spawn";
@@ -126,6 +132,23 @@ class CommandLine {
                      shape);
     standalone_ = add_flag("--standalone", raw_.standalone,
                            "Single-node job with its own local rendezvous", shape);
+    rdzv_timeout_ = add("--rdzv-timeout", raw_.rdzv_timeout,
+                        "Seconds to wait for all nodes to join (default 900; also rdzv-conf "
+                        "join_timeout)",
+                        shape);
+    rdzv_backlog_ =
+        add("--rdzv-backlog", raw_.rdzv_backlog,
+            "Listen backlog of the rendezvous server (default: net.core.somaxconn)", shape);
+    heartbeat_interval_ = add("--heartbeat-interval", raw_.heartbeat_interval,
+                              "Seconds between heartbeats to the rendezvous (default 5)", shape);
+    heartbeat_timeout_ = add("--heartbeat-timeout", raw_.heartbeat_timeout,
+                             "Seconds of silence after which a node or the server counts as lost "
+                             "(default 30)",
+                             shape);
+    exit_barrier_timeout_ = add("--exit-barrier-timeout", raw_.exit_barrier_timeout,
+                                "Seconds node 0 waits, after the job ended, for every node to hear "
+                                "it (default 300)",
+                                shape);
     role_ = add("--role", raw_.role, "Worker role name (ROLE_NAME; default 'default')", shape);
 
     auto* what = "What workers run";
@@ -225,9 +248,11 @@ class CommandLine {
   }
 
   CLI::Option *nnodes_, *nproc_, *devices_, *node_rank_, *master_addr_, *master_port_, *local_addr_,
-      *rdzv_backend_, *rdzv_endpoint_, *run_id_, *rdzv_conf_, *standalone_, *role_, *module_,
-      *no_python_, *run_path_, *start_method_, *max_restarts_, *monitor_interval_, *term_timeout_,
-      *signals_, *log_dir_, *redirects_, *tee_, *filter_, *prefix_, *log_level_, *dry_run_, *json_;
+      *rdzv_backend_, *rdzv_endpoint_, *run_id_, *rdzv_conf_, *standalone_, *rdzv_timeout_,
+      *rdzv_backlog_, *heartbeat_interval_, *heartbeat_timeout_, *exit_barrier_timeout_, *role_,
+      *module_, *no_python_, *run_path_, *start_method_, *max_restarts_, *monitor_interval_,
+      *term_timeout_, *signals_, *log_dir_, *redirects_, *tee_, *filter_, *prefix_, *log_level_,
+      *dry_run_, *json_;
 
  private:
   // Adds "--a-b" and "--a_b" spellings with env default PET_A_B.
@@ -575,18 +600,86 @@ void resolve_outputs(const CommandLine& cli, LaunchConfig& cfg) {
   }
 }
 
+std::chrono::milliseconds seconds_option(double value, double min, double max,
+                                         const std::string& source) {
+  if (!(value >= min) || value > max) {
+    throw UsageError(
+        fmt::format("{} {}: expected seconds between {} and {}", source, value, min, max));
+  }
+  return std::chrono::milliseconds(std::llround(value * 1000));
+}
+
+// A number from --rdzv-conf key=value, named as the user wrote it when it is wrong.
+double conf_number(const LaunchConfig& cfg, const std::string& key, const std::string& source) {
+  const std::string& text = cfg.rdzv_conf.at(key);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') {
+    throw UsageError(fmt::format("{} {}={}: expected a number", source, key, text));
+  }
+  return value;
+}
+
+// Flags win over --rdzv-conf keys (torchrun's spelling of the same settings), which win over
+// the defaults.
+void resolve_rendezvous_settings(const CommandLine& cli, LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  const std::string conf_src = cli.source(cli.rdzv_conf_);
+  double rdzv_timeout = raw.rdzv_timeout;
+  std::string timeout_src = cli.source(cli.rdzv_timeout_);
+  if (!cli.given(cli.rdzv_timeout_)) {
+    for (const char* key : {"timeout", "join_timeout"}) {
+      if (cfg.rdzv_conf.count(key)) {
+        rdzv_timeout = conf_number(cfg, key, conf_src);
+        timeout_src = fmt::format("{} {}", conf_src, key);
+      }
+    }
+  }
+  cfg.rdzv_timeout = seconds_option(rdzv_timeout, 1, 7 * 24 * 3600.0, timeout_src);
+
+  double interval = raw.heartbeat_interval;
+  std::string interval_src = cli.source(cli.heartbeat_interval_);
+  if (!cli.given(cli.heartbeat_interval_) && cfg.rdzv_conf.count("keep_alive_interval")) {
+    interval = conf_number(cfg, "keep_alive_interval", conf_src);
+    interval_src = conf_src + " keep_alive_interval";
+  }
+  cfg.heartbeat_interval = seconds_option(interval, 0.05, 3600, interval_src);
+  double timeout = raw.heartbeat_timeout;
+  std::string hb_timeout_src = cli.source(cli.heartbeat_timeout_);
+  if (!cli.given(cli.heartbeat_timeout_) && cfg.rdzv_conf.count("keep_alive_max_attempt")) {
+    timeout = interval * conf_number(cfg, "keep_alive_max_attempt", conf_src);
+    hb_timeout_src = conf_src + " keep_alive_max_attempt";
+  }
+  cfg.heartbeat_timeout = seconds_option(timeout, 0.1, 24 * 3600.0, hb_timeout_src);
+  if (cfg.heartbeat_timeout <= cfg.heartbeat_interval) {
+    throw UsageError(
+        fmt::format("{} {} must be longer than {} {}, or every node counts as lost between two "
+                    "heartbeats",
+                    hb_timeout_src, timeout, interval_src, interval));
+  }
+  cfg.exit_barrier_timeout = seconds_option(raw.exit_barrier_timeout, 0, 7 * 24 * 3600.0,
+                                            cli.source(cli.exit_barrier_timeout_));
+  if (raw.rdzv_backlog < 0 || raw.rdzv_backlog > 1'000'000) {
+    throw UsageError(fmt::format("{} {}: expected 0 (the kernel's somaxconn) up to 1000000",
+                                 cli.source(cli.rdzv_backlog_), raw.rdzv_backlog));
+  }
+  cfg.rdzv_backlog = raw.rdzv_backlog;
+}
+
+// Run ids and roles name directories and appear in messages: keep them to a safe alphabet.
+void check_name(const std::string& value, const std::string& source, const char* what) {
+  const bool ok = !value.empty() && value != "." && value != ".." &&
+                  std::all_of(value.begin(), value.end(), [](unsigned char c) {
+                    return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+                  });
+  if (!ok) {
+    throw UsageError(fmt::format("{} '{}': {} may use only letters, digits, '-', '_' and '.'",
+                                 source, value, what));
+  }
+}
+
 void validate_identity(const CommandLine& cli, LaunchConfig& cfg) {
   const RawFlags& raw = cli.raw();
-  auto check_name = [](const std::string& value, const std::string& src, const char* what) {
-    const bool ok = !value.empty() && value != "." && value != ".." &&
-                    std::all_of(value.begin(), value.end(), [](unsigned char c) {
-                      return std::isalnum(c) || c == '-' || c == '_' || c == '.';
-                    });
-    if (!ok) {
-      throw UsageError(fmt::format("{} '{}': {} may use only letters, digits, '-', '_' and '.'",
-                                   src, value, what));
-    }
-  };
   check_name(raw.run_id, cli.source(cli.run_id_), "a run id (it names the log directory)");
   check_name(raw.role, cli.source(cli.role_), "a role name");
   cfg.run_id = raw.run_id;
@@ -634,6 +727,7 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   }
   cfg.rdzv_backend = raw.rdzv_backend;
   cfg.rdzv_conf = parse_rdzv_conf(raw.rdzv_conf, cli.source(cli.rdzv_conf_));
+  resolve_rendezvous_settings(cli, cfg);
   validate_identity(cli, cfg);
 
   if (raw.max_restarts < 0) {
@@ -650,11 +744,8 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
     throw UsageError(fmt::format("{} '{}': expected spawn, fork or forkserver",
                                  cli.source(cli.start_method_), raw.start_method));
   }
-  if (!(raw.term_timeout >= 0) || raw.term_timeout > 7 * 24 * 3600.0) {
-    throw UsageError(fmt::format("{} {}: expected seconds between 0 and 604800",
-                                 cli.source(cli.term_timeout_), raw.term_timeout));
-  }
-  cfg.term_timeout = std::chrono::milliseconds(std::llround(raw.term_timeout * 1000));
+  cfg.term_timeout =
+      seconds_option(raw.term_timeout, 0, 7 * 24 * 3600.0, cli.source(cli.term_timeout_));
   cfg.stop_signals = parse_signals(raw.signals_to_handle, cli.source(cli.signals_));
 
   static const std::set<std::string> kLevels = {"trace",   "debug", "info",     "warn",
@@ -744,6 +835,91 @@ ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMa
     return validate(cli, remaining, env);
   } catch (const UsageError& e) {
     return usage_error(e.what());
+  }
+}
+
+std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args) {
+  CLI::App app(
+      "npu_run rdzv-server --port PORT --nnodes N [OPTIONS]\n\nRun the rendezvous server alone, on "
+      "a "
+      "host of its own; every agent then joins it with --master-addr/--master-port.",
+      "npu_run rdzv-server");
+  std::string host = "0.0.0.0";
+  int port = 29500;
+  std::string nnodes = "1";
+  std::string run_id = "none";
+  int max_restarts = 0;
+  double rdzv_timeout = 900;
+  int backlog = 0;
+  double heartbeat_interval = 5;
+  double heartbeat_timeout = 30;
+  double exit_barrier_timeout = 300;
+  std::string log_level = "info";
+  app.add_option("--port,--master-port,--master_port", port, "Port to listen on")->required();
+  app.add_option("--host", host, "Address to listen on (default 0.0.0.0: every IPv4 address)");
+  app.add_option("--nnodes", nnodes, "Number of nodes, as the agents' --nnodes")->required();
+  app.add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", run_id, "The agents' --run-id");
+  app.add_option("--max-restarts,--max_restarts", max_restarts, "The agents' --max-restarts");
+  app.add_option("--rdzv-timeout,--rdzv_timeout", rdzv_timeout, "Seconds for all nodes to join");
+  app.add_option("--rdzv-backlog,--rdzv_backlog", backlog, "Listen backlog (default somaxconn)");
+  app.add_option("--heartbeat-interval,--heartbeat_interval", heartbeat_interval,
+                 "Seconds between agents' heartbeats");
+  app.add_option("--heartbeat-timeout,--heartbeat_timeout", heartbeat_timeout,
+                 "Seconds of silence after which a node is lost");
+  app.add_option("--exit-barrier-timeout,--exit_barrier_timeout", exit_barrier_timeout,
+                 "Seconds to wait for agents to hear the end of the job");
+  app.add_option("--log-level,--log_level", log_level,
+                 "trace, debug, info, warn, error, critical, off");
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return EarlyExit{0, app.help(), false};
+  } catch (const CLI::ParseError& e) {
+    return usage_error(std::string(e.what()) + " (npu_run rdzv-server)");
+  }
+  try {
+    ServerCommand cmd;
+    LaunchConfig shape;
+    parse_nnodes(nnodes, "--nnodes", shape);
+    cmd.settings.min_nodes = shape.min_nodes;
+    cmd.settings.max_nodes = shape.max_nodes;
+    if (port < 1 || port > 65535)
+      throw UsageError(fmt::format("--port {}: a port must be between 1 and 65535", port));
+    cmd.options.port = port;
+    boost::system::error_code ec;
+    boost::asio::ip::make_address(host, ec);
+    if (ec)
+      throw UsageError(
+          fmt::format("--host '{}': expected an IP address of this host (or 0.0.0.0 / ::)", host));
+    cmd.options.bind_addr = host;
+    if (backlog < 0) throw UsageError(fmt::format("--rdzv-backlog {}: must be 0 or more", backlog));
+    cmd.options.backlog = backlog;
+    cmd.options.exit_barrier_timeout =
+        seconds_option(exit_barrier_timeout, 0, 7 * 24 * 3600.0, "--exit-barrier-timeout");
+    check_name(run_id, "--run-id", "a run id");
+    cmd.settings.run_id = run_id;
+    if (max_restarts < 0)
+      throw UsageError(fmt::format("--max-restarts {}: must be 0 or more", max_restarts));
+    cmd.settings.max_restarts = max_restarts;
+    cmd.settings.join_timeout = seconds_option(rdzv_timeout, 1, 7 * 24 * 3600.0, "--rdzv-timeout");
+    cmd.settings.heartbeat_interval =
+        seconds_option(heartbeat_interval, 0.05, 3600, "--heartbeat-interval");
+    cmd.settings.heartbeat_timeout =
+        seconds_option(heartbeat_timeout, 0.1, 24 * 3600.0, "--heartbeat-timeout");
+    if (cmd.settings.heartbeat_timeout <= cmd.settings.heartbeat_interval) {
+      throw UsageError("--heartbeat-timeout must be longer than --heartbeat-interval");
+    }
+    static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
+                                                  "error", "critical", "off"};
+    if (!kLevels.count(log_level))
+      throw UsageError(fmt::format(
+          "--log-level '{}': expected one of trace, debug, info, warn, error, critical, off",
+          log_level));
+    cmd.log_level = log_level;
+    return cmd;
+  } catch (const UsageError& e) {
+    return usage_error(std::string(e.what()) + " (npu_run rdzv-server)");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <fstream>
@@ -36,6 +37,12 @@ std::string new_marker() {
 }
 
 }  // namespace
+
+int unused_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return probe.local_endpoint().port();
+}
 
 std::string npu_run_binary() {
   return NPU_RUN_BINARY;
@@ -221,7 +228,8 @@ std::string describe_processes(const std::vector<pid_t>& pids) {
   for (pid_t pid : pids) {
     const std::string dir = "/proc/" + std::to_string(pid);
     std::ifstream cmdline_file(dir + "/cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)), std::istreambuf_iterator<char>());
+    std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)),
+                        std::istreambuf_iterator<char>());
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     std::ifstream status(dir + "/status");
     std::string state;
@@ -230,7 +238,8 @@ std::string describe_processes(const std::vector<pid_t>& pids) {
       if (line.rfind("State:", 0) == 0) state = line.substr(7);
       if (line.rfind("PPid:", 0) == 0) ppid = line.substr(6);
     }
-    text += "pid " + std::to_string(pid) + " (" + cmdline + ") state " + state + " ppid " + ppid + "\n";
+    text +=
+        "pid " + std::to_string(pid) + " (" + cmdline + ") state " + state + " ppid " + ppid + "\n";
   }
   return text;
 }

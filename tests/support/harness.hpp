@@ -75,6 +75,9 @@ std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker, mil
 // "pid 123 (sleep 60) state S ppid 1" per process, for failure messages.
 std::string describe_processes(const std::vector<pid_t>& pids);
 
+// A TCP port that was free a moment ago on 127.0.0.1, for a test's rendezvous.
+int unused_port();
+
 std::string npu_run_binary();
 std::string source_dir();
 

@@ -34,8 +34,8 @@ GroupResult failed_group() {
 
 TEST_CASE("summary: root cause first, then the other unclean exits, clean ones counted",
           "[summary]") {
-  const std::string text = format_failure_summary(failed_group(), SummaryContext{"node-a", 2, 0},
-                                                  {{2, "ValueError: bad batch"}});
+  const std::string text = format_failure_summary(
+      failed_group(), SummaryContext{"node-a", 2, 0, ""}, {{2, "ValueError: bad batch"}});
   CHECK_THAT(text,
              Contains("job failed on node 2 (node-a) after 2.5 s, attempt 0; root cause first"));
   const auto root = text.find("exit code 3");
@@ -56,7 +56,7 @@ TEST_CASE("summary: a stop by signal lists every worker it stopped", "[summary]"
   r.stop_signal = SIGTERM;
   r.root_cause.reset();
   r.workers[3].survived_kill = true;
-  const std::string text = format_failure_summary(r, SummaryContext{"h", 0, 1}, {});
+  const std::string text = format_failure_summary(r, SummaryContext{"h", 0, 1, ""}, {});
   CHECK_THAT(text, Contains("npu_run stopped by SIGTERM on node 0 (h)") && Contains("attempt 1"));
   CHECK_THAT(text, Contains("survived SIGKILL"));
 }

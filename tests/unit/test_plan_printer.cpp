@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "npu_run/local_rendezvous.hpp"
 #include "npu_run/plan_printer.hpp"
-#include "npu_run/standalone_rendezvous.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;
@@ -14,7 +14,7 @@ TEST_CASE("plans: JSON lists every worker's command and contract env", "[plan]")
   cfg.program = "/usr/bin/python3";
   cfg.entrypoint = "train.py";
   cfg.args = {"--cfg", "a b.yaml"};
-  const Assignment a = standalone_assignment(cfg, "h1", 0);
+  const Assignment a = planned_assignment(cfg, "h1");
   const auto specs = make_worker_specs(cfg, a, AttemptLayout{"/tmp/x", false, 0}, {});
   const auto plan = nlohmann::json::parse(format_plan_json(cfg, a, specs, "/tmp/x"));
   CHECK(plan["world_size"] == 2);

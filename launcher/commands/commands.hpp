@@ -1,0 +1,15 @@
+// The commands of the npu_run binary; main() only parses and dispatches.
+#pragma once
+
+#include "npu_run/command_line.hpp"
+
+namespace npu_run {
+
+// `npu_run [OPTIONS] SCRIPT ...`: this node's agent (and, on node 0 of a multi-node job, the
+// rendezvous server). Returns npu_run's exit status.
+int launch(const LaunchConfig& cfg, const EnvMap& env);
+
+// `npu_run rdzv-server ...`: the rendezvous server alone. Returns the job's exit status.
+int serve(const ServerCommand& command);
+
+}  // namespace npu_run

@@ -1,0 +1,129 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/host_name.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <iostream>
+
+#include "commands.hpp"
+#include "npu_run/agent_log.hpp"
+#include "npu_run/held_port.hpp"
+#include "npu_run/local_agent.hpp"
+#include "npu_run/local_rendezvous.hpp"
+#include "npu_run/plan_printer.hpp"
+#include "npu_run/rdzv_server.hpp"
+#include "npu_run/run_directory.hpp"
+#include "npu_run/tcp_rendezvous.hpp"
+#include "npu_run/worker_spec.hpp"
+#include "workers/guardian.hpp"
+
+namespace npu_run {
+
+namespace {
+
+namespace asio = boost::asio;
+
+int print_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& host) {
+  const Assignment assignment = planned_assignment(cfg, host);
+  const std::string run_dir = RunDirectory::preview(cfg, env);
+  const AttemptLayout layout{run_dir, cfg.log_dir.has_value() || cfg.log_dir_is_temporary, 0};
+  const auto specs = make_worker_specs(cfg, assignment, layout, env);
+  std::cout << (cfg.json ? format_plan_json(cfg, assignment, specs, run_dir)
+                         : format_plan_text(cfg, assignment, specs, run_dir));
+  return 0;
+}
+
+// Node 0 hosts the rendezvous server: the agent with --node-rank 0, or, without --node-rank,
+// whichever agent can bind --master-addr:--master-port on its own host. Anyone else (or node 0
+// when the port is already served, e.g. by `npu_run rdzv-server`) joins as a client.
+std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& io,
+                                                              const LaunchConfig& cfg) {
+  if (cfg.node_rank && *cfg.node_rank != 0) return nullptr;
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  const auto results = resolver.resolve(cfg.master_addr, std::to_string(cfg.master_port), ec);
+  if (ec) return nullptr;  // the client reports unresolvable names, with its timeout
+  rdzv::ServerOptions options;
+  options.port = cfg.master_port;
+  options.backlog = cfg.rdzv_backlog;
+  options.exit_barrier_timeout = cfg.exit_barrier_timeout;
+  for (const auto& entry : results) {
+    options.bind_addr = entry.endpoint().address().to_string();
+    try {
+      return std::make_unique<rdzv::RendezvousServer>(io, job_settings(cfg), options);
+    } catch (const rdzv::BindError& e) {
+      if (e.address_in_use) {
+        spdlog::info("{}:{} is already served here; joining it as a client", options.bind_addr,
+                     options.port);
+        return nullptr;
+      }
+      if (!e.address_not_local) throw std::runtime_error(e.what());
+    }
+  }
+  return nullptr;  // --master-addr is another host
+}
+
+}  // namespace
+
+int launch(const LaunchConfig& cfg, const EnvMap& env) {
+  const std::string host = asio::ip::host_name();
+  configure_agent_logging(cfg.log_level, host);
+  if (!cfg.multi_node()) require_local_address(cfg.master_addr, "--master-addr");
+  if (cfg.dry_run) return print_plan(cfg, env, host);
+
+  // The guardian is forked first, while the agent is small and has no threads or sockets.
+  Guardian guardian;
+  // A closed console must not kill the agent mid-job; writes report EPIPE instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  RunDirectory run_dir = RunDirectory::create(cfg, env);
+  asio::io_context io;
+  const std::string hccl_base = lookup(env, "HCCL_IF_BASE_PORT").value_or("");
+
+  std::unique_ptr<rdzv::RendezvousServer> server;
+  std::unique_ptr<Rendezvous> rendezvous;
+  if (cfg.multi_node()) {
+    server = host_server_if_node_0(io, cfg);
+    rendezvous = std::make_unique<TcpRendezvous>(io, cfg, host, hccl_base);
+  } else {
+    rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, hccl_base);
+  }
+  LocalAgent agent(io, cfg, *rendezvous,
+                   AgentContext{host, env, run_dir.path(), run_dir.log_files()}, &guardian);
+
+  int exit_code = 1;
+  bool agent_done = false;
+  bool server_done = server == nullptr;
+  asio::steady_timer server_grace(io);
+  auto stop_when_both_done = [&] {
+    if (agent_done && server_done) io.stop();
+  };
+  if (server) {
+    server->start([&](const rdzv::Decision&) {
+      server_done = true;
+      stop_when_both_done();
+    });
+  }
+  agent.start([&](int code) {
+    exit_code = code;
+    agent_done = true;
+    if (server && !server_done && !server->job_finished()) {
+      if (server->round_in_progress()) {
+        // This node has reported; the others still have to stop and hear the decision.
+        server_grace.expires_after(cfg.term_timeout + cfg.exit_barrier_timeout);
+        server_grace.async_wait([&](boost::system::error_code ec) {
+          if (!ec) server->stop();
+        });
+      } else {
+        server->stop();  // no round runs: there is nothing to finish for anyone
+      }
+    }
+    stop_when_both_done();
+  });
+  io.run();
+  return exit_code;
+}
+
+}  // namespace npu_run

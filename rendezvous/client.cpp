@@ -1,0 +1,332 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+#include <random>
+
+#include "npu_run/rdzv_client.hpp"
+#include "npu_run/rdzv_protocol.hpp"
+
+namespace npu_run::rdzv {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Backoff between connection attempts: doubles from 50 ms up to 2 s, each delay drawn
+// uniformly from half to one and a half times the nominal value so that thousands of agents
+// started together do not retry in lockstep.
+constexpr milliseconds kFirstRetry{50};
+constexpr milliseconds kMaxRetry{2'000};
+// One connect attempt may wait this long (SYNs to a host whose listen queue is full are
+// retransmitted by the kernel; cutting the attempt short would only restart that).
+constexpr milliseconds kAttemptTimeout{10'000};
+// How often to say where we are while the server is unreachable.
+constexpr milliseconds kWaitingLogInterval{30'000};
+
+double seconds(milliseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& io_context, ClientOptions opts)
+      : io(io_context),
+        options(std::move(opts)),
+        resolver(io_context),
+        socket(io_context),
+        retry_timer(io_context),
+        attempt_timer(io_context),
+        heartbeat_timer(io_context),
+        watchdog_timer(io_context),
+        rng(std::random_device{}()) {}
+
+  std::string endpoint() const {
+    return fmt::format("{}:{}", options.server_host, options.server_port);
+  }
+
+  void start(Handlers h) {
+    handlers = std::move(h);
+    started = Clock::now();
+    deadline = started + options.connect_timeout;
+    last_waiting_log = started;
+    attempt();
+  }
+
+  void fail(const std::string& why) {
+    if (done) return;
+    done = true;
+    cancel_all();
+    if (auto failed = std::move(handlers.failed)) {
+      handlers = {};
+      asio::post(io, [failed = std::move(failed), why] { failed(why); });
+    }
+  }
+
+  void cancel_all() {
+    boost::system::error_code ignored;
+    resolver.cancel();
+    retry_timer.cancel();
+    attempt_timer.cancel();
+    heartbeat_timer.cancel();
+    watchdog_timer.cancel();
+    socket.close(ignored);
+  }
+
+  void attempt() {
+    resolver.async_resolve(
+        options.server_host, std::to_string(options.server_port),
+        [self = shared_from_this()](boost::system::error_code ec,
+                                    tcp::resolver::results_type results) {
+          if (self->done) return;
+          if (ec) {
+            self->retry(
+                fmt::format("cannot resolve '{}': {}", self->options.server_host, ec.message()));
+            return;
+          }
+          self->attempt_timer.expires_after(std::min(kAttemptTimeout, self->time_left()));
+          self->attempt_timer.async_wait(
+              [weak = std::weak_ptr<Impl>(self)](boost::system::error_code wait_ec) {
+                if (auto s = weak.lock(); s && !wait_ec) s->socket.cancel();
+              });
+          asio::async_connect(self->socket, results,
+                              [self](boost::system::error_code connect_ec, const tcp::endpoint&) {
+                                if (self->done) return;
+                                self->attempt_timer.cancel();
+                                if (connect_ec) {
+                                  boost::system::error_code ignored;
+                                  self->socket.close(ignored);
+                                  self->retry(connect_ec == asio::error::operation_aborted
+                                                  ? "connection attempt timed out"
+                                                  : connect_ec.message());
+                                  return;
+                                }
+                                self->on_connected();
+                              });
+        });
+  }
+
+  milliseconds time_left() const {
+    return std::max(milliseconds(1),
+                    std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+  }
+
+  void retry(const std::string& error) {
+    last_error = error;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      fail(fmt::format(
+          "cannot reach the rendezvous server at {} within {:.0f} s (last error: {}); is node 0's "
+          "npu_run (or npu_run rdzv-server) running there, and is --master-addr/--master-port "
+          "right?",
+          endpoint(), seconds(options.connect_timeout), error));
+      return;
+    }
+    if (attempts++ == 0 || now - last_waiting_log >= kWaitingLogInterval) {
+      last_waiting_log = now;
+      spdlog::info("waiting for the rendezvous server at {} ({}); retrying for up to {:.0f} s more",
+                   endpoint(), error,
+                   seconds(std::chrono::duration_cast<milliseconds>(deadline - now)));
+    }
+    std::uniform_real_distribution<double> jitter(0.5, 1.5);
+    const auto delay =
+        std::min(time_left(), milliseconds(static_cast<long>(backoff.count() * jitter(rng))));
+    backoff = std::min(kMaxRetry, backoff * 2);
+    retry_timer.expires_after(delay);
+    retry_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec && !self->done) self->attempt();
+    });
+  }
+
+  void on_connected() {
+    boost::system::error_code ec;
+    socket.set_option(tcp::no_delay(true), ec);
+    local_addr = socket.local_endpoint(ec).address().to_string();
+    spdlog::debug("connected to the rendezvous server at {} from {}", endpoint(), local_addr);
+    read();
+    send(options.hello);
+    // A peer that accepts but never answers the hello is not an npu_run server.
+    watch(options.welcome_timeout, "did not answer the hello; is another program using that port?");
+  }
+
+  void watch(milliseconds timeout, std::string what) {
+    watchdog_timer.expires_after(timeout);
+    watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), what,
+                               timeout](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->done) return;
+      self->fail(fmt::format("the rendezvous server at {} {} ({:.1f} s)", self->endpoint(), what,
+                             seconds(timeout)));
+    });
+  }
+
+  void read() {
+    socket.async_read_some(
+        asio::buffer(buffer), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+          if (self->done) return;
+          if (ec) {
+            self->fail(fmt::format("lost the connection to the rendezvous server at {}: {}",
+                                   self->endpoint(),
+                                   ec == asio::error::eof ? "closed by the server" : ec.message()));
+            return;
+          }
+          std::vector<std::string> frames;
+          if (auto error = self->decoder.feed(std::string_view(self->buffer.data(), n), frames)) {
+            self->fail(fmt::format(
+                "{} did not answer as an npu_run rendezvous server ({}); is another program using "
+                "that port?",
+                self->endpoint(), error->message));
+            return;
+          }
+          for (const std::string& frame : frames) {
+            if (self->done) return;
+            self->on_frame(frame);
+          }
+          if (!self->done) self->read();
+        });
+  }
+
+  void on_frame(const std::string& frame) {
+    auto decoded = decode_server_message(frame);
+    if (auto* error = std::get_if<ProtocolError>(&decoded)) {
+      fail(fmt::format("bad message from the rendezvous server at {}: {}", endpoint(),
+                       error->message));
+      return;
+    }
+    const ServerMessage& message = std::get<ServerMessage>(decoded);
+    if (const auto* error = std::get_if<ErrorReply>(&message)) {
+      fail(fmt::format("the rendezvous server at {} refused this agent: {}", endpoint(),
+                       error->message));
+      return;
+    }
+    if (const auto* welcome = std::get_if<Welcome>(&message)) {
+      heartbeat_interval = milliseconds(welcome->heartbeat_interval_ms);
+      heartbeat_timeout = milliseconds(welcome->heartbeat_timeout_ms);
+      welcomed = true;
+      heartbeat();
+      watch(heartbeat_timeout, fmt::format("sent nothing for longer than the heartbeat timeout"));
+      if (handlers.connected) handlers.connected(local_addr);
+      return;
+    }
+    if (!welcomed) {
+      fail(fmt::format("the rendezvous server at {} sent '{}' before 'welcome'", endpoint(),
+                       message_name(message)));
+      return;
+    }
+    watch(heartbeat_timeout, "sent nothing for longer than the heartbeat timeout");
+    if (std::holds_alternative<HeartbeatAck>(message)) return;
+    if (handlers.message) handlers.message(message);
+  }
+
+  void heartbeat() {
+    heartbeat_timer.expires_after(heartbeat_interval);
+    heartbeat_timer.async_wait(
+        [weak = std::weak_ptr<Impl>(shared_from_this())](boost::system::error_code ec) {
+          auto self = weak.lock();
+          if (ec || !self || self->done) return;
+          self->send(Heartbeat{});
+          self->heartbeat();
+        });
+  }
+
+  void send(const ClientMessage& message) {
+    if (done || !socket.is_open()) return;
+    queue.push_back(encode_frame(encode(message)));
+    if (queue.size() == 1) write();
+  }
+
+  void write() {
+    asio::async_write(socket, asio::buffer(queue.front()),
+                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                        if (ec) {
+                          if (!self->done)
+                            self->fail(fmt::format("cannot send to the rendezvous server at {}: {}",
+                                                   self->endpoint(), ec.message()));
+                          return;
+                        }
+                        self->queue.pop_front();
+                        if (!self->queue.empty())
+                          self->write();
+                        else if (self->closing)
+                          self->finish_close();
+                      });
+  }
+
+  void close() {
+    if (done) return;
+    done = true;
+    handlers = {};
+    boost::system::error_code ignored;
+    resolver.cancel();
+    retry_timer.cancel();
+    attempt_timer.cancel();
+    heartbeat_timer.cancel();
+    watchdog_timer.cancel();
+    closing = true;
+    if (queue.empty()) finish_close();  // otherwise after the last write
+  }
+
+  void finish_close() {
+    boost::system::error_code ignored;
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+  }
+
+  asio::io_context& io;
+  ClientOptions options;
+  tcp::resolver resolver;
+  tcp::socket socket;
+  asio::steady_timer retry_timer;
+  asio::steady_timer attempt_timer;
+  asio::steady_timer heartbeat_timer;
+  asio::steady_timer watchdog_timer;
+  std::mt19937 rng;
+  Handlers handlers;
+  Clock::time_point started;
+  Clock::time_point deadline;
+  Clock::time_point last_waiting_log;
+  milliseconds backoff = kFirstRetry;
+  int attempts = 0;
+  std::string last_error;
+  std::string local_addr;
+  std::array<char, 4096> buffer{};  // large frames (peer tables) arrive in pieces
+  FrameDecoder decoder{Limits::kMaxServerFrame};
+  std::deque<std::string> queue;
+  milliseconds heartbeat_interval{5'000};
+  milliseconds heartbeat_timeout{30'000};
+  bool welcomed = false;
+  bool done = false;
+  bool closing = false;
+};
+
+RendezvousClient::RendezvousClient(asio::io_context& io, ClientOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))) {}
+
+RendezvousClient::~RendezvousClient() {
+  impl_->close();
+}
+
+void RendezvousClient::start(Handlers handlers) {
+  impl_->start(std::move(handlers));
+}
+void RendezvousClient::send(const ClientMessage& message) {
+  impl_->send(message);
+}
+void RendezvousClient::close() {
+  impl_->close();
+}
+std::string RendezvousClient::endpoint() const {
+  return impl_->endpoint();
+}
+
+}  // namespace npu_run::rdzv

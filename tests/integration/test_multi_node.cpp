@@ -1,0 +1,348 @@
+// Multi-node jobs on loopback: one npu_run process per "node", joined through the TCP rendezvous.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "support/harness.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run::testing;
+using Catch::Matchers::Contains;
+namespace asio = boost::asio;
+
+namespace {
+
+// Short heartbeats so that lost peers are noticed within a test's patience.
+const std::vector<std::string> kFastHeartbeats = {"--heartbeat-interval", "0.2",
+                                                  "--heartbeat-timeout", "1.5"};
+
+// Starts one node of a job on 127.0.0.1:port running `script` in each of `nproc` workers.
+std::unique_ptr<NpuRunProcess> start_node(int port, int nnodes, int nproc,
+                                          const std::string& script,
+                                          std::vector<std::string> flags = {},
+                                          const EnvOverrides& env = {}) {
+  std::vector<std::string> args = {"--nnodes",         std::to_string(nnodes),
+                                   "--nproc-per-node", std::to_string(nproc),
+                                   "--master-port",    std::to_string(port)};
+  args.insert(args.end(), kFastHeartbeats.begin(), kFastHeartbeats.end());
+  args.insert(args.end(), flags.begin(), flags.end());
+  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.push_back(a);
+  args.push_back(script);
+  return std::make_unique<NpuRunProcess>(args, env);
+}
+
+void require_no_strays(const NpuRunProcess& p) {
+  const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
+  INFO("left behind:\n" << describe_processes(strays));
+  CHECK(strays.empty());
+}
+
+std::string make_gate(const TempDir& dir, const std::string& name = "gate") {
+  const std::string path = dir.file(name);
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  return path;
+}
+
+void open_gate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "go\n", 3) == 3);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("multi-node: two nodes with different worker counts form one job",
+          "[integration][multi-node]") {
+  TempDir dir;
+  const int port = unused_port();
+  const std::string script = "env > \"$OUT/env.$RANK\"";
+  auto a = start_node(port, 2, 2, script, {}, {{"OUT", dir.path()}});
+  auto b = start_node(port, 2, 3, script, {}, {{"OUT", dir.path()}});
+  const Finished fa = a->wait(30s);
+  const Finished fb = b->wait(30s);
+  INFO(fa.err << "\n----\n" << fb.err);
+  CHECK(fa.exit_code == 0);
+  CHECK(fb.exit_code == 0);
+  std::set<std::string> ports;
+  std::map<std::string, int> workers_per_group;
+  for (int rank = 0; rank < 5; ++rank) {
+    std::ifstream in(dir.file("env." + std::to_string(rank)));
+    REQUIRE(in);
+    std::map<std::string, std::string> env;
+    for (std::string line; std::getline(in, line);) {
+      const auto eq = line.find('=');
+      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    CHECK(env["WORLD_SIZE"] == "5");
+    CHECK(env["GROUP_WORLD_SIZE"] == "2");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["MASTER_PORT"] != std::to_string(port));
+    ports.insert(env["MASTER_PORT"]);
+    ++workers_per_group[env["GROUP_RANK"]];
+    // A node's ranks are contiguous: rank = offset + local rank.
+    const int local = std::stoi(env["LOCAL_RANK"]);
+    CHECK(std::stoi(env["LOCAL_WORLD_SIZE"]) > local);
+  }
+  CHECK(ports.size() == 1);
+  CHECK(workers_per_group.size() == 2);
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
+TEST_CASE("multi-node: explicit node ranks are honoured whatever the start order",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  std::vector<std::unique_ptr<NpuRunProcess>> nodes;
+  for (int rank : {3, 1, 2, 0}) {
+    nodes.push_back(start_node(port, 4, 2, "echo \"node $GROUP_RANK rank $RANK\"",
+                               {"--node-rank", std::to_string(rank)}));
+  }
+  const int expected[] = {3, 1, 2, 0};
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Finished f = nodes[i]->wait(30s);
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    const int r = expected[i];
+    CHECK(count_occurrences(
+              f.out, "node " + std::to_string(r) + " rank " + std::to_string(2 * r) + "\n") == 1);
+    CHECK(count_occurrences(f.out, "node " + std::to_string(r) + " rank " +
+                                       std::to_string(2 * r + 1) + "\n") == 1);
+    require_no_strays(*nodes[i]);
+  }
+}
+
+TEST_CASE("multi-node: a worker failing on one node stops every node, all exit with its code",
+          "[integration][multi-node]") {
+  TempDir dir;
+  const std::string gate = make_gate(dir);
+  const int port = unused_port();
+  const std::string sleeper = "echo ready; exec sleep 60";
+  auto n0 = start_node(port, 3, 2, sleeper, {"--node-rank", "0"});
+  auto n1 = start_node(port, 3, 2, sleeper, {"--node-rank", "1"});
+  auto n2 = start_node(port, 3, 2,
+                       "if [ $LOCAL_RANK = 1 ]; then read x < " + gate + "; exit 7; fi; " + sleeper,
+                       {"--node-rank", "2"});
+  n0->wait_for_output("ready", 2, 20s);
+  n1->wait_for_output("ready", 2, 20s);
+  n2->wait_for_output("ready", 1, 20s);
+  open_gate(gate);
+  for (auto* n : {n0.get(), n1.get(), n2.get()}) {
+    const Finished f = n->wait(20s);
+    INFO(f.err);
+    CHECK(f.exit_code == 7);
+    CHECK(f.seconds < 15);  // the sleepers were stopped, not waited for
+    CHECK_THAT(f.err, Contains("root cause") && Contains("rank 5 (local 1, pid") &&
+                          Contains("on node 2") && Contains("exit code 7"));
+    require_no_strays(*n);
+  }
+}
+
+TEST_CASE("multi-node: restarts run on every node with the same restart count",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  const std::string script =
+      "echo \"attempt $TORCHELASTIC_RESTART_COUNT node $GROUP_RANK\"; "
+      "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 3 ]; then exit 4; fi; "
+      "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep 60; fi";
+  auto a = start_node(port, 2, 2, script, {"--max-restarts", "1", "--node-rank", "0"});
+  auto b = start_node(port, 2, 2, script, {"--max-restarts", "1", "--node-rank", "1"});
+  for (auto* n : {a.get(), b.get()}) {
+    const Finished f = n->wait(30s);
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    CHECK(count_occurrences(f.out, "attempt 1 node") == 2);
+    CHECK_THAT(f.err, Contains("restart 1 of 1"));
+    require_no_strays(*n);
+  }
+}
+
+TEST_CASE("multi-node: a SIGKILLed agent is noticed at once by the others",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  auto a = start_node(port, 2, 2, "echo ready; exec sleep 60", {"--node-rank", "0"});
+  auto b = start_node(port, 2, 2, "echo ready; exec sleep 60", {"--node-rank", "1"});
+  a->wait_for_output("ready", 2, 20s);
+  b->wait_for_output("ready", 2, 20s);
+  b->send_signal(SIGKILL);
+  const Finished f = a->wait(20s);
+  INFO(f.err);
+  CHECK(f.exit_code == 125);
+  CHECK(f.seconds < 15);
+  CHECK_THAT(f.err, Contains("root cause: node 1") && Contains("agent lost: connection closed"));
+  b->wait(10s);
+  require_no_strays(*a);
+  require_no_strays(*b);  // the killed agent's workers died with it
+}
+
+TEST_CASE("multi-node: a frozen agent is noticed through missed heartbeats",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  auto a = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "1"});
+  a->wait_for_output("ready", 1, 20s);
+  b->wait_for_output("ready", 1, 20s);
+  b->send_signal(SIGSTOP);
+  const Finished f = a->wait(20s);
+  INFO(f.err);
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(f.err, Contains("no heartbeat for 1.5 s"));
+  // Thawed, the partitioned agent finds the rendezvous gone, stops its workers and exits.
+  b->send_signal(SIGCONT);
+  const Finished fb = b->wait(20s);
+  INFO(fb.err);
+  CHECK(fb.exit_code == 125);
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
+TEST_CASE("multi-node: a lost server is noticed, by connection loss or silence",
+          "[integration][multi-node]") {
+  for (int sig : {SIGKILL, SIGSTOP}) {
+    const int port = unused_port();
+    auto server_node = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "0"});
+    auto other = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "1"});
+    server_node->wait_for_output("ready", 1, 20s);
+    other->wait_for_output("ready", 1, 20s);
+    server_node->send_signal(sig);
+    const Finished f = other->wait(20s);
+    INFO(f.err);
+    CHECK(f.exit_code == 125);
+    CHECK_THAT(f.err, Contains("rendezvous server at 127.0.0.1:" + std::to_string(port)));
+    CHECK_THAT(f.err, Contains(sig == SIGKILL ? "lost the connection"
+                                              : "sent nothing for longer than the heartbeat"));
+    CHECK_THAT(f.err, Contains("because of the lost rendezvous"));
+    require_no_strays(*other);
+    if (sig == SIGSTOP) server_node->send_signal(SIGKILL);
+    server_node->wait(10s);
+    require_no_strays(*server_node);
+  }
+}
+
+TEST_CASE("multi-node: SIGTERM to one agent ends the job on every node",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  auto a = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "1"});
+  a->wait_for_output("ready", 1, 20s);
+  b->wait_for_output("ready", 1, 20s);
+  b->send_signal(SIGTERM);
+  const Finished fb = b->wait(20s);
+  const Finished fa = a->wait(20s);
+  INFO(fa.err << "\n----\n" << fb.err);
+  CHECK(fb.exit_code == 143);
+  CHECK(fa.exit_code == 143);
+  CHECK_THAT(fa.err, Contains("root cause: node 1") && Contains("npu_run was stopped by SIGTERM"));
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
+TEST_CASE("multi-node: conflicting agents are refused with what clashed",
+          "[integration][multi-node]") {
+  SECTION("different --nnodes") {
+    const int port = unused_port();
+    auto a = start_node(port, 2, 1, "true", {"--node-rank", "0", "--rdzv-timeout", "3"});
+    auto b = start_node(port, 3, 1, "true", {"--node-rank", "1"});
+    const Finished fb = b->wait(20s);
+    CHECK(fb.exit_code == 125);
+    CHECK_THAT(fb.err, Contains("has --nnodes 3 but the job has --nnodes 2"));
+    const Finished fa = a->wait(20s);
+    CHECK(fa.exit_code == 125);
+    CHECK_THAT(fa.err, Contains("only 1 of 2 nodes joined within 3 s") && Contains("node ranks 1"));
+  }
+  SECTION("different run ids") {
+    const int port = unused_port();
+    auto a = start_node(port, 2, 1, "true", {"--run-id", "job-a", "--rdzv-timeout", "2"});
+    auto b = start_node(port, 2, 1, "true", {"--run-id", "job-b", "--rdzv-timeout", "2"});
+    const Finished fa = a->wait(20s);
+    const Finished fb = b->wait(20s);
+    CHECK(fa.exit_code == 125);
+    CHECK(fb.exit_code == 125);
+    // Either agent may have hosted the server; the other one was refused.
+    CHECK_THAT(fa.err + fb.err,
+               Contains("differs from the job's") && Contains("give every node the same --run-id"));
+  }
+  SECTION("two agents claiming one node rank") {
+    const int port = unused_port();
+    auto a = start_node(port, 3, 1, "true", {"--node-rank", "0", "--rdzv-timeout", "3"});
+    auto b = start_node(port, 3, 1, "true", {"--node-rank", "1", "--rdzv-timeout", "3"});
+    auto c = start_node(port, 3, 1, "true", {"--node-rank", "1", "--rdzv-timeout", "3"});
+    const Finished fc = c->wait(20s);
+    const Finished fb = b->wait(20s);
+    const Finished fa = a->wait(20s);
+    // Whichever of b and c came second was refused; the other waited for node 2 in vain.
+    const std::string refused = fc.err.find("already holds") != std::string::npos ? fc.err : fb.err;
+    CHECK_THAT(refused, Contains("claims --node-rank 1, which") && Contains("already holds"));
+    CHECK(fa.exit_code == 125);
+    CHECK_THAT(fa.err, Contains("still missing node ranks 2"));
+  }
+}
+
+TEST_CASE("multi-node: an unreachable rendezvous names the endpoint and the timeout",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  const Finished f =
+      run_npu_run({"--nnodes", "2", "--node-rank", "1", "--master-port", std::to_string(port),
+                   "--rdzv-timeout", "2", "--no-python", "/bin/true"});
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(f.err, Contains("cannot reach the rendezvous server at 127.0.0.1:" +
+                             std::to_string(port) + " within 2 s") &&
+                        Contains("Connection refused"));
+}
+
+TEST_CASE("multi-node: a port held by another program is reported as such",
+          "[integration][multi-node]") {
+  asio::io_context io;
+  asio::ip::tcp::acceptor impostor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const int port = impostor.local_endpoint().port();
+  // Answers every connection like a web server would, until told to stop.
+  std::atomic<bool> stop{false};
+  std::thread serve([&] {
+    while (!stop) {
+      boost::system::error_code ec;
+      asio::ip::tcp::socket s(io);
+      impostor.accept(s, ec);
+      if (!ec && !stop)
+        asio::write(s, asio::buffer(std::string("HTTP/1.1 400 Bad Request\r\n\r\n")), ec);
+    }
+  });
+  const Finished f =
+      run_npu_run({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(port),
+                   "--rdzv-timeout", "5", "--no-python", "/bin/true"});
+  // A blocking accept() is not woken by closing the acceptor from here: connect once more.
+  stop = true;
+  asio::ip::tcp::socket wake(io);
+  wake.connect(impostor.local_endpoint());
+  serve.join();
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(f.err, Contains("is already served here; joining it as a client") &&
+                        Contains("did not answer as an npu_run rendezvous server") &&
+                        Contains("another program"));
+}
+
+TEST_CASE("multi-node: npu_run rdzv-server runs the rendezvous on a host of its own",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  NpuRunProcess server({"rdzv-server", "--port", std::to_string(port), "--nnodes", "2", "--host",
+                        "127.0.0.1", "--heartbeat-interval", "0.2", "--heartbeat-timeout", "1.5"});
+  server.wait_for_output("rendezvous server on 127.0.0.1", 1, 10s, true);
+  auto a = start_node(port, 2, 1, "echo node $GROUP_RANK");
+  auto b = start_node(port, 2, 1, "echo node $GROUP_RANK");
+  CHECK(a->wait(20s).exit_code == 0);
+  CHECK(b->wait(20s).exit_code == 0);
+  const Finished fs = server.wait(20s);
+  INFO(fs.err);
+  CHECK(fs.exit_code == 0);
+  CHECK_THAT(fs.err, Contains("job ended with exit code 0"));
+  require_no_strays(server);
+}

@@ -346,3 +346,32 @@ TEST_CASE("multi-node: npu_run rdzv-server runs the rendezvous on a host of its 
   CHECK_THAT(fs.err, Contains("job ended with exit code 0"));
   require_no_strays(server);
 }
+
+TEST_CASE("multi-node: --local-addr is the address peers and workers use",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  // 127.0.0.2 is another loopback address: the connection to the server comes from 127.0.0.1,
+  // so only --local-addr can make node 0 advertise it.
+  auto a = start_node(port, 2, 1, "echo store=$MASTER_ADDR",
+                      {"--node-rank", "0", "--local-addr", "127.0.0.2"});
+  auto b = start_node(port, 2, 1, "echo store=$MASTER_ADDR", {"--node-rank", "1"});
+  const Finished fa = a->wait(20s);
+  const Finished fb = b->wait(20s);
+  INFO(fa.err << "\n----\n" << fb.err);
+  CHECK(fa.exit_code == 0);
+  CHECK(fb.exit_code == 0);
+  CHECK(fa.out == "store=127.0.0.2\n");
+  CHECK(fb.out == "store=127.0.0.2\n");
+}
+
+TEST_CASE("multi-node: while waiting, progress names the missing node ranks",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  // The server reports progress every 5 s; the round never forms and times out after 6 s.
+  const Finished f =
+      run_npu_run({"--nnodes", "3", "--node-rank", "0", "--master-port", std::to_string(port),
+                   "--rdzv-timeout", "6", "--no-python", "/bin/true"});
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(f.err, Contains("joined 1/3, waiting for node ranks 1, 2"));
+  CHECK_THAT(f.err, Contains("only 1 of 3 nodes joined within 6 s; still missing node ranks 1, 2"));
+}

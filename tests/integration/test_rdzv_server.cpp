@@ -1,10 +1,13 @@
 // The Asio rendezvous server with real clients in this process, on 127.0.0.1 port 0.
+#include <sys/resource.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <set>
 
 #include "npu_run/rdzv_client.hpp"
@@ -185,4 +188,32 @@ TEST_CASE("rdzv server: a client that never reaches a server names the endpoint 
   io.run_for(5s);
   CHECK_THAT(failure, Contains("127.0.0.1:" + std::to_string(free_port)) &&
                           Contains("within 1 s") && Contains("Connection refused"));
+}
+
+TEST_CASE("rdzv server: raises the open-files limit and listens with the kernel's backlog",
+          "[integration][rdzv-server]") {
+  asio::io_context io;
+  RendezvousServer server(io, job(1), loopback());
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  CHECK(limit.rlim_cur == limit.rlim_max);
+  std::ifstream somaxconn("/proc/sys/net/core/somaxconn");
+  int expected = 0;
+  somaxconn >> expected;
+  CHECK(server.backlog() == expected);
+  ServerOptions small = loopback();
+  small.backlog = 17;
+  CHECK(RendezvousServer(io, job(1), small).backlog() == 17);
+}
+
+TEST_CASE("rdzv server: too small kernel queues are named with the sysctl lines that fix them",
+          "[integration][rdzv-server]") {
+  std::ifstream somaxconn("/proc/sys/net/core/somaxconn");
+  long current = 0;
+  somaxconn >> current;
+  CHECK(kernel_limit_warning(1).empty());
+  const std::string warning = kernel_limit_warning(static_cast<int>(current) + 1);
+  CHECK_THAT(warning,
+             Contains("net.core.somaxconn is " + std::to_string(current)) &&
+                 Contains("sysctl -w net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535"));
 }

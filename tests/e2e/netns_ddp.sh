@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End to end across two "hosts": two network namespaces joined by a veth pair, one npu_run
+# agent in each (10.231.77.1 and 10.231.77.2), real PyTorch DDP over gloo with 2 workers per
+# node. Passes when both agents exit 0, the ranks agree on the trained weights, and no process of
+# the job survives. Creates and removes everything it uses.
+#
+# usage: netns_ddp.sh NPU_RUN_BINARY SOURCE_DIR      (root required; exits 77 = skipped otherwise)
+set -euo pipefail
+
+npu_run=$1
+source_dir=$2
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: network namespaces need root"
+  exit 77
+fi
+
+tag="npr$$"
+ns_a="${tag}a"
+ns_b="${tag}b"
+marker="netns-ddp-$$-$RANDOM"
+work=$(mktemp -d)
+pids=()
+
+# Processes of this job, found by the marker in their environment (grep fails on vanished or
+# unreadable /proc entries and when nothing matches; neither is an error here).
+job_processes() {
+  { grep -l "NPU_RUN_TEST_MARKER=$marker" /proc/[0-9]*/environ 2>/dev/null || true; } | cut -d/ -f3
+}
+
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  # Anything of the job still alive is a failure already reported; do not leave it running.
+  for p in $(job_processes); do
+    kill -9 "$p" 2>/dev/null || true
+  done
+  ip netns del "$ns_a" 2>/dev/null || true
+  ip netns del "$ns_b" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip netns add "$ns_a"
+ip netns add "$ns_b"
+ip link add "${tag}va" type veth peer name "${tag}vb"
+ip link set "${tag}va" netns "$ns_a"
+ip link set "${tag}vb" netns "$ns_b"
+ip -n "$ns_a" addr add 10.231.77.1/24 dev "${tag}va"
+ip -n "$ns_b" addr add 10.231.77.2/24 dev "${tag}vb"
+for ns in "$ns_a" "$ns_b"; do
+  ip -n "$ns" link set lo up
+done
+ip -n "$ns_a" link set "${tag}va" up
+ip -n "$ns_b" link set "${tag}vb" up
+
+run_node() {  # ns ifname node_rank
+  # Inside a namespace the host name does not resolve to a reachable address: tell gloo which
+  # interface to use, as on any multi-NIC host.
+  ip netns exec "$1" env NPU_RUN_TEST_MARKER="$marker" PYTHON_EXEC=/usr/bin/python3 GLOO_SOCKET_IFNAME="$2" \
+    "$npu_run" --nnodes 2 --node-rank "$3" --nproc-per-node 2 --master-addr 10.231.77.1 --master-port 29577 \
+    --rdzv-timeout 60 "$source_dir/examples/train_ddp.py" --steps 20 >"$work/node$3.out" 2>"$work/node$3.err" &
+  pids+=($!)
+}
+
+run_node "$ns_a" "${tag}va" 0
+run_node "$ns_b" "${tag}vb" 1
+status=0
+for i in 0 1; do
+  if ! wait "${pids[$i]}"; then
+    echo "node $i failed"
+    status=1
+  fi
+done
+for i in 0 1; do
+  echo "---- node $i stdout"
+  cat "$work/node$i.out"
+  echo "---- node $i stderr"
+  cat "$work/node$i.err"
+done
+
+grep -q "ranks agree: True" "$work/node0.out" || { echo "FAIL: rank 0 did not report agreeing ranks"; status=1; }
+[ "$(cat "$work"/node*.out | { grep -c 'weights checksum' || true; })" = 4 ] || { echo "FAIL: expected 4 workers' checksums"; status=1; }
+grep -q "workers' store at 10.231.77.1:" "$work/node1.err" || { echo "FAIL: node 1 did not use node 0's address"; status=1; }
+grep -q "ranks 2-3 of 4, node 1 of 2" "$work/node1.err" || { echo "FAIL: node 1 did not get ranks 2-3"; status=1; }
+
+left=$(job_processes | wc -l)
+if [ "$left" != 0 ]; then
+  echo "FAIL: $left process(es) of the job survived"
+  status=1
+fi
+[ $status = 0 ] && echo "PASS: DDP across two network namespaces"
+exit $status

@@ -42,7 +42,11 @@ the command line wins. Workers run $PYTHON_EXEC -u SCRIPT ARGS (PYTHON_EXEC defa
 "${local_rank}" in ARGS is replaced by each worker's local rank, as torchrun does.
 
 Exit status: 0 when every worker succeeded; the root-cause worker's exit code (128+N for a
-signal) when one failed; 128+N when npu_run was stopped by signal N; 2 for usage errors.
+signal) when one failed; 128+N when npu_run was stopped by signal N; 2 for usage errors;
+125 when the rendezvous failed (nodes missing, agents disagreeing, a node or the server lost).
+
+Several nodes: run the same command on each with --nnodes N --master-addr NODE0 [--node-rank R];
+node 0's agent hosts the rendezvous. `npu_run rdzv-server --help` runs it on a host of its own.
 )";
 
 // Raw flag values as CLI11 fills them; validated into LaunchConfig afterwards.

@@ -84,35 +84,48 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void attempt() {
-    resolver.async_resolve(
-        options.server_host, std::to_string(options.server_port),
-        [self = shared_from_this()](boost::system::error_code ec,
-                                    tcp::resolver::results_type results) {
+    // An IP literal needs no lookup: skipping the resolver avoids its background thread, in
+    // every agent and per connection of a storm.
+    boost::system::error_code literal_ec;
+    const auto literal = asio::ip::make_address(options.server_host, literal_ec);
+    if (!literal_ec) {
+      connect(std::vector<tcp::endpoint>{
+          tcp::endpoint(literal, static_cast<unsigned short>(options.server_port))});
+      return;
+    }
+    resolver.async_resolve(options.server_host, std::to_string(options.server_port),
+                           [self = shared_from_this()](boost::system::error_code ec,
+                                                       tcp::resolver::results_type results) {
+                             if (self->done) return;
+                             if (ec) {
+                               self->retry(fmt::format("cannot resolve '{}': {}",
+                                                       self->options.server_host, ec.message()));
+                               return;
+                             }
+                             self->connect(results);
+                           });
+  }
+
+  template <typename Endpoints>
+  void connect(const Endpoints& endpoints) {
+    attempt_timer.expires_after(std::min(kAttemptTimeout, time_left()));
+    attempt_timer.async_wait(
+        [weak = std::weak_ptr<Impl>(shared_from_this())](boost::system::error_code wait_ec) {
+          if (auto s = weak.lock(); s && !wait_ec) s->socket.cancel();
+        });
+    asio::async_connect(
+        socket, endpoints,
+        [self = shared_from_this()](boost::system::error_code ec, const tcp::endpoint&) {
           if (self->done) return;
+          self->attempt_timer.cancel();
           if (ec) {
-            self->retry(
-                fmt::format("cannot resolve '{}': {}", self->options.server_host, ec.message()));
+            boost::system::error_code ignored;
+            self->socket.close(ignored);
+            self->retry(ec == asio::error::operation_aborted ? "connection attempt timed out"
+                                                             : ec.message());
             return;
           }
-          self->attempt_timer.expires_after(std::min(kAttemptTimeout, self->time_left()));
-          self->attempt_timer.async_wait(
-              [weak = std::weak_ptr<Impl>(self)](boost::system::error_code wait_ec) {
-                if (auto s = weak.lock(); s && !wait_ec) s->socket.cancel();
-              });
-          asio::async_connect(self->socket, results,
-                              [self](boost::system::error_code connect_ec, const tcp::endpoint&) {
-                                if (self->done) return;
-                                self->attempt_timer.cancel();
-                                if (connect_ec) {
-                                  boost::system::error_code ignored;
-                                  self->socket.close(ignored);
-                                  self->retry(connect_ec == asio::error::operation_aborted
-                                                  ? "connection attempt timed out"
-                                                  : connect_ec.message());
-                                  return;
-                                }
-                                self->on_connected();
-                              });
+          self->on_connected();
         });
   }
 

@@ -45,10 +45,8 @@ Outgoing RendezvousState::reject(ClientId to, std::string code, std::string mess
 }
 
 RendezvousState::Member* RendezvousState::member_of(ClientId id) {
-  for (Member& m : members_) {
-    if (m.id == id) return &m;
-  }
-  return nullptr;
+  const auto it = member_rank_.find(id);
+  return it == member_rank_.end() ? nullptr : &members_[it->second];
 }
 
 std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMessage& message,
@@ -102,17 +100,22 @@ std::vector<Outgoing> RendezvousState::on_hello(ClientId from, const Hello& hell
 }
 
 std::string RendezvousState::describe_seats() const {
+  // Names a few seats, enough to recognise the job; a refusal must not cost O(n) formatting.
+  constexpr size_t kShown = 8;
   std::vector<std::string> seats;
+  const size_t total = members_.empty() ? pending_.size() : members_.size();
   if (!members_.empty()) {
-    for (const Member& m : members_)
-      seats.push_back(fmt::format("node {} {}", m.node_rank, seat_label(m.node)));
+    for (size_t i = 0; i < members_.size() && seats.size() < kShown; ++i) {
+      seats.push_back(fmt::format("node {} {}", members_[i].node_rank, seat_label(members_[i].node)));
+    }
   } else {
-    for (const Joiner& j : pending_) seats.push_back(seat_label(j.join.node));
+    for (const auto& [id, joiner] : pending_) {
+      if (seats.size() == kShown) break;
+      seats.push_back(seat_label(joiner.join.node));
+    }
   }
-  const size_t shown = std::min<size_t>(seats.size(), 8);
-  std::string text = fmt::format(
-      "{}", fmt::join(seats.begin(), seats.begin() + static_cast<std::ptrdiff_t>(shown), ", "));
-  if (seats.size() > shown) text += fmt::format(" and {} more", seats.size() - shown);
+  std::string text = fmt::format("{}", fmt::join(seats, ", "));
+  if (total > seats.size()) text += fmt::format(" and {} more", total - seats.size());
   return text;
 }
 
@@ -140,9 +143,7 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join,
         fmt::format("{} has --max-restarts {} but the job has {}; give every node the same value",
                     seat_label(join.node), join.max_restarts, settings_.max_restarts));
   }
-  const bool already =
-      std::any_of(pending_.begin(), pending_.end(), [&](const Joiner& j) { return j.id == from; });
-  if (already) return refuse("protocol_order", "'join' sent twice for one round");
+  if (pending_.count(from)) return refuse("protocol_order", "'join' sent twice for one round");
   if (phase_ == Phase::kFinished) return refuse("job_finished", "the job has already ended");
   if (phase_ != Phase::kJoining || static_cast<int>(pending_.size()) >= settings_.max_nodes) {
     if (member_of(from) == nullptr) {
@@ -162,18 +163,17 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join,
               "{} claims --node-rank {} but the job has --nnodes {}: node ranks run from 0 to {}",
               seat_label(join.node), *join.node_rank, nnodes, settings_.max_nodes - 1));
     }
-    for (const Joiner& j : pending_) {
-      if (j.join.node_rank == join.node_rank) {
-        return refuse(
-            "node_rank_taken",
-            fmt::format(
-                "{} claims --node-rank {}, which {} already holds; give each node its own rank",
-                seat_label(join.node), *join.node_rank, seat_label(j.join.node)));
-      }
+    const auto holder = claimed_ranks_.find(*join.node_rank);
+    if (holder != claimed_ranks_.end()) {
+      return refuse("node_rank_taken",
+                    fmt::format("{} claims --node-rank {}, which {} already holds; give each node its own rank",
+                                seat_label(join.node), *join.node_rank,
+                                seat_label(pending_.at(holder->second).join.node)));
     }
+    claimed_ranks_.emplace(*join.node_rank, from);
   }
   if (pending_.empty()) joining_since_ = now;
-  pending_.push_back(Joiner{from, join, arrivals_++});
+  pending_.emplace(from, Joiner{from, join, arrivals_++});
   if (static_cast<int>(pending_.size()) == settings_.max_nodes) return start_round();
   return {};
 }
@@ -184,11 +184,9 @@ std::vector<Outgoing> RendezvousState::start_round() {
   // the same cluster gives the same ranks every time.
   std::vector<const Joiner*> by_rank(n, nullptr);
   std::vector<const Joiner*> unranked;
-  for (const Joiner& j : pending_) {
-    if (j.join.node_rank)
-      by_rank[*j.join.node_rank] = &j;
-    else
-      unranked.push_back(&j);
+  for (const auto& [id, joiner] : pending_) {
+    if (joiner.join.node_rank) by_rank[*joiner.join.node_rank] = &joiner;
+    else unranked.push_back(&joiner);
   }
   std::sort(unranked.begin(), unranked.end(), [](const Joiner* a, const Joiner* b) {
     return std::tie(a->join.node.host, a->arrival) < std::tie(b->join.node.host, b->arrival);
@@ -199,10 +197,13 @@ std::vector<Outgoing> RendezvousState::start_round() {
   }
 
   members_.clear();
+  member_rank_.clear();
+  reported_ = 0;
   int offset = 0;
   bool peers_wanted = false;
   for (int rank = 0; rank < n; ++rank) {
     members_.push_back(Member{by_rank[rank]->id, by_rank[rank]->join.node, rank, offset});
+    member_rank_.emplace(by_rank[rank]->id, rank);
     offset += by_rank[rank]->join.node.nproc;
     peers_wanted = peers_wanted || by_rank[rank]->join.want_peers;
   }
@@ -222,6 +223,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
                            false});
   }
   pending_.clear();
+  claimed_ranks_.clear();
   root_cause_.reset();
   deliberate_stop_ = false;
   phase_ = Phase::kRunning;
@@ -254,6 +256,7 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
   }
   if (report.round != round_ || member->reported) return {};  // stale, or a duplicate
   member->reported = true;
+  ++reported_;
   std::vector<Outgoing> out;
   if (report.outcome == Outcome::kFailed ||
       (report.outcome == Outcome::kStopped && report.stop_signal != 0)) {
@@ -274,8 +277,7 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
 
 void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
-  if (!std::all_of(members_.begin(), members_.end(), [](const Member& m) { return m.reported; }))
-    return;
+  if (reported_ < members_.size()) return;
   Decision decision;
   decision.round = round_;
   decision.root_cause = root_cause_;
@@ -296,6 +298,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   if (decision.action == Action::kRestart) {
     ++round_;
     members_.clear();
+    member_rank_.clear();
     phase_ = Phase::kJoining;
   } else {
     phase_ = Phase::kFinished;
@@ -305,9 +308,10 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
 
 std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::string& why) {
   clients_.erase(who);
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [&](const Joiner& j) { return j.id == who; }),
-                 pending_.end());
+  if (const auto it = pending_.find(who); it != pending_.end()) {
+    if (it->second.join.node_rank) claimed_ranks_.erase(*it->second.join.node_rank);
+    pending_.erase(it);
+  }
   std::vector<Outgoing> out;
   Member* member = member_of(who);
   if (member == nullptr || member->reported ||
@@ -315,6 +319,7 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
     return out;
   member->reported = true;
   member->lost = true;
+  ++reported_;
   FailureReport failure;
   failure.host = member->node.host;
   failure.node_rank = member->node_rank;
@@ -331,14 +336,11 @@ std::vector<Outgoing> RendezvousState::on_disconnect(ClientId who, Clock::time_p
 }
 
 std::vector<int> RendezvousState::missing_node_ranks() const {
-  std::vector<bool> taken(settings_.max_nodes, false);
-  for (const Joiner& j : pending_) {
-    if (!j.join.node_rank) return {};  // with automatic ranks nobody knows which ranks are missing
-    taken[*j.join.node_rank] = true;
-  }
+  // With automatic ranks nobody knows which ranks are missing.
+  if (claimed_ranks_.size() != pending_.size()) return {};
   std::vector<int> missing;
   for (int rank = 0; rank < settings_.max_nodes; ++rank) {
-    if (!taken[rank]) missing.push_back(rank);
+    if (!claimed_ranks_.count(rank)) missing.push_back(rank);
   }
   return missing;
 }
@@ -374,9 +376,10 @@ std::vector<Outgoing> RendezvousState::on_tick(Clock::time_point now) {
                         std::chrono::duration<double>(settings_.join_timeout).count(), who,
                         describe_seats())},
         true};
-    for (const Joiner& j : pending_) timeout.to.push_back(j.id);
+    for (const auto& [id, joiner] : pending_) timeout.to.push_back(id);
     out.push_back(std::move(timeout));
     pending_.clear();
+    claimed_ranks_.clear();
     phase_ = Phase::kFinished;
     final_ = Decision{round_, Action::kFinish, restart_count_, kExitRendezvous, std::nullopt};
     return out;
@@ -387,7 +390,7 @@ std::vector<Outgoing> RendezvousState::on_tick(Clock::time_point now) {
         {},
         Progress{static_cast<int>(pending_.size()), settings_.max_nodes, missing_node_ranks()},
         false};
-    for (const Joiner& j : pending_) progress.to.push_back(j.id);
+    for (const auto& [id, joiner] : pending_) progress.to.push_back(id);
     out.push_back(std::move(progress));
   }
   return out;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ class RendezvousState {
   const std::optional<Decision>& final_decision() const { return final_; }
   size_t connected_clients() const { return clients_.size(); }
   size_t joined() const { return pending_.size(); }
+  size_t members() const { return members_.size(); }
 
  private:
   struct Client {
@@ -100,9 +102,14 @@ class RendezvousState {
   Phase phase_ = Phase::kJoining;
   uint64_t round_ = 0;
   int restart_count_ = 0;
+  // Every per-message operation is O(1) or O(log n): a 16k-node job joins, reports and leaves
+  // without any quadratic scan.
   std::map<ClientId, Client> clients_;
-  std::vector<Joiner> pending_;
-  std::vector<Member> members_;  // indexed by node rank while RUNNING/STOPPING
+  std::unordered_map<ClientId, Joiner> pending_;    // joined the forming round
+  std::unordered_map<int, ClientId> claimed_ranks_;  // explicit --node-rank of pending joiners
+  std::vector<Member> members_;                      // indexed by node rank while RUNNING/STOPPING
+  std::unordered_map<ClientId, int> member_rank_;
+  size_t reported_ = 0;
   std::optional<FailureReport> root_cause_;
   bool deliberate_stop_ = false;  // the root cause is an agent stopped by a signal: no restart
   uint64_t arrivals_ = 0;

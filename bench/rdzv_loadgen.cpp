@@ -1,0 +1,123 @@
+// Load generator for the rendezvous benchmark: simulates --agents agents (one connection each,
+// the real RendezvousClient) that join one server, report success and wait for the decision.
+// Prints one JSON line: how many were assigned and decided, how many failed, and the wall-clock
+// times (ms since the epoch) of the first and last assignment. Several of these processes
+// together simulate more agents than one process may open files for.
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "npu_run/rdzv_client.hpp"
+
+using namespace npu_run::rdzv;
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Stats {
+  int assigned = 0;
+  int decided = 0;
+  int failed = 0;
+  int64_t first_assigned_ms = 0;
+  int64_t last_assigned_ms = 0;
+  std::string first_failure;
+};
+
+class SimulatedAgent {
+ public:
+  SimulatedAgent(boost::asio::io_context& io, const ClientOptions& options, int index, int nnodes, Stats& stats)
+      : client_(io, options), index_(index), nnodes_(nnodes), stats_(stats) {}
+
+  void start() {
+    client_.start(RendezvousClient::Handlers{
+        [this](const std::string& local_addr) {
+          Join join;
+          join.node.host = fmt::format("sim-{:07d}", index_);
+          join.node.addr = local_addr;
+          join.node.nproc = 1;
+          join.node.devices = {0};
+          join.node.worker_port = 1;  // never used: nobody runs workers here
+          join.min_nodes = join.max_nodes = nnodes_;
+          client_.send(join);
+        },
+        [this](const ServerMessage& message) {
+          if (const auto* a = std::get_if<Assigned>(&message)) {
+            const int64_t t = now_ms();
+            if (stats_.assigned++ == 0) stats_.first_assigned_ms = t;
+            stats_.last_assigned_ms = t;
+            client_.send(Report{a->round, Outcome::kSucceeded, std::nullopt, 0});
+          } else if (std::holds_alternative<Decision>(message)) {
+            ++stats_.decided;
+            client_.close();
+          }
+        },
+        [this](const std::string& why) {
+          if (stats_.failed++ == 0) stats_.first_failure = why;
+        }});
+  }
+
+ private:
+  RendezvousClient client_;
+  int index_;
+  int nnodes_;
+  Stats& stats_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Simulate agents joining an npu_run rendezvous server");
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int nnodes = 0;
+  int agents = 0;
+  int first = 0;
+  double timeout = 120;
+  app.add_option("--host", host, "Server address");
+  app.add_option("--port", port, "Server port")->required();
+  app.add_option("--nnodes", nnodes, "The job's --nnodes")->required();
+  app.add_option("--agents", agents, "Agents simulated by this process")->required();
+  app.add_option("--first", first, "Index of this process's first agent (host names sim-<index>)");
+  app.add_option("--timeout", timeout, "Seconds before giving up");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  boost::asio::io_context io;
+  ClientOptions options;
+  options.server_host = host;
+  options.server_port = port;
+  options.connect_timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
+  options.hello = Hello{kMagic, kProtocolVersion, "none", ""};
+  Stats stats;
+  std::vector<std::unique_ptr<SimulatedAgent>> simulated;
+  simulated.reserve(agents);
+  for (int i = 0; i < agents; ++i) {
+    simulated.push_back(std::make_unique<SimulatedAgent>(io, options, first + i, nnodes, stats));
+    simulated.back()->start();
+  }
+  io.run_for(std::chrono::milliseconds(static_cast<long>(timeout * 1000)));
+  std::cout << nlohmann::json{{"agents", agents},
+                              {"assigned", stats.assigned},
+                              {"decided", stats.decided},
+                              {"failed", stats.failed},
+                              {"first_failure", stats.first_failure},
+                              {"first_assigned_ms", stats.first_assigned_ms},
+                              {"last_assigned_ms", stats.last_assigned_ms}}
+                   .dump()
+            << std::endl;
+  return stats.failed == 0 && stats.decided == agents ? 0 : 1;
+}

@@ -69,6 +69,13 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                      format_device_list(cfg.devices), cfg.devices_source);
   out += fmt::format("workers' store: MASTER_ADDR={} MASTER_PORT={}\n", a.worker_master_addr,
                      env_value("MASTER_PORT", std::to_string(a.worker_master_port), a));
+  if (a.nnodes > 1) {
+    out += fmt::format(
+        "rendezvous: {}:{}; node rank, rank offset and the workers' store are assigned there. "
+        "Shown here "
+        "assuming node rank {} and {} workers on every node.\n",
+        cfg.master_addr, cfg.master_port, a.node_rank, cfg.nproc_per_node);
+  }
   out += fmt::format(
       "files: {}{}\n", run_dir,
       cfg.log_dir || cfg.log_dir_is_temporary ? "" : " (error files only, removed at exit)");
@@ -129,6 +136,9 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
             {"worker_master_port",
              a.worker_master_port == 0 ? json(nullptr) : json(a.worker_master_port)},
             {"run_dir", run_dir},
+            // Multi-node: ranks and the store come from the rendezvous; these are assumptions.
+            {"assumed", a.nnodes > 1},
+            {"rendezvous", fmt::format("{}:{}", cfg.master_addr, cfg.master_port)},
             {"devices", cfg.devices},
             {"workers", workers}};
   return plan.dump(2) + "\n";

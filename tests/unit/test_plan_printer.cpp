@@ -42,3 +42,25 @@ TEST_CASE("shell quoting only where needed", "[plan]") {
   CHECK(shell_quote("") == "''");
   CHECK(shell_quote("$HOME") == "'$HOME'");
 }
+
+TEST_CASE("plans: a multi-node plan says which values the rendezvous will assign", "[plan]") {
+  LaunchConfig cfg;
+  cfg.nproc_per_node = 2;
+  cfg.devices = {0, 1};
+  cfg.max_nodes = cfg.min_nodes = 4;
+  cfg.node_rank = 2;
+  cfg.master_addr = "10.0.0.1";
+  cfg.program = "/bin/true";
+  cfg.mode = WorkerMode::kExecutable;
+  const Assignment a = planned_assignment(cfg, "h3");
+  CHECK(a.rank_offset == 4);
+  CHECK(a.world_size == 8);
+  const auto specs = make_worker_specs(cfg, a, AttemptLayout{"/tmp/x", false, 0}, {});
+  CHECK(specs[1].contract_env.at("RANK") == "5");
+  CHECK_THAT(format_plan_text(cfg, a, specs, "/tmp/x"),
+             Contains("rendezvous: 10.0.0.1:29500; node rank, rank offset and the workers' store "
+                      "are assigned there"));
+  const auto plan = nlohmann::json::parse(format_plan_json(cfg, a, specs, "/tmp/x"));
+  CHECK(plan["assumed"] == true);
+  CHECK(plan["rendezvous"] == "10.0.0.1:29500");
+}

@@ -31,6 +31,12 @@ def parse_args():
     return parser.parse_args()
 
 
+def say(line):
+    """Prints one line with a single write, so lines of different workers never mix."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def make_batch(generator, batch, true_w, true_b):
     x = torch.randn(batch, true_w.numel(), generator=generator)
     y = x @ true_w + true_b + 0.01 * torch.randn(batch, generator=generator)
@@ -69,7 +75,7 @@ def main():
         first_loss = global_loss if first_loss is None else first_loss
         last_loss = global_loss
         if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
-            print(f"step {step:3d}  loss {global_loss:.4f}", flush=True)
+            say(f"step {step:3d}  loss {global_loss:.4f}")
 
     checksum = torch.tensor([sum(p.detach().double().sum().item() for p in model.parameters())],
                             dtype=torch.float64)
@@ -77,11 +83,11 @@ def main():
     dist.all_gather(gathered, checksum)
     agree = all(torch.equal(g, gathered[0]) for g in gathered)
     improved = last_loss < first_loss
-    print(f"rank {rank}/{world} (local {local_rank}, device {os.environ.get('DEVICE_ID', '?')}): "
-          f"weights checksum {checksum.item():.6f}", flush=True)
+    say(f"rank {rank}/{world} (local {local_rank}, device {os.environ.get('DEVICE_ID', '?')}): "
+        f"weights checksum {checksum.item():.6f}")
     dist.barrier()
     if rank == 0:
-        print(f"ranks agree: {agree}; loss {first_loss:.4f} -> {last_loss:.4f}", flush=True)
+        say(f"ranks agree: {agree}; loss {first_loss:.4f} -> {last_loss:.4f}")
     dist.destroy_process_group()
     return 0 if agree and improved else 1
 

@@ -74,13 +74,18 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void cancel_all() {
+    cancel_pending();
     boost::system::error_code ignored;
+    socket.close(ignored);
+  }
+
+  // Every timer and lookup; the socket is left to the caller (close() flushes first).
+  void cancel_pending() {
     resolver.cancel();
     retry_timer.cancel();
     attempt_timer.cancel();
     heartbeat_timer.cancel();
     watchdog_timer.cancel();
-    socket.close(ignored);
   }
 
   void attempt() {
@@ -279,12 +284,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     if (done) return;
     done = true;
     handlers = {};
-    boost::system::error_code ignored;
-    resolver.cancel();
-    retry_timer.cancel();
-    attempt_timer.cancel();
-    heartbeat_timer.cancel();
-    watchdog_timer.cancel();
+    cancel_pending();
     closing = true;
     if (queue.empty()) finish_close();  // otherwise after the last write
   }

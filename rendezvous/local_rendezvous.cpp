@@ -46,6 +46,26 @@ Assignment to_assignment(const rdzv::Assigned& a, const std::string& host) {
   return out;
 }
 
+void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMessage& message,
+                      const std::string& host) {
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, rdzv::Assigned>) {
+          handlers.assigned(to_assignment(m, host));
+        } else if constexpr (std::is_same_v<T, rdzv::StopWorkers>) {
+          handlers.stop_workers(m.root_cause);
+        } else if constexpr (std::is_same_v<T, rdzv::Decision>) {
+          handlers.decided(m);
+        } else if constexpr (std::is_same_v<T, rdzv::Progress>) {
+          handlers.progress(m);
+        } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
+          handlers.failed(m.message);
+        }
+      },
+      message);
+}
+
 Assignment planned_assignment(const LaunchConfig& cfg, const std::string& host) {
   // Before a rendezvous nobody knows the other nodes: assume they run as many workers as this
   // one, and take --node-rank (or 0) as this node's rank.
@@ -92,22 +112,7 @@ void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {
     // Posted, never called inline, so the agent sees the same ordering as with a remote server.
     boost::asio::post(io_, [this, message = std::move(o.message)] {
       if (closed_) return;
-      std::visit(
-          [&](const auto& m) {
-            using T = std::decay_t<decltype(m)>;
-            if constexpr (std::is_same_v<T, rdzv::Assigned>) {
-              handlers_.assigned(to_assignment(m, host_));
-            } else if constexpr (std::is_same_v<T, rdzv::StopWorkers>) {
-              handlers_.stop_workers(m.root_cause);
-            } else if constexpr (std::is_same_v<T, rdzv::Decision>) {
-              handlers_.decided(m);
-            } else if constexpr (std::is_same_v<T, rdzv::Progress>) {
-              handlers_.progress(m);
-            } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
-              handlers_.failed(m.message);
-            }
-          },
-          message);
+      deliver_to_agent(handlers_, message, host_);
     });
   }
 }

@@ -97,21 +97,8 @@ void TcpRendezvous::close() {
 }
 
 void TcpRendezvous::on_message(const rdzv::ServerMessage& message) {
-  std::visit(
-      [&](const auto& m) {
-        using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, rdzv::Assigned>) {
-          join_deadline_->timer.cancel();
-          handlers_.assigned(to_assignment(m, host_));
-        } else if constexpr (std::is_same_v<T, rdzv::StopWorkers>) {
-          handlers_.stop_workers(m.root_cause);
-        } else if constexpr (std::is_same_v<T, rdzv::Decision>) {
-          handlers_.decided(m);
-        } else if constexpr (std::is_same_v<T, rdzv::Progress>) {
-          handlers_.progress(m);
-        }
-      },
-      message);
+  if (std::holds_alternative<rdzv::Assigned>(message)) join_deadline_->timer.cancel();
+  deliver_to_agent(handlers_, message, host_);
 }
 
 }  // namespace npu_run

@@ -48,4 +48,9 @@ class LocalRendezvous : public Rendezvous {
 // Turns the server's answer into the agent's Assignment.
 Assignment to_assignment(const rdzv::Assigned& assigned, const std::string& host);
 
+// Hands one message from the rendezvous to the agent's handler for it. Welcome and heartbeat
+// acknowledgements are for the connection, not the agent, and are dropped.
+void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMessage& message,
+                      const std::string& host);
+
 }  // namespace npu_run

@@ -78,7 +78,7 @@ for i in 0 1; do
 done
 
 grep -q "ranks agree: True" "$work/node0.out" || { echo "FAIL: rank 0 did not report agreeing ranks"; status=1; }
-[ "$(cat "$work"/node*.out | { grep -c 'weights checksum' || true; })" = 4 ] || { echo "FAIL: expected 4 workers' checksums"; status=1; }
+[ "$(cat "$work"/node*.out | { grep -o 'weights checksum' || true; } | wc -l)" = 4 ] || { echo "FAIL: expected 4 workers' checksums"; status=1; }
 grep -q "workers' store at 10.231.77.1:" "$work/node1.err" || { echo "FAIL: node 1 did not use node 0's address"; status=1; }
 grep -q "ranks 2-3 of 4, node 1 of 2" "$work/node1.err" || { echo "FAIL: node 1 did not get ranks 2-3"; status=1; }
 

@@ -41,25 +41,6 @@ std::unique_ptr<NpuRunProcess> start_node(int port, int nnodes, int nproc,
   return std::make_unique<NpuRunProcess>(args, env);
 }
 
-void require_no_strays(const NpuRunProcess& p) {
-  const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
-  INFO("left behind:\n" << describe_processes(strays));
-  CHECK(strays.empty());
-}
-
-std::string make_gate(const TempDir& dir, const std::string& name = "gate") {
-  const std::string path = dir.file(name);
-  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
-  return path;
-}
-
-void open_gate(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY);
-  REQUIRE(fd >= 0);
-  REQUIRE(::write(fd, "go\n", 3) == 3);
-  ::close(fd);
-}
-
 }  // namespace
 
 TEST_CASE("multi-node: two nodes with different worker counts form one job",
@@ -69,8 +50,9 @@ TEST_CASE("multi-node: two nodes with different worker counts form one job",
   const std::string script = "env > \"$OUT/env.$RANK\"";
   auto a = start_node(port, 2, 2, script, {}, {{"OUT", dir.path()}});
   auto b = start_node(port, 2, 3, script, {}, {{"OUT", dir.path()}});
-  const Finished fa = a->wait(30s);
-  const Finished fb = b->wait(30s);
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 30s);
+  const Finished& fa = done[0];
+  const Finished& fb = done[1];
   INFO(fa.err << "\n----\n" << fb.err);
   CHECK(fa.exit_code == 0);
   CHECK(fb.exit_code == 0);
@@ -109,8 +91,10 @@ TEST_CASE("multi-node: explicit node ranks are honoured whatever the start order
                                {"--node-rank", std::to_string(rank)}));
   }
   const int expected[] = {3, 1, 2, 0};
+  const auto done = NpuRunProcess::wait_all(
+      {nodes[0].get(), nodes[1].get(), nodes[2].get(), nodes[3].get()}, 30s);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const Finished f = nodes[i]->wait(30s);
+    const Finished& f = done[i];
     INFO(f.err);
     CHECK(f.exit_code == 0);
     const int r = expected[i];
@@ -125,7 +109,7 @@ TEST_CASE("multi-node: explicit node ranks are honoured whatever the start order
 TEST_CASE("multi-node: a worker failing on one node stops every node, all exit with its code",
           "[integration][multi-node]") {
   TempDir dir;
-  const std::string gate = make_gate(dir);
+  const std::string gate = make_gate(dir.file("gate"));
   const int port = unused_port();
   const std::string sleeper = "echo ready; exec sleep 60";
   auto n0 = start_node(port, 3, 2, sleeper, {"--node-rank", "0"});
@@ -137,8 +121,10 @@ TEST_CASE("multi-node: a worker failing on one node stops every node, all exit w
   n1->wait_for_output("ready", 2, 20s);
   n2->wait_for_output("ready", 1, 20s);
   open_gate(gate);
-  for (auto* n : {n0.get(), n1.get(), n2.get()}) {
-    const Finished f = n->wait(20s);
+  const auto done = NpuRunProcess::wait_all({n0.get(), n1.get(), n2.get()}, 20s);
+  for (size_t i = 0; i < done.size(); ++i) {
+    const Finished& f = done[i];
+    NpuRunProcess* n = std::vector<NpuRunProcess*>{n0.get(), n1.get(), n2.get()}[i];
     INFO(f.err);
     CHECK(f.exit_code == 7);
     CHECK(f.seconds < 15);  // the sleepers were stopped, not waited for
@@ -157,8 +143,10 @@ TEST_CASE("multi-node: restarts run on every node with the same restart count",
       "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exec sleep 60; fi";
   auto a = start_node(port, 2, 2, script, {"--max-restarts", "1", "--node-rank", "0"});
   auto b = start_node(port, 2, 2, script, {"--max-restarts", "1", "--node-rank", "1"});
-  for (auto* n : {a.get(), b.get()}) {
-    const Finished f = n->wait(30s);
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 30s);
+  for (size_t i = 0; i < done.size(); ++i) {
+    const Finished& f = done[i];
+    NpuRunProcess* n = i == 0 ? a.get() : b.get();
     INFO(f.err);
     CHECK(f.exit_code == 0);
     CHECK(count_occurrences(f.out, "attempt 1 node") == 2);
@@ -237,8 +225,9 @@ TEST_CASE("multi-node: SIGTERM to one agent ends the job on every node",
   a->wait_for_output("ready", 1, 20s);
   b->wait_for_output("ready", 1, 20s);
   b->send_signal(SIGTERM);
-  const Finished fb = b->wait(20s);
-  const Finished fa = a->wait(20s);
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
+  const Finished& fa = done[0];
+  const Finished& fb = done[1];
   INFO(fa.err << "\n----\n" << fb.err);
   CHECK(fb.exit_code == 143);
   CHECK(fa.exit_code == 143);
@@ -253,10 +242,11 @@ TEST_CASE("multi-node: conflicting agents are refused with what clashed",
     const int port = unused_port();
     auto a = start_node(port, 2, 1, "true", {"--node-rank", "0", "--rdzv-timeout", "3"});
     auto b = start_node(port, 3, 1, "true", {"--node-rank", "1"});
-    const Finished fb = b->wait(20s);
+    const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
+    const Finished& fa = done[0];
+    const Finished& fb = done[1];
     CHECK(fb.exit_code == 125);
     CHECK_THAT(fb.err, Contains("has --nnodes 3 but the job has --nnodes 2"));
-    const Finished fa = a->wait(20s);
     CHECK(fa.exit_code == 125);
     CHECK_THAT(fa.err, Contains("only 1 of 2 nodes joined within 3 s") && Contains("node ranks 1"));
   }
@@ -264,8 +254,9 @@ TEST_CASE("multi-node: conflicting agents are refused with what clashed",
     const int port = unused_port();
     auto a = start_node(port, 2, 1, "true", {"--run-id", "job-a", "--rdzv-timeout", "2"});
     auto b = start_node(port, 2, 1, "true", {"--run-id", "job-b", "--rdzv-timeout", "2"});
-    const Finished fa = a->wait(20s);
-    const Finished fb = b->wait(20s);
+    const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
+    const Finished& fa = done[0];
+    const Finished& fb = done[1];
     CHECK(fa.exit_code == 125);
     CHECK(fb.exit_code == 125);
     // Either agent may have hosted the server; the other one was refused.
@@ -277,9 +268,10 @@ TEST_CASE("multi-node: conflicting agents are refused with what clashed",
     auto a = start_node(port, 3, 1, "true", {"--node-rank", "0", "--rdzv-timeout", "3"});
     auto b = start_node(port, 3, 1, "true", {"--node-rank", "1", "--rdzv-timeout", "3"});
     auto c = start_node(port, 3, 1, "true", {"--node-rank", "1", "--rdzv-timeout", "3"});
-    const Finished fc = c->wait(20s);
-    const Finished fb = b->wait(20s);
-    const Finished fa = a->wait(20s);
+    const auto done = NpuRunProcess::wait_all({a.get(), b.get(), c.get()}, 20s);
+    const Finished& fa = done[0];
+    const Finished& fb = done[1];
+    const Finished& fc = done[2];
     // Whichever of b and c came second was refused; the other waited for node 2 in vain.
     const std::string refused = fc.err.find("already holds") != std::string::npos ? fc.err : fb.err;
     CHECK_THAT(refused, Contains("claims --node-rank 1, which") && Contains("already holds"));
@@ -338,9 +330,10 @@ TEST_CASE("multi-node: npu_run rdzv-server runs the rendezvous on a host of its 
   server.wait_for_output("rendezvous server on 127.0.0.1", 1, 10s, true);
   auto a = start_node(port, 2, 1, "echo node $GROUP_RANK");
   auto b = start_node(port, 2, 1, "echo node $GROUP_RANK");
-  CHECK(a->wait(20s).exit_code == 0);
-  CHECK(b->wait(20s).exit_code == 0);
-  const Finished fs = server.wait(20s);
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get(), &server}, 20s);
+  CHECK(done[0].exit_code == 0);
+  CHECK(done[1].exit_code == 0);
+  const Finished& fs = done[2];
   INFO(fs.err);
   CHECK(fs.exit_code == 0);
   CHECK_THAT(fs.err, Contains("job ended with exit code 0"));
@@ -355,8 +348,9 @@ TEST_CASE("multi-node: --local-addr is the address peers and workers use",
   auto a = start_node(port, 2, 1, "echo store=$MASTER_ADDR",
                       {"--node-rank", "0", "--local-addr", "127.0.0.2"});
   auto b = start_node(port, 2, 1, "echo store=$MASTER_ADDR", {"--node-rank", "1"});
-  const Finished fa = a->wait(20s);
-  const Finished fb = b->wait(20s);
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
+  const Finished& fa = done[0];
+  const Finished& fb = done[1];
   INFO(fa.err << "\n----\n" << fb.err);
   CHECK(fa.exit_code == 0);
   CHECK(fb.exit_code == 0);

@@ -27,27 +27,6 @@ std::vector<std::string> sh_workers(int nproc, const std::string& script,
   return args;
 }
 
-// A FIFO a worker blocks on until the test writes to it: the test, not a timer, decides when
-// the worker proceeds.
-std::string make_gate(const TempDir& dir) {
-  const std::string path = dir.file("gate");
-  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
-  return path;
-}
-
-void open_gate(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY);
-  REQUIRE(fd >= 0);
-  REQUIRE(::write(fd, "go\n", 3) == 3);
-  ::close(fd);
-}
-
-void require_no_strays(const NpuRunProcess& p) {
-  const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
-  INFO("left behind:\n" << describe_processes(strays));
-  CHECK(strays.empty());
-}
-
 }  // namespace
 
 TEST_CASE("supervision: all workers exit 0 -> npu_run exits 0", "[integration][supervision]") {
@@ -60,7 +39,7 @@ TEST_CASE("supervision: all workers exit 0 -> npu_run exits 0", "[integration][s
 TEST_CASE("supervision: a worker exiting 3 stops the others and npu_run exits 3 with the summary",
           "[integration][supervision]") {
   TempDir dir;
-  const std::string gate = make_gate(dir);
+  const std::string gate = make_gate(dir.file("gate"));
   // Ranks 0, 1, 3 run until stopped; rank 2 fails once the test has seen all of them running.
   NpuRunProcess p(
       sh_workers(4, "if [ $LOCAL_RANK = 2 ]; then read x < " + gate +
@@ -95,7 +74,7 @@ TEST_CASE("supervision: a worker killed by a signal gives 128+signal",
 TEST_CASE("supervision: workers ignoring SIGTERM get SIGKILL after --term-timeout",
           "[integration][supervision]") {
   TempDir dir;
-  const std::string gate = make_gate(dir);
+  const std::string gate = make_gate(dir.file("gate"));
   // `trap '' TERM` is inherited by the sleep it execs into, so only SIGKILL can end those.
   NpuRunProcess p(sh_workers(3,
                              "if [ $LOCAL_RANK = 0 ]; then read x < " + gate +
@@ -154,7 +133,7 @@ TEST_CASE("supervision: a second stop signal skips the grace period",
 TEST_CASE("supervision: a stop signal during a failure's grace period does not skip the grace",
           "[integration][supervision]") {
   TempDir dir;
-  const std::string gate = make_gate(dir);
+  const std::string gate = make_gate(dir.file("gate"));
   NpuRunProcess p(sh_workers(3,
                              "if [ $LOCAL_RANK = 0 ]; then read x < " + gate +
                                  "; exit 1; fi; trap '' TERM; echo ready; exec sleep 60",

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -134,11 +135,13 @@ pid_t NpuRunProcess::pid() const {
   return state_->process->id();
 }
 
-bool NpuRunProcess::pump(milliseconds timeout) {
-  pollfd fds[3] = {
-      {state_->out_fd, POLLIN, 0}, {state_->err_fd, POLLIN, 0}, {state_->pid_fd, POLLIN, 0}};
-  const int n = ::poll(fds, 3, static_cast<int>(timeout.count()));
-  if (n <= 0) return state_->exited;
+void NpuRunProcess::add_pollfds(std::vector<pollfd>& fds) const {
+  fds.push_back({state_->out_fd, POLLIN, 0});
+  fds.push_back({state_->err_fd, POLLIN, 0});
+  fds.push_back({state_->exited ? -1 : state_->pid_fd, POLLIN, 0});
+}
+
+void NpuRunProcess::read_ready(const pollfd* fds) {
   char buffer[65536];
   for (int i = 0; i < 2; ++i) {
     if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
@@ -149,8 +152,44 @@ bool NpuRunProcess::pump(milliseconds timeout) {
       (i == 0 ? state_->out_fd : state_->err_fd) = -1;
     }
   }
-  if (fds[2].revents & POLLIN) state_->exited = true;
+  if (fds[2].fd >= 0 && (fds[2].revents & POLLIN)) state_->exited = true;
+}
+
+bool NpuRunProcess::pump(milliseconds timeout) {
+  std::vector<pollfd> fds;
+  add_pollfds(fds);
+  if (::poll(fds.data(), fds.size(), static_cast<int>(timeout.count())) > 0) read_ready(fds.data());
   return state_->exited;
+}
+
+std::vector<Finished> NpuRunProcess::wait_all(const std::vector<NpuRunProcess*>& processes,
+                                              milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  auto all_exited = [&] {
+    return std::all_of(processes.begin(), processes.end(),
+                       [](const NpuRunProcess* p) { return p->state_->exited; });
+  };
+  while (!all_exited()) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left <= 0ms) {
+      std::string outputs;
+      for (size_t i = 0; i < processes.size(); ++i) {
+        ::kill(processes[i]->pid(), SIGKILL);
+        outputs += "---- process " + std::to_string(i) +
+                   (processes[i]->state_->exited ? " (exited)" : " (running)") + "\nstdout:\n" +
+                   processes[i]->state_->out + "\nstderr:\n" + processes[i]->state_->err + "\n";
+      }
+      FAIL("not every npu_run exited within " << timeout.count() << " ms\n" << outputs);
+    }
+    std::vector<pollfd> fds;
+    for (const NpuRunProcess* p : processes) p->add_pollfds(fds);
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) > 0) {
+      for (size_t i = 0; i < processes.size(); ++i) processes[i]->read_ready(&fds[3 * i]);
+    }
+  }
+  std::vector<Finished> finished;
+  for (NpuRunProcess* p : processes) finished.push_back(p->wait(timeout));
+  return finished;
 }
 
 void NpuRunProcess::wait_for_output(const std::string& needle, int count, milliseconds timeout,
@@ -217,10 +256,26 @@ Finished run_npu_run(const std::vector<std::string>& args, const EnvOverrides& e
                      milliseconds timeout, const std::string& cwd) {
   NpuRunProcess p(args, env, cwd);
   Finished f = p.wait(timeout);
+  require_no_strays(p);
+  return f;
+}
+
+void require_no_strays(const NpuRunProcess& p) {
   const auto strays = wait_until_no_marker_processes(p.marker(), 5s);
   INFO("left behind:\n" << describe_processes(strays));
   CHECK(strays.empty());
-  return f;
+}
+
+std::string make_gate(const std::string& path) {
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  return path;
+}
+
+void open_gate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "go\n", 3) == 3);
+  ::close(fd);
 }
 
 std::string describe_processes(const std::vector<pid_t>& pids) {

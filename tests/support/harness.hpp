@@ -3,6 +3,7 @@
 // marker environment variable, so a test can prove that none of them is left behind.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -50,8 +51,15 @@ class NpuRunProcess {
   // Waits for npu_run to exit; on timeout it is killed and the test fails.
   Finished wait(milliseconds timeout);
 
+  // Waits for all of `processes` together (one poll over all their pipes, so none of them can
+  // block on a full pipe while another is waited for); on timeout fails with every output.
+  static std::vector<Finished> wait_all(const std::vector<NpuRunProcess*>& processes,
+                                        milliseconds timeout);
+
  private:
   bool pump(milliseconds timeout);  // reads what is available; true once npu_run has exited
+  void add_pollfds(std::vector<struct pollfd>& fds) const;
+  void read_ready(const struct pollfd* fds);  // the three entries add_pollfds() added
   struct State;
   std::unique_ptr<State> state_;
   std::string marker_;
@@ -71,6 +79,14 @@ size_t wait_for_marker_processes(const std::string& marker, size_t count, millis
 
 // Waits, on pidfd events, until no process carries `marker`; returns those left after `timeout`.
 std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker, milliseconds timeout);
+
+// Fails the test (naming them) if processes of `p` are still there after 5 s.
+void require_no_strays(const NpuRunProcess& p);
+
+// A FIFO a worker blocks on (`read x < gate`) until the test opens it: the test, not a timer,
+// decides when the worker proceeds.
+std::string make_gate(const std::string& path);
+void open_gate(const std::string& path);
 
 // "pid 123 (sleep 60) state S ppid 1" per process, for failure messages.
 std::string describe_processes(const std::vector<pid_t>& pids);

@@ -7,6 +7,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <iostream>
+#include <random>
+#include <thread>
 
 #include "commands.hpp"
 #include "npu_run/agent_log.hpp"
@@ -36,6 +38,14 @@ int print_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& ho
   return 0;
 }
 
+// True when something accepts TCP connections on `endpoint` (a local address: answers at once).
+bool someone_listens(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint) {
+  asio::ip::tcp::socket probe(io);
+  boost::system::error_code ec;
+  probe.connect(endpoint, ec);
+  return !ec;
+}
+
 // Node 0 hosts the rendezvous server: the agent with --node-rank 0, or, without --node-rank,
 // whichever agent can bind --master-addr:--master-port on its own host. Anyone else (or node 0
 // when the port is already served, e.g. by `npu_run rdzv-server`) joins as a client.
@@ -50,20 +60,36 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
   options.port = cfg.master_port;
   options.backlog = cfg.rdzv_backlog;
   options.exit_barrier_timeout = cfg.exit_barrier_timeout;
+  std::mt19937 rng(std::random_device{}());
   for (const auto& entry : results) {
     options.bind_addr = entry.endpoint().address().to_string();
-    try {
-      return std::make_unique<rdzv::RendezvousServer>(io, job_settings(cfg), options);
-    } catch (const rdzv::BindError& e) {
-      if (e.address_in_use) {
-        spdlog::info("{}:{} is already served here; joining it as a client", options.bind_addr,
-                     options.port);
-        return nullptr;
+    // "Address in use" with nobody accepting there is a clash that passes (two agents of one
+    // host binding at the same moment, a socket on its way out): try again shortly, so that
+    // exactly one agent ends up serving instead of all of them waiting for a server.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      try {
+        return std::make_unique<rdzv::RendezvousServer>(io, job_settings(cfg), options);
+      } catch (const rdzv::BindError& e) {
+        if (e.address_not_local) break;
+        if (!e.address_in_use) throw std::runtime_error(e.what());
+        if (someone_listens(io, entry.endpoint())) {
+          spdlog::info("{}:{} is already served here; joining it as a client", options.bind_addr,
+                       options.port);
+          return nullptr;
+        }
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 50)(rng)));
+        if (attempt == 19) {
+          spdlog::warn(
+              "cannot host the rendezvous on {}:{}: the port is in use, but nothing accepts "
+              "connections "
+              "there; free it or choose another --master-port",
+              options.bind_addr, options.port);
+        }
       }
-      if (!e.address_not_local) throw std::runtime_error(e.what());
     }
   }
-  return nullptr;  // --master-addr is another host
+  return nullptr;  // --master-addr is another host, or its port stays taken: the client says so
 }
 
 }  // namespace

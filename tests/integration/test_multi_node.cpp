@@ -369,3 +369,24 @@ TEST_CASE("multi-node: while waiting, progress names the missing node ranks",
   CHECK_THAT(f.err, Contains("joined 1/3, waiting for node ranks 1, 2"));
   CHECK_THAT(f.err, Contains("only 1 of 3 nodes joined within 6 s; still missing node ranks 1, 2"));
 }
+
+TEST_CASE("multi-node: a port that is bound but never served is named, with the fix",
+          "[integration][multi-node]") {
+  asio::io_context io;
+  // Bound without SO_REUSEADDR and never listening: nobody can serve the rendezvous there.
+  asio::ip::tcp::socket squatter(io);
+  squatter.open(asio::ip::tcp::v4());
+  squatter.bind({asio::ip::make_address("127.0.0.1"), 0});
+  const int port = squatter.local_endpoint().port();
+  const Finished f =
+      run_npu_run({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(port),
+                   "--rdzv-timeout", "2", "--no-python", "/bin/true"});
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(
+      f.err,
+      Contains(
+          "the port is in use, but nothing accepts connections there; free it or choose another "
+          "--master-port"));
+  CHECK_THAT(f.err,
+             Contains("cannot reach the rendezvous server at 127.0.0.1:" + std::to_string(port)));
+}

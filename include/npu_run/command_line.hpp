@@ -36,4 +36,21 @@ struct ServerCommand {
 // `args` excludes "npu_run rdzv-server".
 std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args);
 
+// `npu_run rank-table ...`: write an HCCL rank table for this server, or merge several.
+struct RankTableCommand {
+  std::vector<std::string> merge_inputs;  // non-empty: merge these tables
+  std::vector<int> devices;               // generate: physical ids, in rank order
+  std::string hccn_conf;                  // where device addresses come from
+  std::vector<std::string> device_ips;    // or given directly, one per device
+  std::string server_id;                  // empty: this host's primary address
+  std::string output;                     // empty: the classic file name; "-": stdout
+  std::string version = "1.0";
+  std::string super_pod_id = "0";
+  std::vector<int> super_device_ids;  // version 1.2, one per device
+};
+
+// `args` excludes "npu_run rank-table".
+std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
+    const std::vector<std::string>& args, const EnvMap& env);
+
 }  // namespace npu_run

@@ -13,7 +13,9 @@
 
 #include "npu_run/device_discovery.hpp"
 #include "npu_run/device_list.hpp"
+#include "npu_run/hccn_conf.hpp"
 #include "npu_run/line_prefix.hpp"
+#include "npu_run/rank_table.hpp"
 #include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 #include "npu_run/version.hpp"
@@ -924,6 +926,114 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
     return cmd;
   } catch (const UsageError& e) {
     return usage_error(std::string(e.what()) + " (npu_run rdzv-server)");
+  }
+}
+
+std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
+    const std::vector<std::string>& args, const EnvMap& env) {
+  CLI::App app(
+      "npu_run rank-table [--devices IDS] [OPTIONS]\n       npu_run rank-table --merge A.json "
+      "B.json ... [-o FILE]\n\n"
+      "Write the HCCL rank table (RANK_TABLE_FILE) of this server, as hccl_tools.py does, or merge "
+      "the tables "
+      "of several servers into one, renumbering rank ids in the order given.",
+      "npu_run rank-table");
+  RankTableCommand cmd;
+  std::string devices;
+  std::string device_ips;
+  std::string super_device_ids;
+  app.add_option("--devices,--device_num", devices,
+                 "Physical device ids in rank order: 0-7, 0,2,4,6 or the classic [0,8) (default: "
+                 "the NPUs found)");
+  app.add_option(
+      "--hccn-conf,--hccn_conf", cmd.hccn_conf,
+      "File with the devices' addresses (default $NPU_RUN_HCCN_CONF, else /etc/hccn.conf)");
+  app.add_option("--device-ips,--device_ips", device_ips,
+                 "Device addresses in device order, instead of hccn.conf");
+  app.add_option("--server-id,--server_id,--server-ip,--server_ip", cmd.server_id,
+                 "server_id of this server (default: this host's primary address)");
+  app.add_option("-o,--output", cmd.output,
+                 "Output file (default: hccl_<n>p_<ids>_<server>.json; - for stdout)");
+  app.add_option("--version", cmd.version,
+                 "Rank table version: 1.0, or 1.2 for Atlas A3 SuperPoDs");
+  app.add_option("--super-pod-id,--super_pod_id", cmd.super_pod_id,
+                 "1.2: the SuperPoD of this server (default 0)");
+  app.add_option("--super-device-ids,--super_device_ids", super_device_ids,
+                 "1.2: each device's super device id (SDID), in device order");
+  app.add_option("--merge", cmd.merge_inputs, "Merge these rank tables, in this order")
+      ->expected(1, -1);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return EarlyExit{0, app.help(), false};
+  } catch (const CLI::ParseError& e) {
+    return usage_error(std::string(e.what()) + " (npu_run rank-table)");
+  }
+  try {
+    if (cmd.version != "1.0" && cmd.version != "1.2") {
+      throw UsageError(fmt::format(
+          "--version '{}': rank tables are 1.0, or 1.2 for Atlas A3 SuperPoDs", cmd.version));
+    }
+    if (!cmd.merge_inputs.empty()) {
+      if (!devices.empty() || !device_ips.empty() || !cmd.server_id.empty()) {
+        throw UsageError(
+            "--merge combines existing tables; --devices, --device-ips and --server-id do not "
+            "apply");
+      }
+      return cmd;
+    }
+    if (devices.empty()) {
+      const DiscoveredDevices found = discover_devices(env);
+      if (found.kind != DeviceKind::kAscend || found.physical_ids.empty()) {
+        throw UsageError(fmt::format("{}; give the devices with --devices, e.g. --devices 0-7",
+                                     found.description));
+      }
+      cmd.devices = found.physical_ids;
+    } else if (auto classic = parse_half_open_range(devices, "--devices")) {
+      cmd.devices = *classic;
+    } else {
+      cmd.devices = parse_device_list(devices, "--devices");
+    }
+    if (!device_ips.empty()) {
+      for (std::string_view ip : split(device_ips, ',')) cmd.device_ips.emplace_back(ip);
+      if (cmd.device_ips.size() != cmd.devices.size()) {
+        throw UsageError(fmt::format(
+            "--device-ips lists {} addresses for {} devices; give one per device, in the "
+            "order of --devices",
+            cmd.device_ips.size(), cmd.devices.size()));
+      }
+      for (const std::string& ip : cmd.device_ips) {
+        boost::system::error_code ec;
+        boost::asio::ip::make_address(ip, ec);
+        if (ec) throw UsageError(fmt::format("--device-ips: '{}' is not an IP address", ip));
+      }
+    }
+    if (cmd.hccn_conf.empty())
+      cmd.hccn_conf = lookup(env, "NPU_RUN_HCCN_CONF").value_or(kDefaultHccnConf);
+    if (cmd.version == "1.2") {
+      if (super_device_ids.empty()) {
+        throw UsageError(
+            "--version 1.2 needs --super-device-ids: each device's SDID, from `npu-smi info -t "
+            "spod-info "
+            "-i <id> -c <chip>`");
+      }
+      for (std::string_view id : split(super_device_ids, ',')) {
+        const auto value = parse_integer(id, 0, 1'000'000'000);
+        if (!value) throw UsageError(fmt::format("--super-device-ids: '{}' is not a number", id));
+        cmd.super_device_ids.push_back(static_cast<int>(*value));
+      }
+      if (cmd.super_device_ids.size() != cmd.devices.size()) {
+        throw UsageError(
+            fmt::format("--super-device-ids lists {} ids for {} devices; give one per device",
+                        cmd.super_device_ids.size(), cmd.devices.size()));
+      }
+    } else if (!super_device_ids.empty()) {
+      throw UsageError("--super-device-ids belongs to --version 1.2");
+    }
+    return cmd;
+  } catch (const UsageError& e) {
+    return usage_error(std::string(e.what()) + " (npu_run rank-table)");
   }
 }
 

@@ -133,7 +133,7 @@ TEST_CASE("rank table: reading checks the format and names the place", "[rank-ta
                     Contains("cannot read the rank table /nonexistent.json"));
 }
 
-TEST_CASE("rank table: the classic [first,last) device range", "[rank-table]") {
+TEST_CASE("rank table: the classic half-open first,last device range", "[rank-table]") {
   CHECK(parse_half_open_range("[0,8)", "--devices") == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
   CHECK(parse_half_open_range("[4,8)", "--devices") == std::vector<int>{4, 5, 6, 7});
   CHECK(parse_half_open_range("[8,16)", "--devices")->size() == 8);

@@ -15,6 +15,7 @@ rdzv::NodeInfo this_node(const LaunchConfig& cfg, const std::string& host, const
   node.addr = addr;
   node.nproc = cfg.nproc_per_node;
   node.devices = cfg.devices;
+  node.device_ips = cfg.device_ips;
   node.worker_port = worker_port;
   return node;
 }
@@ -100,6 +101,7 @@ void LocalRendezvous::join() {
   join.min_nodes = cfg_.min_nodes;
   join.max_nodes = cfg_.max_nodes;
   join.max_restarts = cfg_.max_restarts;
+  join.want_peers = cfg_.wants_peers();
   deliver(state_.on_message(kSelf, join, rdzv::Clock::now()));
 }
 

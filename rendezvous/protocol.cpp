@@ -219,7 +219,8 @@ json client_json(const ClientMessage& message) {
           json j{{"type", "report"},
                  {"round", m.round},
                  {"outcome", outcome_name(m.outcome)},
-                 {"stop_signal", m.stop_signal}};
+                 {"stop_signal", m.stop_signal},
+                 {"fatal", m.fatal}};
           if (m.failure) j["failure"] = to_json(*m.failure);
           return j;
         }
@@ -260,6 +261,7 @@ ClientMessage client_from(const json& j) {
       f.fail(fmt::format("has an unknown outcome '{}'", outcome));
     if (f.find("failure") != nullptr) m.failure = failure_from(f.object("failure"));
     m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
+    m.fatal = f.boolean("fatal");
     if (m.outcome == Outcome::kFailed && !m.failure)
       f.fail("reports a failure without describing it");
     return m;

@@ -106,7 +106,8 @@ std::string RendezvousState::describe_seats() const {
   const size_t total = members_.empty() ? pending_.size() : members_.size();
   if (!members_.empty()) {
     for (size_t i = 0; i < members_.size() && seats.size() < kShown; ++i) {
-      seats.push_back(fmt::format("node {} {}", members_[i].node_rank, seat_label(members_[i].node)));
+      seats.push_back(
+          fmt::format("node {} {}", members_[i].node_rank, seat_label(members_[i].node)));
     }
   } else {
     for (const auto& [id, joiner] : pending_) {
@@ -165,10 +166,12 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join,
     }
     const auto holder = claimed_ranks_.find(*join.node_rank);
     if (holder != claimed_ranks_.end()) {
-      return refuse("node_rank_taken",
-                    fmt::format("{} claims --node-rank {}, which {} already holds; give each node its own rank",
-                                seat_label(join.node), *join.node_rank,
-                                seat_label(pending_.at(holder->second).join.node)));
+      return refuse(
+          "node_rank_taken",
+          fmt::format(
+              "{} claims --node-rank {}, which {} already holds; give each node its own rank",
+              seat_label(join.node), *join.node_rank,
+              seat_label(pending_.at(holder->second).join.node)));
     }
     claimed_ranks_.emplace(*join.node_rank, from);
   }
@@ -185,8 +188,10 @@ std::vector<Outgoing> RendezvousState::start_round() {
   std::vector<const Joiner*> by_rank(n, nullptr);
   std::vector<const Joiner*> unranked;
   for (const auto& [id, joiner] : pending_) {
-    if (joiner.join.node_rank) by_rank[*joiner.join.node_rank] = &joiner;
-    else unranked.push_back(&joiner);
+    if (joiner.join.node_rank)
+      by_rank[*joiner.join.node_rank] = &joiner;
+    else
+      unranked.push_back(&joiner);
   }
   std::sort(unranked.begin(), unranked.end(), [](const Joiner* a, const Joiner* b) {
     return std::tie(a->join.node.host, a->arrival) < std::tie(b->join.node.host, b->arrival);
@@ -269,7 +274,8 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
       failure.exit_code = 128 + report.stop_signal;
     }
     if (failure.time_ms == 0) failure.time_ms = wall_clock_ms();
-    record_failure(failure, report.outcome == Outcome::kStopped, from, out);
+    // A signalled agent left on purpose; a fatal failure would only fail again: no restart.
+    record_failure(failure, report.outcome == Outcome::kStopped || report.fatal, from, out);
   }
   decide_if_complete(out);
   return out;

@@ -84,6 +84,7 @@ void TcpRendezvous::send_join() {
   join.min_nodes = cfg_.min_nodes;
   join.max_nodes = cfg_.max_nodes;
   join.max_restarts = cfg_.max_restarts;
+  join.want_peers = cfg_.wants_peers();
   client_.send(join);
 }
 

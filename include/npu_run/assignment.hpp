@@ -23,6 +23,7 @@ struct Assignment {
   std::string worker_master_addr;
   int worker_master_port = 0;
   std::vector<rdzv::PeerInfo> peers;  // every node, when asked for (rank tables)
+  std::string rank_table_file;        // RANK_TABLE_FILE for the workers; empty: none
 };
 
 }  // namespace npu_run

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "npu_run/rank_stream_map.hpp"
+#include "npu_run/topology.hpp"
 
 namespace npu_run {
 
@@ -30,6 +31,11 @@ struct LaunchConfig {
   int nproc_per_node = 1;
   std::vector<int> devices;    // physical device id of each local rank
   std::string devices_source;  // "default", "--devices", or what discovery found
+  Soc soc = Soc::kNone;        // topology rules to enforce
+  // --rank-table: "auto" (built through the rendezvous), a file, or unset.
+  std::optional<std::string> rank_table;
+  std::string hccn_conf;                // where --rank-table auto reads device addresses
+  std::vector<std::string> device_ips;  // --rank-table auto: address of each local rank's device
   int min_nodes = 1;
   int max_nodes = 1;
   std::optional<int> node_rank;  // unset: assigned by the rendezvous
@@ -53,6 +59,9 @@ struct LaunchConfig {
   std::vector<int> stop_signals;  // signals that stop the job (--signals-to-handle)
 
   bool multi_node() const { return max_nodes > 1; }
+  bool rank_table_auto() const { return rank_table && *rank_table == "auto"; }
+  // Every node's device counts and addresses are needed (topology rules, generated rank tables).
+  bool wants_peers() const { return soc != Soc::kNone || rank_table_auto(); }
 
   // Output of workers.
   std::optional<std::string> log_dir;

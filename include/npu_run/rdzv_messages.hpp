@@ -69,6 +69,7 @@ struct Report {
   // kFailed: this node's root cause. kStopped by a signal to the agent: what stopped it.
   std::optional<FailureReport> failure;
   int stop_signal = 0;  // kStopped because the agent itself was signalled (it leaves the job)
+  bool fatal = false;   // kFailed for a reason a restart cannot cure (bad rank table, topology)
 };
 
 using ClientMessage = std::variant<Hello, Join, Heartbeat, Report>;

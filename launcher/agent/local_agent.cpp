@@ -8,9 +8,14 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
+#include <fstream>
 
 #include "npu_run/agent_log.hpp"
 #include "npu_run/failure_summary.hpp"
+#include "npu_run/host_address.hpp"
+#include "npu_run/job_rank_table.hpp"
+#include "npu_run/topology.hpp"
+#include "npu_run/usage_error.hpp"
 #include "npu_run/worker_env.hpp"
 #include "npu_run/worker_group.hpp"
 #include "npu_run/worker_spec.hpp"
@@ -122,10 +127,67 @@ struct LocalAgent::Impl {
     spdlog::info("rendezvous at {}: {}", rendezvous.describe(), describe_progress(p));
   }
 
-  void on_assigned(const Assignment& a) {
+  // Checks that need the whole job (topology across servers, the rank table) and prepares the
+  // rank table; returns why the job cannot run, or "".
+  std::string prepare_job(Assignment& a) {
+    if (cfg.wants_peers() && a.peers.size() == static_cast<size_t>(a.nnodes)) {
+      std::vector<int> per_node;
+      for (const auto& p : a.peers) per_node.push_back(p.node.nproc);
+      const JobTopology topology = check_job_devices(cfg.soc, per_node);
+      for (const auto& warning : topology.warnings) spdlog::warn("{}", warning);
+      if (!topology.error.empty()) return topology.error;
+    }
+    if (!cfg.rank_table) return "";
+    try {
+      if (cfg.rank_table_auto()) {
+        const RankTable table = rank_table_from_peers(a.peers);
+        a.rank_table_file = ctx.run_dir + "/rank_table.json";
+        std::ofstream out(a.rank_table_file, std::ios::trunc);
+        if (!(out << rank_table_json(table)) || !out.flush()) {
+          return fmt::format("cannot write the rank table {}", a.rank_table_file);
+        }
+        spdlog::info("rank table for {} servers and {} devices written to {}", table.servers.size(),
+                     table.device_count(), a.rank_table_file);
+        return "";
+      }
+      const RankTable table = read_rank_table(*cfg.rank_table);
+      std::vector<std::string> identities = {a.host, primary_address()};
+      if (cfg.local_addr) identities.push_back(*cfg.local_addr);
+      for (const auto& p : a.peers) {
+        if (p.node_rank == a.node_rank) identities.push_back(p.node.addr);
+      }
+      const std::string mismatch =
+          rank_table_mismatch(table, *cfg.rank_table, a, cfg.devices, identities);
+      if (mismatch.empty()) a.rank_table_file = *cfg.rank_table;
+      return mismatch;
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+  }
+
+  // This node cannot take part as asked (exit 2 on every node, no restart).
+  void refuse_job(const std::string& why) {
+    spdlog::error("{}", why);
+    state = State::kReporting;
+    last_result = GroupResult{};
+    rdzv::FailureReport failure;
+    failure.host = assignment.host;
+    failure.node_rank = assignment.node_rank;
+    failure.exit_code = kExitUsage;
+    failure.description = why;
+    rendezvous.report(rdzv::Report{assignment.round, rdzv::Outcome::kFailed, failure, 0, true});
+  }
+
+  void on_assigned(const Assignment& assigned) {
     if (state != State::kRendezvous) return;
+    Assignment a = assigned;
     assignment = a;
     set_agent_log_identity(a.node_rank, a.host);
+    if (const std::string problem = prepare_job(a); !problem.empty()) {
+      refuse_job(problem);
+      return;
+    }
+    assignment = a;
     const AttemptLayout layout{ctx.run_dir, ctx.log_files, a.restart_count};
     std::vector<WorkerSpec> specs = make_worker_specs(cfg, a, layout, ctx.agent_env);
     if (a.restart_count == 0 && omp_threads_defaulted(cfg, ctx.agent_env)) {

@@ -87,6 +87,9 @@ struct RawFlags {
   std::string log_level = "info";
   bool dry_run = false;
   bool json = false;
+  std::string soc = "none";
+  std::string rank_table;
+  std::string hccn_conf;
 };
 
 // Builds the CLI11 definition; option pointers are kept so that validation can say whether a
@@ -156,6 +159,21 @@ class CommandLine {
                                 "it (default 300)",
                                 shape);
     role_ = add("--role", raw_.role, "Worker role name (ROLE_NAME; default 'default')", shape);
+
+    auto* ascend = "Ascend";
+    soc_ = add("--soc", raw_.soc,
+               "Enforce the device topology rules of a server series: atlas-training, atlas-a2, "
+               "atlas-a3, none (default)",
+               ascend);
+    rank_table_ =
+        add("--rank-table", raw_.rank_table,
+            "HCCL rank table: a file to check against the job and export as RANK_TABLE_FILE, "
+            "or auto to build one through the rendezvous",
+            ascend);
+    hccn_conf_ = add("--hccn-conf", raw_.hccn_conf,
+                     "Device addresses for --rank-table auto (default $NPU_RUN_HCCN_CONF, else "
+                     "/etc/hccn.conf)",
+                     ascend);
 
     auto* what = "What workers run";
     module_ =
@@ -258,7 +276,7 @@ class CommandLine {
       *rdzv_backlog_, *heartbeat_interval_, *heartbeat_timeout_, *exit_barrier_timeout_, *role_,
       *module_, *no_python_, *run_path_, *start_method_, *max_restarts_, *monitor_interval_,
       *term_timeout_, *signals_, *log_dir_, *redirects_, *tee_, *filter_, *prefix_, *log_level_,
-      *dry_run_, *json_;
+      *dry_run_, *json_, *soc_, *rank_table_, *hccn_conf_;
 
  private:
   // Adds "--a-b" and "--a_b" spellings with env default PET_A_B.
@@ -684,6 +702,47 @@ void check_name(const std::string& value, const std::string& source, const char*
   }
 }
 
+// --soc, --rank-table and --hccn-conf: everything that can be checked before the rendezvous.
+void resolve_ascend(const CommandLine& cli, const EnvMap& env, LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  cfg.soc = parse_soc(raw.soc, cli.source(cli.soc_));
+  check_server_devices(cfg.soc, cfg.devices);
+  cfg.hccn_conf = !raw.hccn_conf.empty()
+                      ? raw.hccn_conf
+                      : lookup(env, "NPU_RUN_HCCN_CONF").value_or(kDefaultHccnConf);
+  if (raw.rank_table.empty()) {
+    if (cli.given(cli.hccn_conf_))
+      throw UsageError("--hccn-conf is read by --rank-table auto; add --rank-table auto");
+    return;
+  }
+  cfg.rank_table = raw.rank_table;
+  if (raw.rank_table == "auto") {
+    const auto ips = read_hccn_conf(cfg.hccn_conf);
+    std::vector<std::string> missing;
+    for (int device : cfg.devices) {
+      const auto ip = ips.find(device);
+      if (ip == ips.end())
+        missing.push_back(fmt::format("address_{}", device));
+      else
+        cfg.device_ips.push_back(ip->second);
+    }
+    if (!missing.empty()) {
+      throw UsageError(fmt::format(
+          "--rank-table auto: {} has no {} for this node's devices {}; add the line(s) or "
+          "point --hccn-conf at the right file",
+          cfg.hccn_conf, fmt::join(missing, ", "), format_device_list(cfg.devices)));
+    }
+    return;
+  }
+  // A given table is read now, so a broken file stops the launch before any node joins;
+  // whether it fits this node's ranks is checked once the rendezvous has assigned them.
+  const RankTable table = read_rank_table(raw.rank_table);
+  if (table.device_count() == 0)
+    throw UsageError(fmt::format("--rank-table {}: the table lists no devices", raw.rank_table));
+  std::error_code ec;
+  cfg.rank_table = std::filesystem::absolute(raw.rank_table, ec).lexically_normal().string();
+}
+
 void validate_identity(const CommandLine& cli, LaunchConfig& cfg) {
   const RawFlags& raw = cli.raw();
   check_name(raw.run_id, cli.source(cli.run_id_), "a run id (it names the log directory)");
@@ -767,6 +826,7 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   cfg.dry_run = raw.dry_run;
   cfg.json = raw.json;
 
+  resolve_ascend(cli, env, cfg);
   resolve_outputs(cli, cfg);
   resolve_program(cli, remaining, env, cfg);
   return cfg;

@@ -34,6 +34,7 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
   if (!slot.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = slot.error_file;
+  if (!a.rank_table_file.empty()) env["RANK_TABLE_FILE"] = a.rank_table_file;
   if (!agent_env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"))
     env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
   if (omp_threads_defaulted(cfg, agent_env)) env["OMP_NUM_THREADS"] = "1";

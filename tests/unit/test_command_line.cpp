@@ -363,3 +363,37 @@ TEST_CASE("cli: --help shows examples and --version the version", "[cli]") {
   CHECK(std::get<EarlyExit>(r).exit_code == 0);
   CHECK(std::get<EarlyExit>(r).text == std::string("npu_run ") + kVersion + "\n");
 }
+
+TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
+  Cli cli;
+  const std::string data = std::string(NPU_RUN_TEST_DATA) + "/rank_table/";
+  LaunchConfig c =
+      cli.ok({"--soc", "atlas-training", "--nproc", "4", "--devices", "4-7", cli.script});
+  CHECK(c.soc == Soc::kAtlasTraining);
+  CHECK(c.wants_peers());
+  CHECK_THAT(cli.error({"--soc", "atlas-training", "--nproc", "4", "--devices", "2-5", cli.script}),
+             Contains("cross the rings"));
+  CHECK_THAT(cli.error({"--soc", "tpu", cli.script}), Contains("--soc 'tpu'"));
+
+  c = cli.ok({"--nproc", "2", "--devices", "6,7", "--rank-table", "auto", "--hccn-conf",
+              data + "hccn.conf", cli.script});
+  CHECK(c.rank_table_auto());
+  CHECK(c.device_ips == std::vector<std::string>{"192.168.102.100", "192.168.103.100"});
+  CHECK_THAT(cli.error({"--nproc", "2", "--devices", "7,8", "--rank-table", "auto", "--hccn-conf",
+                        data + "hccn.conf", cli.script}),
+             Contains("has no address_8 for this node's devices 7-8"));
+  cli.env["NPU_RUN_HCCN_CONF"] = "/nonexistent/hccn.conf";
+  CHECK_THAT(cli.error({"--rank-table", "auto", cli.script}),
+             Contains("cannot read /nonexistent/hccn.conf"));
+  CHECK_THAT(cli.error({"--hccn-conf", data + "hccn.conf", cli.script}),
+             Contains("add --rank-table auto"));
+
+  c = cli.ok({"--nproc", "4", "--devices", "4-7", "--rank-table",
+              data + "hccl_4p_4567_127.0.0.1.json", cli.script});
+  CHECK(c.rank_table == data + "hccl_4p_4567_127.0.0.1.json");
+  CHECK_FALSE(c.wants_peers());
+  CHECK_THAT(cli.error({"--rank-table", data + "hccn.conf", cli.script}),
+             Contains("not a JSON object"));
+  CHECK_THAT(cli.error({"--rank-table", "/nonexistent.json", cli.script}),
+             Contains("cannot read the rank table"));
+}

@@ -88,3 +88,11 @@ TEST_CASE("worker env: user settings are inherited, npu_run's contract wins over
   CHECK(merged.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
   CHECK(merged.at("OMP_NUM_THREADS") == "4");
 }
+
+TEST_CASE("worker env: RANK_TABLE_FILE only when the job has a rank table", "[env]") {
+  Assignment a = second_node_of_two();
+  CHECK_FALSE(worker_contract_env(config(4), a, WorkerSlot{0, 0, ""}, {}).count("RANK_TABLE_FILE"));
+  a.rank_table_file = "/run/job/rank_table.json";
+  CHECK(worker_contract_env(config(4), a, WorkerSlot{0, 0, ""}, {}).at("RANK_TABLE_FILE") ==
+        "/run/job/rank_table.json");
+}

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "npu_run/doctor.hpp"
 #include "npu_run/environment.hpp"
 #include "npu_run/launch_config.hpp"
 #include "npu_run/rdzv_server.hpp"
@@ -48,6 +49,16 @@ struct RankTableCommand {
   std::string super_pod_id = "0";
   std::vector<int> super_device_ids;  // version 1.2, one per device
 };
+
+// `npu_run doctor ...`: check this host for large or Ascend jobs.
+struct DoctorCommand {
+  DoctorSettings settings;
+  bool json = false;
+};
+
+// `args` excludes "npu_run doctor".
+std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env);
 
 // `args` excludes "npu_run rank-table".
 std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(

@@ -1097,4 +1097,51 @@ std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
   }
 }
 
+std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env) {
+  CLI::App app(
+      "npu_run doctor [--nnodes N] [OPTIONS]\n\nCheck this host for large or Ascend jobs: kernel "
+      "queues, "
+      "HCCL's reserved ports, open files, the master port, devices and hccn.conf. Each check "
+      "prints ok, warn "
+      "or fail with the command that fixes it; the exit status is 1 when a check fails.",
+      "npu_run doctor");
+  DoctorCommand cmd;
+  cmd.settings.env = env;
+  std::string nnodes = "1";
+  app.add_option("--nnodes", nnodes,
+                 "Nodes of the planned job, N or MIN:MAX: scales the recommendations");
+  app.add_option("--master-addr,--master_addr", cmd.settings.master_addr,
+                 "Rendezvous host to check the port on");
+  app.add_option("--master-port,--master_port", cmd.settings.master_port,
+                 "Rendezvous port that must be free");
+  app.add_option("--hccn-conf,--hccn_conf", cmd.settings.hccn_conf,
+                 "Device addresses file (default /etc/hccn.conf)");
+  app.add_option("--proc-root", cmd.settings.proc_root,
+                 "Read kernel settings under this /proc (tests)");
+  app.add_flag("--json", cmd.json, "Print the checks as JSON");
+  cmd.settings.proc_root = lookup(env, "NPU_RUN_PROC_ROOT").value_or("/proc");
+  cmd.settings.hccn_conf = lookup(env, "NPU_RUN_HCCN_CONF").value_or(kDefaultHccnConf);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return EarlyExit{0, app.help(), false};
+  } catch (const CLI::ParseError& e) {
+    return usage_error(std::string(e.what()) + " (npu_run doctor)");
+  }
+  try {
+    LaunchConfig shape;
+    parse_nnodes(nnodes, "--nnodes", shape);
+    cmd.settings.nnodes = shape.max_nodes;
+    if (cmd.settings.master_port < 1 || cmd.settings.master_port > 65535) {
+      throw UsageError(fmt::format("--master-port {}: a port must be between 1 and 65535",
+                                   cmd.settings.master_port));
+    }
+    return cmd;
+  } catch (const UsageError& e) {
+    return usage_error(std::string(e.what()) + " (npu_run doctor)");
+  }
+}
+
 }  // namespace npu_run

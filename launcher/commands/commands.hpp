@@ -12,6 +12,9 @@ int launch(const LaunchConfig& cfg, const EnvMap& env);
 // `npu_run rdzv-server ...`: the rendezvous server alone. Returns the job's exit status.
 int serve(const ServerCommand& command);
 
+// `npu_run doctor ...`: prints the checks; 0 unless one failed.
+int doctor(const DoctorCommand& command);
+
 // `npu_run rank-table ...`: writes a rank table (or a merged one). Returns 0.
 int make_rank_table(const RankTableCommand& command);
 

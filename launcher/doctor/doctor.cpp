@@ -1,0 +1,332 @@
+#include "npu_run/doctor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "npu_run/device_discovery.hpp"
+#include "npu_run/device_list.hpp"
+#include "npu_run/hccn_conf.hpp"
+#include "npu_run/text.hpp"
+#include "npu_run/usage_error.hpp"
+
+namespace npu_run {
+
+namespace {
+
+using Status = CheckResult::Status;
+
+// Beyond this many nodes the kernel queues are set to their usual maximum rather than to N.
+constexpr long kRecommendedQueue = 65535;
+// Descriptors the rendezvous server needs beyond one per node (logs, pipes, workers).
+constexpr long kDescriptorMargin = 1024;
+// HCCL's host ports: HCCL_IF_BASE_PORT and the 32 after it in newer CANN (16 in older ones).
+constexpr int kHcclPorts = 32;
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+std::optional<long> read_number(const std::string& path) {
+  const auto text = read_text(path);
+  if (!text) return std::nullopt;
+  const auto first = text->substr(0, text->find_first_of(" \t"));
+  if (auto v = parse_integer(first, 0, 1LL << 40)) return static_cast<long>(*v);
+  return std::nullopt;
+}
+
+CheckResult queue_check(const DoctorSettings& s, const std::string& key, const std::string& file) {
+  CheckResult r{key, Status::kOk, "", ""};
+  const auto value = read_number(s.proc_root + "/sys/" + file);
+  const long want = std::max<long>(s.nnodes, 1);
+  const long recommend = std::max<long>(kRecommendedQueue, want);
+  if (!value) {
+    r.status = Status::kWarn;
+    r.detail = fmt::format("cannot read {}/sys/{}", s.proc_root, file);
+    return r;
+  }
+  if (*value >= want) {
+    r.detail = fmt::format("{}, enough for {} node{} connecting at once", *value, s.nnodes,
+                           s.nnodes == 1 ? "" : "s");
+    return r;
+  }
+  r.status = Status::kWarn;
+  r.detail = fmt::format(
+      "{}, fewer than the {} nodes that connect to the rendezvous at once: connections are "
+      "dropped and retried, and the job starts slower",
+      *value, s.nnodes);
+  r.fix = fmt::format("sysctl -w {}={}", key, recommend);
+  return r;
+}
+
+CheckResult reserved_ports_check(const DoctorSettings& s) {
+  CheckResult r{"net.ipv4.ip_local_reserved_ports", Status::kOk, "", ""};
+  const int base = static_cast<int>(
+      parse_integer(lookup(s.env, "HCCL_IF_BASE_PORT").value_or(""), 1, 65535 - kHcclPorts)
+          .value_or(60000));
+  const int last = base + kHcclPorts - 1;
+  const auto reserved = parse_port_ranges(
+      read_text(s.proc_root + "/sys/net/ipv4/ip_local_reserved_ports").value_or(""));
+  auto covered = [&](int port) {
+    return std::any_of(reserved.begin(), reserved.end(),
+                       [&](const auto& span) { return port >= span.first && port <= span.second; });
+  };
+  int covered_count = 0;
+  while (covered_count < kHcclPorts && covered(base + covered_count)) ++covered_count;
+  const auto range =
+      parse_port_ranges(read_text(s.proc_root + "/sys/net/ipv4/ip_local_port_range").value_or(""));
+  // ip_local_port_range is "low<TAB>high"; parse_port_ranges reads it as two single ports.
+  const int low = range.size() >= 1 ? range.front().first : 32768;
+  const int high = range.size() >= 2 ? range[1].first : 60999;
+  const std::string ports = fmt::format("{}-{}", base, last);
+  if (covered_count == kHcclPorts) {
+    r.detail = fmt::format("HCCL's host ports {} are reserved", ports);
+    return r;
+  }
+  if (last < low || base > high) {
+    r.detail =
+        fmt::format("HCCL's host ports {} lie outside the ephemeral range {}-{}", ports, low, high);
+    return r;
+  }
+  r.status = Status::kWarn;
+  r.detail =
+      covered_count >= 16
+          ? fmt::format(
+                "only {}-{} of HCCL's host ports {} are reserved; newer CANN versions use 32 ports",
+                base, base + covered_count - 1, ports)
+          : fmt::format(
+                "HCCL's host ports {} are not reserved and lie in the ephemeral range {}-{}: an "
+                "outgoing "
+                "connection can take one and HCCL then fails to start",
+                ports, low, high);
+  std::string value = ports;
+  if (const auto existing = read_text(s.proc_root + "/sys/net/ipv4/ip_local_reserved_ports");
+      existing && !existing->empty()) {
+    value = *existing + "," + ports;
+  }
+  r.fix = fmt::format("sysctl -w net.ipv4.ip_local_reserved_ports={}", value);
+  return r;
+}
+
+CheckResult open_files_check(const DoctorSettings& s) {
+  CheckResult r{"open files", Status::kOk, "", ""};
+  long soft = -1;
+  long hard = -1;
+  std::ifstream limits(s.proc_root + "/self/limits");
+  for (std::string line; std::getline(limits, line);) {
+    if (line.rfind("Max open files", 0) != 0) continue;
+    std::istringstream fields(line.substr(14));
+    std::string soft_text, hard_text;
+    fields >> soft_text >> hard_text;
+    soft = soft_text == "unlimited"
+               ? 1L << 30
+               : static_cast<long>(parse_integer(soft_text, 0, 1LL << 40).value_or(-1));
+    hard = hard_text == "unlimited"
+               ? 1L << 30
+               : static_cast<long>(parse_integer(hard_text, 0, 1LL << 40).value_or(-1));
+  }
+  if (hard < 0) {
+    r.status = Status::kWarn;
+    r.detail = fmt::format("cannot read the open-files limit from {}/self/limits", s.proc_root);
+    return r;
+  }
+  const long need = s.nnodes + kDescriptorMargin;
+  if (hard >= need) {
+    r.detail = fmt::format(
+        "soft {}, hard {}: the rendezvous server raises its soft limit to the hard one, enough for "
+        "{} node{}",
+        soft, hard, s.nnodes, s.nnodes == 1 ? "" : "s");
+    return r;
+  }
+  r.status = hard < s.nnodes ? Status::kFail : Status::kWarn;
+  r.detail =
+      fmt::format("hard limit {} open files; the rendezvous server of {} nodes needs about {}",
+                  hard, s.nnodes, need);
+  r.fix = fmt::format(
+      "add '* hard nofile {}' to /etc/security/limits.conf (or LimitNOFILE={} in a systemd unit) "
+      "and "
+      "log in again",
+      std::max<long>(65536, need), std::max<long>(65536, need));
+  return r;
+}
+
+CheckResult master_port_check(const DoctorSettings& s) {
+  const std::string name = fmt::format("master port {}:{}", s.master_addr, s.master_port);
+  CheckResult r{name, Status::kOk, "", ""};
+  boost::asio::io_context io;
+  boost::system::error_code ec;
+  boost::asio::ip::tcp::resolver resolver(io);
+  const auto results = resolver.resolve(s.master_addr, std::to_string(s.master_port), ec);
+  if (ec) {
+    r.status = Status::kFail;
+    r.detail = fmt::format("cannot resolve '{}': {}", s.master_addr, ec.message());
+    r.fix = "give --master-addr as an IP address, or fix name resolution";
+    return r;
+  }
+  for (const auto& entry : results) {
+    boost::asio::ip::tcp::acceptor probe(io);
+    probe.open(entry.endpoint().protocol(), ec);
+    if (!ec) probe.bind(entry.endpoint(), ec);
+    if (!ec) {
+      r.detail = fmt::format("free: node 0's agent can host the rendezvous here");
+      return r;
+    }
+    if (ec == boost::asio::error::address_in_use) {
+      r.status = Status::kFail;
+      r.detail = fmt::format("port {} is already in use on {}", s.master_port,
+                             entry.endpoint().address().to_string());
+      r.fix =
+          fmt::format("see who holds it: ss -ltnp 'sport = :{}'; or choose another --master-port",
+                      s.master_port);
+      return r;
+    }
+  }
+  r.detail =
+      fmt::format("{} is not an address of this host: the rendezvous runs there, check that host",
+                  s.master_addr);
+  return r;
+}
+
+CheckResult devices_check(const DiscoveredDevices& found) {
+  CheckResult r{"devices", Status::kOk, found.description, ""};
+  if (found.kind == DeviceKind::kNone) {
+    r.status = Status::kWarn;
+    r.detail = found.description + "; workers will run without accelerators";
+    r.fix = "check the driver (ls /dev/davinci*, npu-smi info) or run on CPU";
+  } else {
+    r.detail += fmt::format(": {}", format_device_list(found.physical_ids));
+  }
+  return r;
+}
+
+CheckResult hccn_check(const DoctorSettings& s, const DiscoveredDevices& found) {
+  CheckResult r{"hccn.conf", Status::kOk, "", ""};
+  if (found.kind != DeviceKind::kAscend) {
+    r.detail = "no Ascend NPUs here: device addresses are not needed";
+    return r;
+  }
+  std::map<int, std::string> ips;
+  try {
+    ips = read_hccn_conf(s.hccn_conf);
+  } catch (const UsageError& e) {
+    const bool missing = std::string(e.what()).rfind("cannot read", 0) == 0;
+    r.status = missing ? Status::kWarn : Status::kFail;
+    r.detail = e.what();
+    r.fix = missing ? "set each NPU's address with hccn_tool -i <device> -ip -s address <ip> "
+                      "netmask <mask>, which "
+                      "records it in /etc/hccn.conf"
+                    : fmt::format("correct the line in {}", s.hccn_conf);
+    return r;
+  }
+  std::vector<std::string> missing;
+  for (int device : found.physical_ids) {
+    if (!ips.count(device)) missing.push_back(fmt::format("address_{}", device));
+  }
+  if (missing.empty()) {
+    r.detail = fmt::format("{} has an address for each of the {} NPUs", s.hccn_conf,
+                           found.physical_ids.size());
+    return r;
+  }
+  r.status = Status::kWarn;
+  r.detail =
+      fmt::format("{} lacks {}: multi-server HCCL jobs and rank tables need every NPU's address",
+                  s.hccn_conf, fmt::join(missing, ", "));
+  r.fix = "hccn_tool -i <device> -ip -s address <ip> netmask <mask>";
+  return r;
+}
+
+const char* status_label(Status status) {
+  switch (status) {
+    case Status::kOk:
+      return "ok";
+    case Status::kWarn:
+      return "warn";
+    case Status::kFail:
+      return "fail";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> parse_port_ranges(const std::string& text) {
+  std::vector<std::pair<int, int>> ranges;
+  std::string normalized = text;
+  std::replace(normalized.begin(), normalized.end(), '\t', ',');
+  std::replace(normalized.begin(), normalized.end(), ' ', ',');
+  for (std::string_view item : split(normalized, ',')) {
+    if (item.empty()) continue;
+    const auto parts = split(item, '-');
+    const auto first = parse_integer(parts.front(), 0, 65535);
+    const auto last = parse_integer(parts.back(), 0, 65535);
+    if (first && last && parts.size() <= 2 && *first <= *last) ranges.emplace_back(*first, *last);
+  }
+  return ranges;
+}
+
+std::vector<CheckResult> run_doctor(const DoctorSettings& s) {
+  const DiscoveredDevices found = discover_devices(s.env);
+  return {queue_check(s, "net.core.somaxconn", "net/core/somaxconn"),
+          queue_check(s, "net.ipv4.tcp_max_syn_backlog", "net/ipv4/tcp_max_syn_backlog"),
+          reserved_ports_check(s),
+          open_files_check(s),
+          master_port_check(s),
+          devices_check(found),
+          hccn_check(s, found)};
+}
+
+std::string format_doctor_text(const DoctorSettings& s, const std::vector<CheckResult>& results) {
+  std::string out = fmt::format("npu_run doctor: this host, for a job of {} node{}\n", s.nnodes,
+                                s.nnodes == 1 ? "" : "s");
+  int warnings = 0;
+  int failures = 0;
+  for (const CheckResult& r : results) {
+    warnings += r.status == Status::kWarn;
+    failures += r.status == Status::kFail;
+    out += fmt::format("  [{:^4}] {}: {}\n", status_label(r.status), r.name, r.detail);
+    if (!r.fix.empty()) out += fmt::format("         fix: {}\n", r.fix);
+  }
+  out += fmt::format("{} warning{}, {} failure{}\n", warnings, warnings == 1 ? "" : "s", failures,
+                     failures == 1 ? "" : "s");
+  return out;
+}
+
+std::string format_doctor_json(const DoctorSettings& s, const std::vector<CheckResult>& results) {
+  nlohmann::json checks = nlohmann::json::array();
+  int warnings = 0;
+  int failures = 0;
+  for (const CheckResult& r : results) {
+    warnings += r.status == Status::kWarn;
+    failures += r.status == Status::kFail;
+    checks.push_back({{"name", r.name},
+                      {"status", status_label(r.status)},
+                      {"detail", r.detail},
+                      {"fix", r.fix}});
+  }
+  return nlohmann::json{{"nnodes", s.nnodes},
+                        {"checks", checks},
+                        {"warnings", warnings},
+                        {"failures", failures}}
+             .dump(2) +
+         "\n";
+}
+
+int doctor_exit_code(const std::vector<CheckResult>& results) {
+  return std::any_of(results.begin(), results.end(),
+                     [](const CheckResult& r) { return r.status == Status::kFail; })
+             ? 1
+             : 0;
+}
+
+}  // namespace npu_run

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "npu_run/kernel_limits.hpp"
 #include "npu_run/rdzv_protocol.hpp"
 #include "npu_run/rdzv_server.hpp"
 
@@ -20,13 +21,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 namespace {
-
-long read_proc_number(const char* path) {
-  std::ifstream in(path);
-  long value = -1;
-  in >> value;
-  return in ? value : -1;
-}
 
 // Thousands of agents need thousands of descriptors; the hard limit is what we may use.
 void raise_open_files_limit() {
@@ -47,16 +41,20 @@ std::string describe(const FailureReport& f) {
 }  // namespace
 
 std::string kernel_limit_warning(int nodes) {
-  const long somaxconn = read_proc_number("/proc/sys/net/core/somaxconn");
-  const long syn_backlog = read_proc_number("/proc/sys/net/ipv4/tcp_max_syn_backlog");
-  if ((somaxconn < 0 || somaxconn >= nodes) && (syn_backlog < 0 || syn_backlog >= nodes)) return "";
+  const auto queues = kernel_queues();
+  std::vector<KernelQueue> small;
+  std::vector<std::string> values;
+  for (const KernelQueue& q : queues) {
+    values.push_back(
+        fmt::format("{} is {}", q.key, q.value ? std::to_string(*q.value) : "unknown"));
+    if (q.value && *q.value < nodes) small.push_back(q);
+  }
+  if (small.empty()) return "";
   return fmt::format(
-      "net.core.somaxconn is {} and net.ipv4.tcp_max_syn_backlog is {}, fewer than the {} agents "
-      "that connect at "
-      "once: their connections will be retried and the rendezvous slows down. To fix, run as root: "
-      "sysctl -w "
-      "net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535",
-      somaxconn, syn_backlog, nodes);
+      "{}: fewer than the {} agents that connect at once, so their connections will be retried and "
+      "the "
+      "rendezvous slows down. To fix, run as root: {}",
+      fmt::join(values, " and "), nodes, sysctl_fix(small, nodes));
 }
 
 // One agent's connection: reads frames into the state machine, writes whatever it is sent.
@@ -174,9 +172,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                                   options.port, ec.message()),
                       in_use, not_local);
     }
-    const long somaxconn = read_proc_number("/proc/sys/net/core/somaxconn");
+    // The kernel caps any backlog at net.core.somaxconn; asking for exactly that is the most.
+    const auto somaxconn = kernel_queues().front().value;
     listen_backlog =
-        options.backlog > 0 ? options.backlog : static_cast<int>(somaxconn > 0 ? somaxconn : 4096);
+        options.backlog > 0 ? options.backlog : static_cast<int>(somaxconn.value_or(4096));
     acceptor.listen(listen_backlog, ec);
     // With SO_REUSEADDR, Linux may let bind() succeed next to a listening socket and report the
     // clash only here.

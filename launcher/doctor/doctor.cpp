@@ -12,6 +12,7 @@
 #include "npu_run/device_discovery.hpp"
 #include "npu_run/device_list.hpp"
 #include "npu_run/hccn_conf.hpp"
+#include "npu_run/kernel_limits.hpp"
 #include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 
@@ -21,8 +22,6 @@ namespace {
 
 using Status = CheckResult::Status;
 
-// Beyond this many nodes the kernel queues are set to their usual maximum rather than to N.
-constexpr long kRecommendedQueue = 65535;
 // Descriptors the rendezvous server needs beyond one per node (logs, pipes, workers).
 constexpr long kDescriptorMargin = 1024;
 // HCCL's host ports: HCCL_IF_BASE_PORT and the 32 after it in newer CANN (16 in older ones).
@@ -38,35 +37,24 @@ std::optional<std::string> read_text(const std::string& path) {
   return text;
 }
 
-std::optional<long> read_number(const std::string& path) {
-  const auto text = read_text(path);
-  if (!text) return std::nullopt;
-  const auto first = text->substr(0, text->find_first_of(" \t"));
-  if (auto v = parse_integer(first, 0, 1LL << 40)) return static_cast<long>(*v);
-  return std::nullopt;
-}
-
-CheckResult queue_check(const DoctorSettings& s, const std::string& key, const std::string& file) {
-  CheckResult r{key, Status::kOk, "", ""};
-  const auto value = read_number(s.proc_root + "/sys/" + file);
-  const long want = std::max<long>(s.nnodes, 1);
-  const long recommend = std::max<long>(kRecommendedQueue, want);
-  if (!value) {
+CheckResult queue_check(const DoctorSettings& s, const KernelQueue& queue) {
+  CheckResult r{queue.key, Status::kOk, "", ""};
+  if (!queue.value) {
     r.status = Status::kWarn;
-    r.detail = fmt::format("cannot read {}/sys/{}", s.proc_root, file);
+    r.detail = fmt::format("cannot read it under {}", s.proc_root);
     return r;
   }
-  if (*value >= want) {
-    r.detail = fmt::format("{}, enough for {} node{} connecting at once", *value, s.nnodes,
+  if (*queue.value >= s.nnodes) {
+    r.detail = fmt::format("{}, enough for {} node{} connecting at once", *queue.value, s.nnodes,
                            s.nnodes == 1 ? "" : "s");
     return r;
   }
   r.status = Status::kWarn;
   r.detail = fmt::format(
-      "{}, fewer than the {} nodes that connect to the rendezvous at once: connections are "
-      "dropped and retried, and the job starts slower",
-      *value, s.nnodes);
-  r.fix = fmt::format("sysctl -w {}={}", key, recommend);
+      "{}, fewer than the {} nodes that connect to the rendezvous at once: connections are dropped "
+      "and retried, and the job starts slower",
+      *queue.value, s.nnodes);
+  r.fix = sysctl_fix({queue}, s.nnodes);
   return r;
 }
 
@@ -277,13 +265,14 @@ std::vector<std::pair<int, int>> parse_port_ranges(const std::string& text) {
 
 std::vector<CheckResult> run_doctor(const DoctorSettings& s) {
   const DiscoveredDevices found = discover_devices(s.env);
-  return {queue_check(s, "net.core.somaxconn", "net/core/somaxconn"),
-          queue_check(s, "net.ipv4.tcp_max_syn_backlog", "net/ipv4/tcp_max_syn_backlog"),
-          reserved_ports_check(s),
-          open_files_check(s),
-          master_port_check(s),
-          devices_check(found),
-          hccn_check(s, found)};
+  std::vector<CheckResult> results;
+  for (const KernelQueue& queue : kernel_queues(s.proc_root))
+    results.push_back(queue_check(s, queue));
+  for (CheckResult r : {reserved_ports_check(s), open_files_check(s), master_port_check(s),
+                        devices_check(found), hccn_check(s, found)}) {
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 std::string format_doctor_text(const DoctorSettings& s, const std::vector<CheckResult>& results) {

@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
     return run_guarded([&] { return npu_run::serve(std::get<npu_run::ServerCommand>(parsed)); });
   }
   const npu_run::EnvMap env = npu_run::current_environment();
+  if (!args.empty() && args.front() == "hostnames") {
+    return npu_run::print_hostnames({args.begin() + 1, args.end()}, env);
+  }
   if (!args.empty() && args.front() == "doctor") {
     auto parsed = npu_run::parse_doctor_command({args.begin() + 1, args.end()}, env);
     if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed)) return report_early_exit(*early);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "npu_run/device_discovery.hpp"
+#include "npu_run/cluster_env.hpp"
 #include "npu_run/device_list.hpp"
 #include "npu_run/hccn_conf.hpp"
 #include "npu_run/line_prefix.hpp"
@@ -90,6 +91,8 @@ struct RawFlags {
   std::string soc = "none";
   std::string rank_table;
   std::string hccn_conf;
+  std::string cluster = "auto";
+  int agents_per_node = 1;
 };
 
 // Builds the CLI11 definition; option pointers are kept so that validation can say whether a
@@ -159,6 +162,15 @@ class CommandLine {
                                 "it (default 300)",
                                 shape);
     role_ = add("--role", raw_.role, "Worker role name (ROLE_NAME; default 'default')", shape);
+
+    cluster_ = add("--cluster", raw_.cluster,
+                   "Read nnodes, node rank, master and run id from this launcher's environment: auto "
+                   "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
+                   shape);
+    agents_per_node_ = add("--agents-per-node", raw_.agents_per_node,
+                           "Agents allowed on one node (default 1: a second srun/mpirun task on a node is "
+                           "refused); with more, each agent is a node of its own on its own devices",
+                           shape);
 
     auto* ascend = "Ascend";
     soc_ = add("--soc", raw_.soc,
@@ -276,7 +288,7 @@ class CommandLine {
       *rdzv_backlog_, *heartbeat_interval_, *heartbeat_timeout_, *exit_barrier_timeout_, *role_,
       *module_, *no_python_, *run_path_, *start_method_, *max_restarts_, *monitor_interval_,
       *term_timeout_, *signals_, *log_dir_, *redirects_, *tee_, *filter_, *prefix_, *log_level_,
-      *dry_run_, *json_, *soc_, *rank_table_, *hccn_conf_;
+      *dry_run_, *json_, *soc_, *rank_table_, *hccn_conf_, *cluster_, *agents_per_node_;
 
  private:
   // Adds "--a-b" and "--a_b" spellings with env default PET_A_B.
@@ -755,8 +767,28 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
                       const EnvMap& env) {
   const RawFlags& raw = cli.raw();
   LaunchConfig cfg;
-  parse_nnodes(raw.nnodes, cli.source(cli.nnodes_), cfg);
+  if (raw.agents_per_node < 1 || raw.agents_per_node > 1024) {
+    throw UsageError(fmt::format("{} {}: expected 1 to 1024", cli.source(cli.agents_per_node_), raw.agents_per_node));
+  }
+  cfg.agents_per_node = raw.agents_per_node;
+  // A launcher's environment gives defaults; flags and PET_ variables (given()) win.
+  const ClusterDefaults cluster =
+      detect_cluster(env, parse_cluster_kind(raw.cluster, cli.source(cli.cluster_)), raw.agents_per_node);
+  cfg.cluster_description = cluster.description;
+  cfg.cluster_detected = cluster.detected;
+  cfg.cluster_warnings = cluster.warnings;
+  if (!cli.given(cli.nnodes_) && cluster.nnodes) {
+    cfg.min_nodes = cfg.max_nodes = *cluster.nnodes;
+  } else {
+    parse_nnodes(raw.nnodes, cli.source(cli.nnodes_), cfg);
+  }
   resolve_workers_and_devices(cli, env, cfg);
+  if (cluster.agent_index > 0 && !cli.given(cli.devices_) && cfg.devices_source == "default 0..N-1") {
+    // Agents sharing a node take consecutive slices of its devices.
+    for (int& d : cfg.devices) d += cluster.agent_index * cfg.nproc_per_node;
+    cfg.devices_source = fmt::format("slice {} of the node's devices (--agents-per-node {})", cluster.agent_index,
+                                     raw.agents_per_node);
+  }
 
   if (raw.standalone) {
     if (cfg.max_nodes > 1) {
@@ -765,7 +797,13 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
     }
     cfg.standalone = true;
   }
-  if (cli.given(cli.node_rank_)) {
+  if (!cli.given(cli.node_rank_) && cluster.node_rank) {
+    if (*cluster.node_rank >= cfg.max_nodes) {
+      throw UsageError(fmt::format("{}: node rank {} is not below nnodes {}", cluster.description, *cluster.node_rank,
+                                   cfg.max_nodes));
+    }
+    cfg.node_rank = cluster.node_rank;
+  } else if (cli.given(cli.node_rank_)) {
     if (raw.node_rank < 0 || raw.node_rank >= cfg.max_nodes) {
       throw UsageError(fmt::format("{} {}: node ranks run from 0 to {} with --nnodes {}",
                                    cli.source(cli.node_rank_), raw.node_rank, cfg.max_nodes - 1,
@@ -777,12 +815,12 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
     throw UsageError(fmt::format("{} is empty; give the host or IP address of node 0",
                                  cli.source(cli.master_addr_)));
   }
-  cfg.master_addr = raw.master_addr;
+  cfg.master_addr = !cli.given(cli.master_addr_) && cluster.master_addr ? *cluster.master_addr : raw.master_addr;
   if (raw.master_port < 1 || raw.master_port > 65535) {
     throw UsageError(fmt::format("{} {}: a port must be between 1 and 65535",
                                  cli.source(cli.master_port_), raw.master_port));
   }
-  cfg.master_port = raw.master_port;
+  cfg.master_port = !cli.given(cli.master_port_) && cluster.master_port ? *cluster.master_port : raw.master_port;
   apply_rdzv_endpoint(cli, cfg);
   if (!raw.local_addr.empty()) cfg.local_addr = raw.local_addr;
   static const std::set<std::string> kBackends = {"static", "c10d", "etcd", "etcd-v2"};
@@ -794,6 +832,7 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   cfg.rdzv_conf = parse_rdzv_conf(raw.rdzv_conf, cli.source(cli.rdzv_conf_));
   resolve_rendezvous_settings(cli, cfg);
   validate_identity(cli, cfg);
+  if (!cli.given(cli.run_id_) && cluster.run_id) cfg.run_id = *cluster.run_id;
 
   if (raw.max_restarts < 0) {
     throw UsageError(

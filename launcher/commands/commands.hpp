@@ -12,6 +12,10 @@ int launch(const LaunchConfig& cfg, const EnvMap& env);
 // `npu_run rdzv-server ...`: the rendezvous server alone. Returns the job's exit status.
 int serve(const ServerCommand& command);
 
+// `npu_run hostnames [EXPR]`: a Slurm hostlist, one host per line, like `scontrol show
+// hostnames` (EXPR defaults to $SLURM_JOB_NODELIST); 2 with the error for invalid input.
+int print_hostnames(const std::vector<std::string>& args, const EnvMap& env);
+
 // `npu_run doctor ...`: prints the checks; 0 unless one failed.
 int doctor(const DoctorCommand& command);
 

@@ -97,6 +97,11 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
 int launch(const LaunchConfig& cfg, const EnvMap& env) {
   const std::string host = asio::ip::host_name();
   configure_agent_logging(cfg.log_level, host);
+  if (!cfg.cluster_description.empty()) {
+    spdlog::info("{}{}{}", cfg.cluster_description, cfg.cluster_detected.empty() ? "" : ": ",
+                 fmt::join(cfg.cluster_detected, "; "));
+  }
+  for (const auto& warning : cfg.cluster_warnings) spdlog::warn("{}", warning);
   if (!cfg.multi_node()) require_local_address(cfg.master_addr, "--master-addr");
   if (cfg.dry_run) return print_plan(cfg, env, host);
 

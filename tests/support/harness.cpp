@@ -82,6 +82,15 @@ NpuRunProcess::NpuRunProcess(const std::vector<std::string>& args, const EnvOver
                              const std::string& cwd)
     : state_(std::make_unique<State>()), marker_(new_marker()) {
   EnvMap full = current_environment();
+  // Tests describe their own launcher environment: whatever scheduler runs the test suite (a
+  // Slurm job, a pod, mpirun) must not leak into the npu_run under test.
+  for (auto it = full.begin(); it != full.end();) {
+    const std::string& name = it->first;
+    const bool launcher = name.rfind("SLURM_", 0) == 0 || name.rfind("OMPI_", 0) == 0 || name.rfind("PMIX_", 0) == 0 ||
+                          name.rfind("PET_", 0) == 0 || name == "KUBERNETES_SERVICE_HOST" || name == "WORLD_SIZE" ||
+                          name == "RANK" || name == "MASTER_ADDR" || name == "MASTER_PORT";
+    it = launcher ? full.erase(it) : std::next(it);
+  }
   if (!full.count("PYTHON_EXEC")) full["PYTHON_EXEC"] = "/usr/bin/python3";
   full[kMarkerVariable] = marker_;
   for (const auto& [name, value] : env) {

@@ -31,8 +31,9 @@ inline constexpr const char* kMarkerVariable = "NPU_RUN_TEST_MARKER";
 
 class NpuRunProcess {
  public:
-  // Starts npu_run with `args`. Its environment is the test's, plus PYTHON_EXEC=/usr/bin/python3
-  // unless set, a fresh marker, and `env`.
+  // Starts npu_run with `args`. Its environment is the test's without any launcher's variables
+  // (SLURM_*, OMPI_*, PET_*, ...), plus PYTHON_EXEC=/usr/bin/python3 unless set, a fresh
+  // marker, and `env`.
   explicit NpuRunProcess(const std::vector<std::string>& args, const EnvOverrides& env = {},
                          const std::string& cwd = "");
   // Kills npu_run and anything still carrying the marker, so a failed test cannot leak.

@@ -1,0 +1,237 @@
+#include "npu_run/cluster_env.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "npu_run/hostlist.hpp"
+#include "npu_run/text.hpp"
+#include "npu_run/usage_error.hpp"
+
+namespace npu_run {
+
+namespace {
+
+// An integer variable, named in the error when it is malformed.
+std::optional<int> int_var(const EnvMap& env, const std::string& name, int min, int max) {
+  const auto text = lookup(env, name);
+  if (!text) return std::nullopt;
+  const auto value = parse_integer(*text, min, max);
+  if (!value) throw UsageError(fmt::format("{}='{}' is not a number from {} to {}", name, *text, min, max));
+  return static_cast<int>(*value);
+}
+
+std::optional<std::string> first_of(const EnvMap& env, std::initializer_list<const char*> names, std::string& which) {
+  for (const char* name : names) {
+    if (auto v = lookup(env, name); v && !v->empty()) {
+      which = name;
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+// Refuses more agents on one node than --agents-per-node allows: they would fight over the
+// node's devices. Every agent decides the same way, so the whole step is refused.
+void check_agents_per_node(int on_node, int allowed, const std::string& launcher_fix) {
+  if (on_node <= allowed) return;
+  throw UsageError(fmt::format(
+      "{} agents were started on one node, but npu_run is one agent per node: it starts that node's "
+      "workers itself. {} (or pass --agents-per-node {} if agents should share nodes on purpose)",
+      on_node, launcher_fix, on_node));
+}
+
+ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced) {
+  ClusterDefaults d;
+  d.kind = ClusterKind::kSlurm;
+  const auto job = lookup(env, "SLURM_JOB_ID");
+  const auto step = lookup(env, "SLURM_STEP_ID");
+  if (!job) throw UsageError("--cluster slurm: SLURM_JOB_ID is not set; run npu_run inside a Slurm job (srun)");
+  if (!step) {
+    // The batch script itself, outside srun: only this one agent exists.
+    d.description = fmt::format("Slurm job {} (batch script, not an srun step)", *job);
+    const int nnodes = int_var(env, "SLURM_NNODES", 1, 1'000'000).value_or(1);
+    if (nnodes > 1 || forced) {
+      d.warnings.push_back(fmt::format(
+          "npu_run runs in the batch script of Slurm job {}, outside srun: only this node takes part. To use all "
+          "{} nodes, start it with `srun --ntasks-per-node=1 npu_run ...`",
+          *job, nnodes));
+    }
+    return d;
+  }
+  d.description = fmt::format("Slurm job {} step {}", *job, *step);
+  std::string nodes_var;
+  const auto nodelist = first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, nodes_var);
+  std::string count_var;
+  const auto node_count = first_of(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}, count_var);
+  const int nodes = node_count ? int_var(env, count_var, 1, 1'000'000).value()
+                               : static_cast<int>(nodelist ? expand_hostlist(*nodelist).size() : 1);
+  std::string tasks_var;
+  const auto tasks = first_of(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, tasks_var);
+  const std::vector<int> per_node = tasks ? parse_tasks_per_node(*tasks, tasks_var) : std::vector<int>{1};
+  const int most = *std::max_element(per_node.begin(), per_node.end());
+  check_agents_per_node(most, agents_per_node,
+                        fmt::format("srun started up to {} tasks per node ({}={}): use `srun --ntasks-per-node=1`",
+                                    most, tasks_var, tasks.value_or("?")));
+  if (agents_per_node > 1) {
+    // Several agents per node: each agent is a node of the rendezvous.
+    d.nnodes = int_var(env, "SLURM_STEP_NUM_TASKS", 1, 1'000'000).value_or(nodes);
+    d.node_rank = int_var(env, "SLURM_PROCID", 0, 1'000'000);
+    d.agent_index = int_var(env, "SLURM_LOCALID", 0, 1'000'000).value_or(0);
+    d.detected.push_back(fmt::format("nnodes = {} (SLURM_STEP_NUM_TASKS: agents, --agents-per-node {})", *d.nnodes,
+                                     agents_per_node));
+    if (d.node_rank) d.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
+  } else {
+    d.nnodes = nodes;
+    d.node_rank = int_var(env, "SLURM_NODEID", 0, 1'000'000);
+    d.detected.push_back(fmt::format("nnodes = {} ({})", nodes, node_count ? count_var : nodes_var));
+    if (d.node_rank) d.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
+  }
+  if (nodelist) {
+    d.master_addr = first_host(*nodelist);
+    d.detected.push_back(fmt::format("master = {} (first host of {}={})", *d.master_addr, nodes_var, *nodelist));
+  }
+  d.run_id = fmt::format("{}.{}", *job, *step);
+  d.master_port = port_for_job(*job);
+  d.detected.push_back(fmt::format("run id = {} (job.step)", *d.run_id));
+  d.detected.push_back(fmt::format("master port = {} (from job id {}: {} + id mod {})", *d.master_port, *job,
+                                   kDerivedPortBase, kDerivedPortCount));
+  return d;
+}
+
+ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
+  ClusterDefaults d;
+  d.kind = ClusterKind::kMpi;
+  const auto size = int_var(env, "OMPI_COMM_WORLD_SIZE", 1, 1'000'000);
+  const auto rank = int_var(env, "OMPI_COMM_WORLD_RANK", 0, 1'000'000);
+  if (!size || !rank) {
+    throw UsageError("--cluster mpi: OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK are not set; start npu_run with mpirun");
+  }
+  const int local_size = int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1'000'000).value_or(1);
+  check_agents_per_node(local_size, agents_per_node,
+                        fmt::format("mpirun started {} processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE): use "
+                                    "`mpirun --map-by ppr:1:node`",
+                                    local_size));
+  const auto job = lookup(env, "OMPI_MCA_ess_base_jobid").value_or("0");
+  d.description = fmt::format("Open MPI job {} ({} processes)", job, *size);
+  d.nnodes = size;
+  d.node_rank = rank;
+  d.agent_index = int_var(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 1'000'000).value_or(0);
+  d.detected.push_back(fmt::format("nnodes = {} (OMPI_COMM_WORLD_SIZE)", *size));
+  d.detected.push_back(fmt::format("node rank = {} (OMPI_COMM_WORLD_RANK)", *rank));
+  // mpirun's own address ("...;tcp://10.0.0.1:port;...") is where it was started: usually the
+  // first node, which hosts rank 0. --master-addr overrides it.
+  if (const auto uri = lookup(env, "OMPI_MCA_orte_hnp_uri")) {
+    const auto tcp = uri->find("tcp://");
+    if (tcp != std::string::npos) {
+      const auto start = tcp + 6;
+      const auto end = uri->find_first_of(":,;", start);
+      d.master_addr = uri->substr(start, end - start);
+      d.detected.push_back(fmt::format("master = {} (mpirun's address in OMPI_MCA_orte_hnp_uri)", *d.master_addr));
+    }
+  }
+  d.run_id = fmt::format("mpi-{}", job);
+  d.master_port = port_for_job(job);
+  d.detected.push_back(fmt::format("run id = {}", *d.run_id));
+  d.detected.push_back(fmt::format("master port = {} (from job id {})", *d.master_port, job));
+  return d;
+}
+
+ClusterDefaults detect_k8s(const EnvMap& env, bool forced) {
+  ClusterDefaults d;
+  d.kind = ClusterKind::kK8s;
+  const auto world = int_var(env, "WORLD_SIZE", 1, 1'000'000);
+  const auto rank = int_var(env, "RANK", 0, 1'000'000);
+  if (forced && (!world || !rank)) {
+    throw UsageError("--cluster k8s: WORLD_SIZE and RANK are not set; a PyTorchJob gives them to every pod");
+  }
+  d.description = "Kubernetes pod (PyTorchJob)";
+  // Per pod: WORLD_SIZE pods, this is pod RANK, MASTER_ADDR:MASTER_PORT is the master pod.
+  if (world) {
+    d.nnodes = world;
+    d.detected.push_back(fmt::format("nnodes = {} (WORLD_SIZE: pods)", *world));
+  }
+  if (rank) {
+    d.node_rank = rank;
+    d.detected.push_back(fmt::format("node rank = {} (RANK)", *rank));
+  }
+  if (auto addr = lookup(env, "MASTER_ADDR")) {
+    d.master_addr = addr;
+    d.detected.push_back(fmt::format("master = {} (MASTER_ADDR)", *addr));
+  }
+  if (auto port = int_var(env, "MASTER_PORT", 1, 65535)) {
+    d.master_port = port;
+    d.detected.push_back(fmt::format("master port = {} (MASTER_PORT)", *port));
+  }
+  return d;
+}
+
+}  // namespace
+
+ClusterKind parse_cluster_kind(const std::string& name, const std::string& source) {
+  if (name == "auto") return ClusterKind::kAuto;
+  if (name == "none") return ClusterKind::kNone;
+  if (name == "slurm") return ClusterKind::kSlurm;
+  if (name == "mpi") return ClusterKind::kMpi;
+  if (name == "k8s") return ClusterKind::kK8s;
+  throw UsageError(fmt::format("{} '{}': expected auto, slurm, mpi, k8s or none", source, name));
+}
+
+std::string cluster_kind_name(ClusterKind kind) {
+  switch (kind) {
+    case ClusterKind::kAuto: return "auto";
+    case ClusterKind::kNone: return "none";
+    case ClusterKind::kSlurm: return "slurm";
+    case ClusterKind::kMpi: return "mpi";
+    case ClusterKind::kK8s: return "k8s";
+  }
+  return "?";
+}
+
+std::vector<int> parse_tasks_per_node(const std::string& text, const std::string& source) {
+  std::vector<int> counts;
+  for (std::string_view item : split(text, ',')) {
+    const auto paren = item.find('(');
+    const auto count = parse_integer(item.substr(0, paren), 0, 1'000'000);
+    int repeat = 1;
+    if (paren != std::string_view::npos) {
+      // "2(x3)": three nodes with two tasks each.
+      const auto close = item.find(')', paren);
+      const auto times = item.size() > paren + 2 && item[paren + 1] == 'x' && close != std::string_view::npos
+                             ? parse_integer(item.substr(paren + 2, close - paren - 2), 1, 1'000'000)
+                             : std::nullopt;
+      if (!times) throw UsageError(fmt::format("{}='{}': '{}' is not N or N(xM)", source, text, item));
+      repeat = static_cast<int>(*times);
+    }
+    if (!count) throw UsageError(fmt::format("{}='{}': '{}' is not N or N(xM)", source, text, item));
+    counts.insert(counts.end(), static_cast<size_t>(repeat), static_cast<int>(*count));
+  }
+  return counts;
+}
+
+int port_for_job(const std::string& job_id) {
+  // Numeric Slurm job ids map directly; anything else through a stable hash.
+  const auto numeric = parse_integer(job_id, 0, (1LL << 62));
+  const unsigned long long key = numeric ? static_cast<unsigned long long>(*numeric) : std::hash<std::string>{}(job_id);
+  return kDerivedPortBase + static_cast<int>(key % kDerivedPortCount);
+}
+
+ClusterDefaults detect_cluster(const EnvMap& env, ClusterKind requested, int agents_per_node) {
+  switch (requested) {
+    case ClusterKind::kNone: return {};
+    case ClusterKind::kSlurm: return detect_slurm(env, agents_per_node, true);
+    case ClusterKind::kMpi: return detect_mpi(env, agents_per_node);
+    case ClusterKind::kK8s: return detect_k8s(env, true);
+    case ClusterKind::kAuto: break;
+  }
+  if (lookup(env, "SLURM_JOB_ID")) return detect_slurm(env, agents_per_node, false);
+  if (lookup(env, "OMPI_COMM_WORLD_SIZE")) return detect_mpi(env, agents_per_node);
+  // A pod of a PyTorchJob: Kubernetes plus the per-pod variables of the job.
+  if (lookup(env, "KUBERNETES_SERVICE_HOST") && lookup(env, "WORLD_SIZE") && lookup(env, "RANK")) {
+    return detect_k8s(env, false);
+  }
+  return {};
+}
+
+}  // namespace npu_run

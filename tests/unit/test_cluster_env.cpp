@@ -1,0 +1,174 @@
+// Cluster detection (Slurm, Open MPI, Kubernetes) and its precedence below flags and PET_.
+#include <catch2/catch.hpp>
+
+#include "npu_run/cluster_env.hpp"
+#include "npu_run/command_line.hpp"
+#include "npu_run/usage_error.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run;
+using npu_run::testing::ScopedEnv;
+using npu_run::testing::TempDir;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// What srun gives the second task of `srun -N2 --ntasks-per-node=1` (recorded on a real Slurm).
+EnvMap slurm_step(int node_id) {
+  return {{"SLURM_JOB_ID", "4711"},         {"SLURM_STEP_ID", "0"},
+          {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
+          {"SLURM_NNODES", "2"},            {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_TASKS", "2"},    {"SLURM_NODEID", std::to_string(node_id)},
+          {"SLURM_PROCID", std::to_string(node_id)}, {"SLURM_LOCALID", "0"},
+          {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}};
+}
+
+EnvMap mpirun(int rank, int size, int local_rank, int local_size) {
+  return {{"OMPI_COMM_WORLD_SIZE", std::to_string(size)},
+          {"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+          {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(local_rank)},
+          {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(local_size)},
+          {"OMPI_MCA_ess_base_jobid", "492503041"},
+          {"OMPI_MCA_orte_hnp_uri", "492503040.0;tcp://10.1.2.3:52183;tcp6://[fd00::2]:47685"}};
+}
+
+}  // namespace
+
+TEST_CASE("cluster: an srun step gives nnodes, node rank, master, run id and port", "[cluster]") {
+  const ClusterDefaults d = detect_cluster(slurm_step(1), ClusterKind::kAuto, 1);
+  CHECK(d.kind == ClusterKind::kSlurm);
+  CHECK(d.description == "Slurm job 4711 step 0");
+  CHECK(d.nnodes == 2);
+  CHECK(d.node_rank == 1);
+  CHECK(d.master_addr == "n1");
+  CHECK(d.run_id == "4711.0");
+  CHECK(d.master_port == kDerivedPortBase + 4711);
+  CHECK_THAT(d.detected.at(0), Contains("SLURM_STEP_NUM_NODES"));
+  CHECK(d.warnings.empty());
+}
+
+TEST_CASE("cluster: a master port from the job id stays in its documented range", "[cluster]") {
+  CHECK(port_for_job("0") == 20000);
+  CHECK(port_for_job("12345") == 22345);
+  CHECK(port_for_job("99999999") == 29999);
+  const int hashed = port_for_job("not-a-number");
+  CHECK(hashed >= kDerivedPortBase);
+  CHECK(hashed < kDerivedPortBase + kDerivedPortCount);
+  CHECK(port_for_job("not-a-number") == hashed);  // the same on every node
+}
+
+TEST_CASE("cluster: two srun tasks on one node are refused, with the fix", "[cluster]") {
+  EnvMap env = slurm_step(0);
+  env["SLURM_STEP_TASKS_PER_NODE"] = "2,1";
+  CHECK_THROWS_WITH(detect_cluster(env, ClusterKind::kAuto, 1),
+                    Contains("2 agents were started on one node") && Contains("srun --ntasks-per-node=1") &&
+                        Contains("SLURM_STEP_TASKS_PER_NODE=2,1"));
+  // Allowed on purpose: every agent is a node of the rendezvous, on its own slice of devices.
+  env["SLURM_STEP_NUM_TASKS"] = "3";
+  env["SLURM_PROCID"] = "1";
+  env["SLURM_LOCALID"] = "1";
+  const ClusterDefaults d = detect_cluster(env, ClusterKind::kAuto, 2);
+  CHECK(d.nnodes == 3);
+  CHECK(d.node_rank == 1);
+  CHECK(d.agent_index == 1);
+}
+
+TEST_CASE("cluster: a multi-node batch script outside srun warns and runs on one node", "[cluster]") {
+  const EnvMap env = {{"SLURM_JOB_ID", "9"}, {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "n[1-4]"}};
+  const ClusterDefaults d = detect_cluster(env, ClusterKind::kAuto, 1);
+  CHECK(d.kind == ClusterKind::kSlurm);
+  CHECK_FALSE(d.nnodes);
+  REQUIRE(d.warnings.size() == 1);
+  CHECK_THAT(d.warnings[0], Contains("outside srun") && Contains("srun --ntasks-per-node=1 npu_run"));
+}
+
+TEST_CASE("cluster: mpirun gives size, rank and mpirun's host", "[cluster]") {
+  const ClusterDefaults d = detect_cluster(mpirun(1, 4, 0, 1), ClusterKind::kAuto, 1);
+  CHECK(d.kind == ClusterKind::kMpi);
+  CHECK(d.nnodes == 4);
+  CHECK(d.node_rank == 1);
+  CHECK(d.master_addr == "10.1.2.3");
+  CHECK(d.run_id == "mpi-492503041");
+  CHECK_THROWS_WITH(detect_cluster(mpirun(1, 4, 1, 2), ClusterKind::kAuto, 1),
+                    Contains("mpirun started 2 processes on this node") && Contains("--map-by ppr:1:node"));
+  CHECK(detect_cluster(mpirun(1, 2, 1, 2), ClusterKind::kAuto, 2).agent_index == 1);
+}
+
+TEST_CASE("cluster: a PyTorchJob pod gives world size, rank and master", "[cluster]") {
+  const EnvMap pod = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"WORLD_SIZE", "3"}, {"RANK", "2"},
+                      {"MASTER_ADDR", "job-master-0"},          {"MASTER_PORT", "23456"}};
+  const ClusterDefaults d = detect_cluster(pod, ClusterKind::kAuto, 1);
+  CHECK(d.kind == ClusterKind::kK8s);
+  CHECK(d.nnodes == 3);
+  CHECK(d.node_rank == 2);
+  CHECK(d.master_addr == "job-master-0");
+  CHECK(d.master_port == 23456);
+  // Without Kubernetes around, RANK and WORLD_SIZE alone are not taken as a job.
+  CHECK(detect_cluster({{"WORLD_SIZE", "3"}, {"RANK", "2"}}, ClusterKind::kAuto, 1).kind == ClusterKind::kNone);
+}
+
+TEST_CASE("cluster: --cluster forces or disables detection", "[cluster]") {
+  CHECK(detect_cluster(slurm_step(1), ClusterKind::kNone, 1).kind == ClusterKind::kNone);
+  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kSlurm, 1), Contains("SLURM_JOB_ID is not set"));
+  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kMpi, 1), Contains("start npu_run with mpirun"));
+  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kK8s, 1), Contains("WORLD_SIZE and RANK are not set"));
+  CHECK_THROWS_WITH(parse_cluster_kind("pbs", "--cluster"), Contains("--cluster 'pbs'"));
+  EnvMap bad = slurm_step(0);
+  bad["SLURM_NODEID"] = "x";
+  CHECK_THROWS_WITH(detect_cluster(bad, ClusterKind::kAuto, 1), Contains("SLURM_NODEID='x' is not a number"));
+}
+
+TEST_CASE("cluster: Slurm task counts per node", "[cluster]") {
+  CHECK(parse_tasks_per_node("1(x2)", "v") == std::vector<int>{1, 1});
+  CHECK(parse_tasks_per_node("2(x3),1", "v") == std::vector<int>{2, 2, 2, 1});
+  CHECK(parse_tasks_per_node("4", "v") == std::vector<int>{4});
+  CHECK_THROWS_WITH(parse_tasks_per_node("2(3)", "SLURM_TASKS_PER_NODE"), Contains("SLURM_TASKS_PER_NODE='2(3)'"));
+}
+
+TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > default", "[cluster][cli]") {
+  TempDir dir;
+  const std::string script = dir.write("train.py", "");
+  EnvMap env = slurm_step(1);
+  env["PATH"] = "/usr/bin:/bin";
+  env["PYTHON_EXEC"] = "/bin/sh";
+  auto parse = [&](std::vector<std::string> args) {
+    args.push_back(script);
+    ParseResult r = parse_command_line(args, env);
+    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
+    return std::get<LaunchConfig>(r);
+  };
+  LaunchConfig c = parse({});
+  CHECK(c.max_nodes == 2);
+  CHECK(c.node_rank == 1);
+  CHECK(c.master_addr == "n1");
+  CHECK(c.master_port == 24711);
+  CHECK(c.run_id == "4711.0");
+  CHECK(c.cluster_description == "Slurm job 4711 step 0");
+
+  c = parse({"--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.9", "--master-port", "29400", "--run-id", "x"});
+  CHECK(c.max_nodes == 3);
+  CHECK(c.node_rank == 2);
+  CHECK(c.master_addr == "10.0.0.9");
+  CHECK(c.master_port == 29400);
+  CHECK(c.run_id == "x");
+  {
+    ScopedEnv pet(std::map<std::string, std::optional<std::string>>{{"PET_MASTER_PORT", "29555"}, {"PET_NNODES", "5"}});
+    c = parse({});
+    CHECK(c.master_port == 29555);
+    CHECK(c.max_nodes == 5);
+    CHECK(c.node_rank == 1);  // still from Slurm
+  }
+  c = parse({"--cluster", "none"});
+  CHECK(c.max_nodes == 1);
+  CHECK(c.master_port == 29500);
+  CHECK(c.cluster_description.empty());
+
+  // Agents sharing a node get their own devices unless --devices says otherwise.
+  env = mpirun(1, 2, 1, 2);
+  env["PATH"] = "/usr/bin:/bin";
+  env["PYTHON_EXEC"] = "/bin/sh";
+  c = parse({"--agents-per-node", "2", "--nproc-per-node", "4"});
+  CHECK(c.devices == std::vector<int>{4, 5, 6, 7});
+  c = parse({"--agents-per-node", "2", "--nproc-per-node", "2", "--devices", "0,1"});
+  CHECK(c.devices == std::vector<int>{0, 1});
+}

@@ -7,17 +7,27 @@ fails unless all ranks hold identical weights and the loss went down: that is wh
 data-parallel training promises.
 
     npu_run --nproc-per-node 4 examples/train_ddp.py --steps 30
+
+With --checkpoint PATH it also shows the preemption pattern of scripts/slurm/requeue.sbatch:
+SIGUSR1 (Slurm's --signal=USR1@N warning, forwarded by npu_run) or SIGTERM (preemption,
+scancel) makes every rank stop at the same step, rank 0 saves the state to PATH and all exit
+with REQUEUE_EXIT_CODE; the next run resumes from PATH and removes it when training finishes.
 """
 
 import argparse
 import os
+import signal
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+# "Checkpointed, run me again": the batch script requeues the job on this code.
+REQUEUE_EXIT_CODE = 85
 
 
 def parse_args():
@@ -28,6 +38,11 @@ def parse_args():
     parser.add_argument("--fail-rank", type=int, default=-1,
                         help="this rank raises at --fail-step (to try failure handling)")
     parser.add_argument("--fail-step", type=int, default=5)
+    parser.add_argument("--checkpoint", default="",
+                        help="resume from this file if it exists; save to it and exit "
+                             f"{REQUEUE_EXIT_CODE} on SIGUSR1 or SIGTERM")
+    parser.add_argument("--step-seconds", type=float, default=0.0,
+                        help="sleep this long per step (stands in for real work)")
     return parser.parse_args()
 
 
@@ -41,6 +56,26 @@ def make_batch(generator, batch, true_w, true_b):
     x = torch.randn(batch, true_w.numel(), generator=generator)
     y = x @ true_w + true_b + 0.01 * torch.randn(batch, generator=generator)
     return x, y.unsqueeze(1)
+
+
+def must_stop(requested_here):
+    """True on every rank once any rank was signalled: the ranks must stop at the same step,
+    or the ones that go on would wait forever in their next collective."""
+    flag = torch.tensor([1 if requested_here else 0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def save_and_exit(path, model, optimizer, step, first_loss, rank):
+    if rank == 0:
+        # Written aside and renamed, so a kill during the save never leaves half a checkpoint.
+        torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                    "step": step, "first_loss": first_loss}, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        say(f"checkpoint saved to {path} at step {step}; exiting {REQUEUE_EXIT_CODE} to be requeued")
+    dist.barrier()  # nobody exits before the file is complete
+    dist.destroy_process_group()
+    sys.exit(REQUEUE_EXIT_CODE)
 
 
 @record  # writes the exception to TORCHELASTIC_ERROR_FILE, which npu_run's summary shows
@@ -60,7 +95,24 @@ def main():
     data = torch.Generator().manual_seed(1000 + rank)
 
     first_loss = last_loss = None
-    for step in range(args.steps):
+    start_step = 0
+    stop_requested = [False]
+    if args.checkpoint:
+        def request_stop(signum, _frame):
+            stop_requested[0] = True
+        signal.signal(signal.SIGUSR1, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        if os.path.exists(args.checkpoint):
+            state = torch.load(args.checkpoint)
+            model.module.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            start_step, first_loss = state["step"], state["first_loss"]
+            if rank == 0:
+                say(f"resumed from {args.checkpoint} at step {start_step}")
+
+    for step in range(start_step, args.steps):
+        if args.checkpoint and must_stop(stop_requested[0]):
+            save_and_exit(args.checkpoint, model, optimizer, step, first_loss, rank)
         if rank == args.fail_rank and step == args.fail_step:
             raise RuntimeError(f"rank {rank} fails at step {step} as asked by --fail-rank")
         x, y = make_batch(data, args.batch, true_w, 0.5)
@@ -76,6 +128,7 @@ def main():
         last_loss = global_loss
         if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
             say(f"step {step:3d}  loss {global_loss:.4f}")
+        time.sleep(args.step_seconds)
 
     checksum = torch.tensor([sum(p.detach().double().sum().item() for p in model.parameters())],
                             dtype=torch.float64)
@@ -88,6 +141,8 @@ def main():
     dist.barrier()
     if rank == 0:
         say(f"ranks agree: {agree}; loss {first_loss:.4f} -> {last_loss:.4f}")
+        if args.checkpoint and os.path.exists(args.checkpoint):
+            os.remove(args.checkpoint)  # finished: a later run starts afresh
     dist.destroy_process_group()
     return 0 if agree and improved else 1
 

@@ -154,6 +154,9 @@ int launch(const LaunchConfig& cfg, const EnvMap& env) {
     stop_when_both_done();
   });
   io.run();
+  // The code itself, in the log: under Slurm or in a pod, the job's output is often all a user
+  // has, and the scheduler's record of the code is easily lost (requeue, no accounting).
+  if (exit_code != 0) spdlog::info("exit status {}", exit_code);
   return exit_code;
 }
 

@@ -111,7 +111,7 @@ TEST_CASE("slurm: two tasks per node exit 2 before any worker starts",
   CHECK_FALSE(std::filesystem::exists(witness));
 }
 
-TEST_CASE("cluster: --cluster none ignores the scheduler; a bad value is named",
+TEST_CASE("cluster: --cluster none ignores the scheduler and a bad value is named",
           "[integration][cluster][usage]") {
   const Finished ignored =
       run_npu_run({"--cluster", "none", "--dry-run", "--json", "--no-python", "/bin/true"},

@@ -2,12 +2,15 @@
 // lines from many nodes gathered by a scheduler stay attributable.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace npu_run {
 
-// Installs the default logger; `level` as accepted by --log-level.
-void configure_agent_logging(const std::string& level, const std::string& host);
+// Installs the default logger; `level` as accepted by --log-level. `node_rank` is the one given
+// (flag, Slurm...), shown until the rendezvous confirms it; unknown shows as "?".
+void configure_agent_logging(const std::string& level, const std::string& host,
+                             std::optional<int> node_rank);
 
 // Updates the identity once the rendezvous has assigned the node rank.
 void set_agent_log_identity(int node_rank, const std::string& host);

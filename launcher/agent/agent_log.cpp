@@ -6,12 +6,13 @@
 
 namespace npu_run {
 
-void configure_agent_logging(const std::string& level, const std::string& host) {
+void configure_agent_logging(const std::string& level, const std::string& host,
+                             std::optional<int> node_rank) {
   // Single-threaded sink: the agent is one event loop.
   auto logger = spdlog::stderr_color_st("npu_run");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
-  set_agent_log_identity(-1, host);
+  set_agent_log_identity(node_rank.value_or(-1), host);
 }
 
 void set_agent_log_identity(int node_rank, const std::string& host) {

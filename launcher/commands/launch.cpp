@@ -96,7 +96,7 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
 
 int launch(const LaunchConfig& cfg, const EnvMap& env) {
   const std::string host = asio::ip::host_name();
-  configure_agent_logging(cfg.log_level, host);
+  configure_agent_logging(cfg.log_level, host, cfg.node_rank);
   if (!cfg.cluster_description.empty()) {
     spdlog::info("{}{}{}", cfg.cluster_description, cfg.cluster_detected.empty() ? "" : ": ",
                  fmt::join(cfg.cluster_detected, "; "));

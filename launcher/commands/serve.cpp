@@ -12,7 +12,7 @@
 namespace npu_run {
 
 int serve(const ServerCommand& command) {
-  configure_agent_logging(command.log_level, boost::asio::ip::host_name());
+  configure_agent_logging(command.log_level, boost::asio::ip::host_name(), std::nullopt);
   std::signal(SIGPIPE, SIG_IGN);
   boost::asio::io_context io;
   rdzv::RendezvousServer server(io, command.settings, command.options);

@@ -88,14 +88,17 @@ TEST_CASE("slurm: the step's values are logged once and drive the plan", "[integ
 }
 
 TEST_CASE("slurm: flags override what the step says", "[integration][cluster]") {
-  const Finished f = run_npu_run({"--nnodes", "1", "--node-rank", "0", "--master-port", "29999",
-                                  "--dry-run", "--json", "--no-python", "/bin/true"},
-                                 slurm_step_env(1));
+  const Finished f =
+      run_npu_run({"--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1",
+                   "--master-port", "29999", "--dry-run", "--json", "--no-python", "/bin/true"},
+                  slurm_step_env(1));
   INFO(f.err);
   REQUIRE(f.exit_code == 0);
   const auto plan = nlohmann::json::parse(f.out);
   CHECK(plan["workers"][0]["env"]["GROUP_RANK"] == "0");
   CHECK(plan["workers"][0]["env"]["WORLD_SIZE"] == "1");
+  CHECK(plan["workers"][0]["env"]["MASTER_ADDR"] == "127.0.0.1");
+  CHECK(plan["rendezvous"] == "127.0.0.1:29999");
 }
 
 TEST_CASE("slurm: two tasks per node exit 2 before any worker starts",

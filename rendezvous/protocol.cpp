@@ -164,7 +164,8 @@ json to_json(const FailureReport& r) {
           {"exit_code", r.exit_code},
           {"description", r.description},
           {"error_message", r.error_message},
-          {"time_ms", r.time_ms}};
+          {"time_ms", r.time_ms},
+          {"stopped_after_error", r.stopped_after_error}};
 }
 
 FailureReport failure_from(const json& j) {
@@ -179,6 +180,7 @@ FailureReport failure_from(const json& j) {
   r.description = f.text("description", Limits::kMaxText);
   r.error_message = f.text("error_message", Limits::kMaxText, false);
   r.time_ms = f.integer("time_ms", 0, INT64_MAX);
+  r.stopped_after_error = f.boolean("stopped_after_error");
   return r;
 }
 

@@ -237,7 +237,19 @@ std::vector<Outgoing> RendezvousState::start_round() {
 
 void RendezvousState::record_failure(const FailureReport& failure, bool deliberate, ClientId from,
                                      std::vector<Outgoing>& out) {
-  if (root_cause_) return;  // the first failure is the root cause; later ones are consequences
+  if (root_cause_) {
+    // Later failures are mostly consequences, but a later report can carry an earlier error:
+    // a rank that raised and then hung while exiting, as the ranks it left blocked in a
+    // collective failed and were reported first. The earliest error is the root cause (the
+    // stop has gone out already). Deliberate stops (signals, fatal checks) are never replaced.
+    if (!deliberate_stop_ && !deliberate && failure.time_ms > 0 &&
+        failure.time_ms < root_cause_->time_ms) {
+      const int exit_code = root_cause_->exit_code;
+      root_cause_ = failure;
+      if (failure.stopped_after_error) root_cause_->exit_code = exit_code;
+    }
+    return;
+  }
   root_cause_ = failure;
   deliberate_stop_ = deliberate;
   if (phase_ != Phase::kRunning) return;
@@ -263,8 +275,9 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
   member->reported = true;
   ++reported_;
   std::vector<Outgoing> out;
+  // A node stopped because of another's failure may still carry an earlier error of its own.
   if (report.outcome == Outcome::kFailed ||
-      (report.outcome == Outcome::kStopped && report.stop_signal != 0)) {
+      (report.outcome == Outcome::kStopped && (report.stop_signal != 0 || report.failure))) {
     FailureReport failure = report.failure.value_or(FailureReport{});
     // Identity comes from the seat, not from what the agent claims.
     failure.host = member->node.host;
@@ -275,7 +288,8 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
     }
     if (failure.time_ms == 0) failure.time_ms = wall_clock_ms();
     // A signalled agent left on purpose; a fatal failure would only fail again: no restart.
-    record_failure(failure, report.outcome == Outcome::kStopped || report.fatal, from, out);
+    const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
+    record_failure(failure, by_signal || report.fatal, from, out);
   }
   decide_if_complete(out);
   return out;

@@ -17,8 +17,9 @@ enum class ClusterKind { kAuto, kNone, kSlurm, kMpi, kK8s };
 ClusterKind parse_cluster_kind(const std::string& name, const std::string& source);
 std::string cluster_kind_name(ClusterKind kind);
 
-// Master ports derived from a job id fall in [kDerivedPortBase, kDerivedPortBase + kDerivedPortCount):
-// below the kernel's ephemeral range and far from HCCL's ports, and the same on every node.
+// Master ports derived from a job id fall in [kDerivedPortBase, kDerivedPortBase +
+// kDerivedPortCount): below the kernel's ephemeral range and far from HCCL's ports, and the same on
+// every node.
 inline constexpr int kDerivedPortBase = 20000;
 inline constexpr int kDerivedPortCount = 10000;
 

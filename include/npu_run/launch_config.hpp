@@ -45,9 +45,9 @@ struct LaunchConfig {
   std::string rdzv_backend = "static";
   std::map<std::string, std::string> rdzv_conf;
   bool standalone = false;
-  int agents_per_node = 1;                   // --agents-per-node
-  std::string cluster_description;           // "Slurm job 12 step 0"; empty: none detected
-  std::vector<std::string> cluster_detected; // values taken from it, logged once
+  int agents_per_node = 1;                    // --agents-per-node
+  std::string cluster_description;            // "Slurm job 12 step 0"; empty: none detected
+  std::vector<std::string> cluster_detected;  // values taken from it, logged once
   std::vector<std::string> cluster_warnings;
   std::chrono::milliseconds rdzv_timeout{900'000};  // to join (and re-join) a round
   int rdzv_backlog = 0;                             // 0: net.core.somaxconn

@@ -37,7 +37,10 @@ struct FailureReport {
   int exit_code = 1;          // what npu_run exits with because of this failure
   std::string description;    // "exit code 3", "signal SIGKILL (9)", "agent lost: ..."
   std::string error_message;  // from the worker's error file, if any
-  int64_t time_ms = 0;        // wall clock (ms since the epoch) when it was observed
+  int64_t time_ms = 0;        // wall clock (ms since the epoch) when it failed
+  // The worker raised, then npu_run stopped it while it was still exiting: exit_code is not its
+  // own, and the job keeps the exit code of the failure that was reported first.
+  bool stopped_after_error = false;
 };
 
 // ---- agent -> server ----

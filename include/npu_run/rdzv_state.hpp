@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "npu_run/rdzv_messages.hpp"
@@ -105,7 +105,7 @@ class RendezvousState {
   // Every per-message operation is O(1) or O(log n): a 16k-node job joins, reports and leaves
   // without any quadratic scan.
   std::map<ClientId, Client> clients_;
-  std::unordered_map<ClientId, Joiner> pending_;    // joined the forming round
+  std::unordered_map<ClientId, Joiner> pending_;     // joined the forming round
   std::unordered_map<int, ClientId> claimed_ranks_;  // explicit --node-rank of pending joiners
   std::vector<Member> members_;                      // indexed by node rank while RUNNING/STOPPING
   std::unordered_map<ClientId, int> member_rank_;

@@ -22,6 +22,9 @@ std::string result_text(const WorkerOutcome& w, bool is_root_cause) {
   std::string text = w.status.describe();
   if (w.survived_kill)
     text += ", survived SIGKILL (uninterruptible?)";
+  else if (w.stopped_by_agent && is_root_cause && w.raised_at)
+    text += fmt::format(", stopped by npu_run while exiting after its error at {}",
+                        clock_time(*w.raised_at));
   else if (w.stopped_by_agent && !is_root_cause)
     text += ", stopped by npu_run";
   return text;
@@ -110,10 +113,13 @@ rdzv::FailureReport failure_report(const GroupResult& result, const std::string&
     f.rank = w.global_rank;
     f.local_rank = w.local_rank;
     f.pid = w.pid;
-    f.description = w.status.describe();
+    f.stopped_after_error = w.stopped_by_agent;
+    f.description = w.stopped_by_agent
+                        ? "raised an error, then was stopped by npu_run while exiting"
+                        : w.status.describe();
     f.error_message = error_message;
     f.time_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(w.finished_at.time_since_epoch())
+        std::chrono::duration_cast<std::chrono::milliseconds>(failed_at(w).time_since_epoch())
             .count();
   }
   return f;

@@ -257,6 +257,12 @@ struct LocalAgent::Impl {
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
     if (remote_root_cause) {
       report.outcome = rdzv::Outcome::kStopped;
+      // An error here may predate the failure that stopped us (a rank that raised and hung
+      // while exiting): the rendezvous compares the times and keeps the earliest.
+      if (result.root_cause) {
+        report.failure = failure_report(result, assignment.host, assignment.node_rank,
+                                        error_file_message(result));
+      }
     } else if (result.outcome != GroupResult::Outcome::kSucceeded) {
       report.outcome = rdzv::Outcome::kFailed;
       report.failure =

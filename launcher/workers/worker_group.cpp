@@ -27,6 +27,17 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// When the worker wrote its torchelastic error file, to the file system's precision (the file's
+// own "timestamp" field has whole seconds only); nothing when there is no such file.
+std::optional<std::chrono::system_clock::time_point> error_file_time(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  const auto written = std::filesystem::last_write_time(path, ec);
+  if (ec) return std::nullopt;
+  return std::chrono::time_point_cast<std::chrono::system_clock::duration>(
+      std::chrono::file_clock::to_sys(written));
+}
+
 // Boost.Process initializer that runs in the child between fork and exec, so only
 // async-signal-safe calls. On failure the launcher reports errno to the parent.
 struct WorkerProcessSetup {
@@ -324,16 +335,21 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     phase = Phase::kDone;
     timer.cancel();
     GroupResult result;
-    result.root_cause = root_cause;
-    result.stop_signal = requested_stop;
-    result.outcome = root_cause            ? GroupResult::Outcome::kFailed
-                     : requested_stop != 0 ? GroupResult::Outcome::kStopped
-                                           : GroupResult::Outcome::kSucceeded;
-    result.elapsed = Clock::now() - started;
     for (Worker& w : workers) {
       for (auto& relay : w.relays) relay->drain_and_close();
+      w.outcome.raised_at = error_file_time(w.outcome.error_file);
       result.workers.push_back(w.outcome);
     }
+    result.first_exit = root_cause;
+    result.root_cause = choose_root_cause(result.workers, root_cause);
+    result.stop_signal = requested_stop;
+    // A group stopped from outside stays "stopped" even if one of its workers had raised: the
+    // agent decides whether that error predates the outside failure.
+    result.outcome = result.first_exit     ? GroupResult::Outcome::kFailed
+                     : requested_stop != 0 ? GroupResult::Outcome::kStopped
+                     : result.root_cause   ? GroupResult::Outcome::kFailed
+                                           : GroupResult::Outcome::kSucceeded;
+    result.elapsed = Clock::now() - started;
     // Posted so that start() never calls back into the agent before returning.
     asio::post(io, [handler = std::move(on_done), result = std::move(result)]() mutable {
       handler(std::move(result));

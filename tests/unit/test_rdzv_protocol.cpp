@@ -120,6 +120,9 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   CHECK(r.failure->rank == 9);
   CHECK(r.failure->error_message == "ValueError: x");
   CHECK(r.failure->time_ms == 1700000000000);
+  CHECK_FALSE(r.failure->stopped_after_error);
+  f.stopped_after_error = true;
+  CHECK(round_trip_client<Report>(Report{7, Outcome::kStopped, f, 0}).failure->stopped_after_error);
   round_trip_client<Heartbeat>(Heartbeat{});
 }
 

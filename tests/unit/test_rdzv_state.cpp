@@ -421,3 +421,48 @@ TEST_CASE("rdzv state: a single node is a job of one", "[rdzv]") {
   const auto done = job.send(1, Report{1, Outcome::kSucceeded, std::nullopt, 0});
   CHECK(message_to<Decision>(done, 1)->exit_code == 0);
 }
+
+TEST_CASE("rdzv state: an earlier error reported later becomes the root cause", "[rdzv]") {
+  Job job(settings(3));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  job.join(3, node("c"));
+  Report first = failed(0, 3, 1);  // a rank blocked in a collective, failing at t = 5 s
+  first.failure->time_ms = 5000;
+  auto out = job.send(2, first);
+  REQUIRE(message_to<StopWorkers>(out, 1) != nullptr);
+  // Node a was stopped, but its rank 0 had raised at t = 2 s and hung while exiting.
+  FailureReport raised;
+  raised.rank = 0;
+  raised.exit_code = 143;  // npu_run's stop, not the worker's own status
+  raised.description = "raised an error, then was stopped by npu_run while exiting";
+  raised.time_ms = 2000;
+  raised.stopped_after_error = true;
+  CHECK(job.send(1, Report{0, Outcome::kStopped, raised, 0}).empty());
+  Report later = failed(0, 5, 9);
+  later.failure->time_ms = 7000;
+  out = job.send(3, later);
+  const Decision* d = message_to<Decision>(out, 3);
+  REQUIRE(d != nullptr);
+  REQUIRE(d->root_cause);
+  CHECK(d->root_cause->host == "a");
+  CHECK(d->root_cause->rank == 0);
+  CHECK(d->root_cause->time_ms == 2000);
+  CHECK(d->exit_code == 1);  // the first failure's code: the raised rank never exited on its own
+}
+
+TEST_CASE("rdzv state: an earlier error does not replace a stop by signal", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  Report stopped{0, Outcome::kStopped, std::nullopt, 15};
+  job.send(1, stopped);
+  Report earlier = failed(0, 2, 1);
+  earlier.failure->time_ms = 1000;
+  earlier.outcome = Outcome::kStopped;
+  const auto out = job.send(2, earlier);
+  const Decision* d = message_to<Decision>(out, 2);
+  REQUIRE(d != nullptr);
+  CHECK(d->exit_code == 143);
+  CHECK(d->root_cause->host == "a");
+}

@@ -43,3 +43,49 @@ TEST_CASE("group results give the contract's exit status", "[exit]") {
   r.stop_signal = SIGINT;
   CHECK(exit_code_for(r) == 130);
 }
+
+namespace {
+std::chrono::system_clock::time_point at_ms(int64_t ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+}  // namespace
+
+TEST_CASE("the root cause is the earliest error, not the first exit", "[exit]") {
+  std::vector<WorkerOutcome> w(4);
+  // Rank 1 exits first (t = 5 s), failing in a collective that rank 2 left at t = 2 s when it
+  // raised; rank 2 was still exiting when npu_run stopped it.
+  w[1].status = ExitStatus::exited(1);
+  w[1].finished_at = at_ms(5000);
+  w[1].raised_at = at_ms(4990);
+  w[2].status = ExitStatus::signaled(SIGTERM);
+  w[2].stopped_by_agent = true;
+  w[2].finished_at = at_ms(5100);
+  w[2].raised_at = at_ms(2000);
+  // Rank 3 raised too, but only because of the stop.
+  w[3].status = ExitStatus::exited(1);
+  w[3].stopped_by_agent = true;
+  w[3].finished_at = at_ms(5200);
+  w[3].raised_at = at_ms(5150);
+  CHECK(failed_at(w[2]) == at_ms(2000));
+  CHECK(failed_at(w[1]) == at_ms(4990));
+  CHECK(choose_root_cause(w, 1) == std::optional<size_t>(2));
+
+  GroupResult r;
+  r.outcome = GroupResult::Outcome::kFailed;
+  r.workers = w;
+  r.first_exit = 1;
+  r.root_cause = 2;
+  CHECK(exit_code_for(r) == 1);  // rank 1's code: SIGTERM from npu_run is not rank 2's own
+
+  // Without error files the first exit stays the root cause; an exit 0 with a file is no error.
+  std::vector<WorkerOutcome> plain(3);
+  plain[0].status = ExitStatus::exited(0);
+  plain[0].raised_at = at_ms(1);
+  plain[2].status = ExitStatus::exited(4);
+  plain[2].finished_at = at_ms(3000);
+  plain[1].status = ExitStatus::signaled(SIGTERM);
+  plain[1].stopped_by_agent = true;
+  plain[1].finished_at = at_ms(3100);
+  CHECK(choose_root_cause(plain, 2) == std::optional<size_t>(2));
+  CHECK_FALSE(choose_root_cause(plain, std::nullopt).has_value());
+}

@@ -171,10 +171,43 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     socket.set_option(tcp::no_delay(true), ec);
     local_addr = socket.local_endpoint(ec).address().to_string();
     spdlog::debug("connected to the rendezvous server at {} from {}", endpoint(), local_addr);
+    ++connection;
     read();
     send(options.hello);
-    // A peer that accepts but never answers the hello is not an npu_run server.
-    watch(options.welcome_timeout, "did not answer the hello; is another program using that port?");
+    // No welcome in time: a half-open connection (see drop_and_retry) or a program that is not
+    // an npu_run server; either way, another attempt.
+    const milliseconds wait = std::min(options.welcome_timeout, time_left());
+    watchdog_timer.expires_after(wait);
+    watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), conn = connection,
+                               wait](boost::system::error_code wait_ec) {
+      auto self = weak.lock();
+      if (wait_ec || !self || self->done || conn != self->connection || self->welcomed) return;
+      self->drop_and_retry(
+          fmt::format("no answer to the hello within {:.1f} s; is another program using that port?",
+                      seconds(wait)));
+    });
+  }
+
+  // Before the welcome, a connection that dies or stays silent is one more failed attempt, not
+  // the end: when a burst of agents overflows the server's accept queue, the kernel drops the
+  // last handshake packet while this side already counts the connection as established. That
+  // half-open connection never reaches the server; only a new one does.
+  void drop_and_retry(const std::string& reason) {
+    ++connection;  // callbacks of the old connection see the change and stand down
+    watchdog_timer.cancel();
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    queue.clear();
+    decoder = FrameDecoder{Limits::kMaxServerFrame};
+    retry(reason);
+  }
+
+  // A connection error: retried before the welcome (see drop_and_retry), fatal after it.
+  void connection_error(const std::string& reason) {
+    if (welcomed)
+      fail(reason);
+    else
+      drop_and_retry(reason);
   }
 
   void watch(milliseconds timeout, std::string what) {
@@ -189,29 +222,29 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void read() {
-    socket.async_read_some(
-        asio::buffer(buffer), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-          if (self->done) return;
-          if (ec) {
-            self->fail(fmt::format("lost the connection to the rendezvous server at {}: {}",
-                                   self->endpoint(),
-                                   ec == asio::error::eof ? "closed by the server" : ec.message()));
-            return;
-          }
-          std::vector<std::string> frames;
-          if (auto error = self->decoder.feed(std::string_view(self->buffer.data(), n), frames)) {
-            self->fail(fmt::format(
-                "{} did not answer as an npu_run rendezvous server ({}); is another program using "
-                "that port?",
-                self->endpoint(), error->message));
-            return;
-          }
-          for (const std::string& frame : frames) {
-            if (self->done) return;
-            self->on_frame(frame);
-          }
-          if (!self->done) self->read();
-        });
+    socket.async_read_some(asio::buffer(buffer), [self = shared_from_this(), conn = connection](
+                                                     boost::system::error_code ec, size_t n) {
+      if (self->done || conn != self->connection) return;
+      if (ec) {
+        self->connection_error(
+            fmt::format("lost the connection to the rendezvous server at {}: {}", self->endpoint(),
+                        ec == asio::error::eof ? "closed by the server" : ec.message()));
+        return;
+      }
+      std::vector<std::string> frames;
+      if (auto error = self->decoder.feed(std::string_view(self->buffer.data(), n), frames)) {
+        self->fail(fmt::format(
+            "{} did not answer as an npu_run rendezvous server ({}); is another program using "
+            "that port?",
+            self->endpoint(), error->message));
+        return;
+      }
+      for (const std::string& frame : frames) {
+        if (self->done) return;
+        self->on_frame(frame);
+      }
+      if (!self->done) self->read();
+    });
   }
 
   void on_frame(const std::string& frame) {
@@ -264,20 +297,22 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void write() {
-    asio::async_write(socket, asio::buffer(queue.front()),
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        if (ec) {
-                          if (!self->done)
-                            self->fail(fmt::format("cannot send to the rendezvous server at {}: {}",
-                                                   self->endpoint(), ec.message()));
-                          return;
-                        }
-                        self->queue.pop_front();
-                        if (!self->queue.empty())
-                          self->write();
-                        else if (self->closing)
-                          self->finish_close();
-                      });
+    asio::async_write(
+        socket, asio::buffer(queue.front()),
+        [self = shared_from_this(), conn = connection](boost::system::error_code ec, size_t) {
+          if (conn != self->connection) return;
+          if (ec) {
+            if (!self->done)
+              self->connection_error(fmt::format("cannot send to the rendezvous server at {}: {}",
+                                                 self->endpoint(), ec.message()));
+            return;
+          }
+          self->queue.pop_front();
+          if (!self->queue.empty())
+            self->write();
+          else if (self->closing)
+            self->finish_close();
+        });
   }
 
   void close() {
@@ -317,6 +352,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   std::deque<std::string> queue;
   milliseconds heartbeat_interval{5'000};
   milliseconds heartbeat_timeout{30'000};
+  uint64_t connection = 0;  // counts connections, so callbacks of a dropped one can tell
   bool welcomed = false;
   bool done = false;
   bool closing = false;

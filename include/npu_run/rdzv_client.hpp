@@ -20,7 +20,7 @@ struct ClientOptions {
   std::string server_host;  // name or address
   int server_port = 29500;
   std::chrono::milliseconds connect_timeout{900'000};  // keep retrying until this has passed
-  std::chrono::milliseconds welcome_timeout{30'000};   // a peer that never answers hello
+  std::chrono::milliseconds welcome_timeout{10'000};   // per connection: then a new one
   Hello hello;
 };
 

@@ -322,6 +322,25 @@ TEST_CASE("multi-node: a port held by another program is reported as such",
                         Contains("another program"));
 }
 
+TEST_CASE("multi-node: a listener that never answers the hello is retried, then named",
+          "[integration][multi-node]") {
+  // Never accepts: the kernel completes the handshakes and the hellos sit unread, just like
+  // the half-open connections of an overflowing accept queue.
+  asio::io_context io;
+  asio::ip::tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const int port = silent.local_endpoint().port();
+  const auto started = std::chrono::steady_clock::now();
+  const Finished f = run_npu_run({"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                                  "--master-port", std::to_string(port), "--rdzv-timeout", "2",
+                                  "--no-python", "/bin/true"});
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(f.err, Contains("cannot reach the rendezvous server at 127.0.0.1:" +
+                             std::to_string(port) + " within 2 s") &&
+                        Contains("no answer to the hello") && Contains("another program"));
+  CHECK(took < 8s);  // bounded by --rdzv-timeout, not by TCP's retransmission limits
+}
+
 TEST_CASE("multi-node: npu_run rdzv-server runs the rendezvous on a host of its own",
           "[integration][multi-node]") {
   const int port = unused_port();

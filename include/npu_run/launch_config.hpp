@@ -49,6 +49,9 @@ struct LaunchConfig {
   std::string cluster_description;            // "Slurm job 12 step 0"; empty: none detected
   std::vector<std::string> cluster_detected;  // values taken from it, logged once
   std::vector<std::string> cluster_warnings;
+  // Started by a launcher (mpirun/orted, slurmstepd) that is the job's link to the scheduler:
+  // if that process exits, stop as on SIGTERM rather than run on as an orphan.
+  bool stop_with_parent = false;
   std::chrono::milliseconds rdzv_timeout{900'000};  // to join (and re-join) a round
   int rdzv_backlog = 0;                             // 0: net.core.somaxconn
   std::chrono::milliseconds heartbeat_interval{5'000};

@@ -14,6 +14,7 @@
 #include "npu_run/failure_summary.hpp"
 #include "npu_run/host_address.hpp"
 #include "npu_run/job_rank_table.hpp"
+#include "npu_run/parent_watch.hpp"
 #include "npu_run/topology.hpp"
 #include "npu_run/usage_error.hpp"
 #include "npu_run/worker_env.hpp"
@@ -50,7 +51,8 @@ struct LocalAgent::Impl {
         rendezvous(rdzv),
         ctx(std::move(context)),
         guardian(g),
-        signals(io_context) {
+        signals(io_context),
+        parent_watch(io_context) {
     for (int sig : handled_signals()) signals.add(sig);
   }
 
@@ -72,6 +74,7 @@ struct LocalAgent::Impl {
   void start(FinishedHandler handler) {
     on_finished = std::move(handler);
     wait_for_signal();
+    if (cfg.stop_with_parent) watch_parent();
     state = State::kRendezvous;
     rendezvous.start(Rendezvous::Handlers{
         [this](const Assignment& a) { on_assigned(a); },
@@ -91,6 +94,16 @@ struct LocalAgent::Impl {
     });
   }
 
+  void watch_parent() {
+    const bool watching = parent_watch.start([this] {
+      stop_job(SIGTERM,
+               fmt::format("{} (pid {}), which started npu_run, exited without stopping it",
+                           parent_watch.parent_name(), parent_watch.parent()));
+    });
+    if (!watching)
+      spdlog::debug("cannot watch the parent process (no pidfd_open): an orphaned job runs on");
+  }
+
   void on_signal(int sig) {
     if (!is_stop_signal(sig)) {
       const auto pids = group ? group->running_pids() : std::vector<pid_t>{};
@@ -99,9 +112,16 @@ struct LocalAgent::Impl {
       if (group) group->forward_signal(sig);
       return;
     }
+    stop_job(sig, "received " + signal_name(sig));
+  }
+
+  // Stops this node's part of the job as the stop signal `sig` does (`why` says what happened);
+  // a second call escalates to SIGKILL.
+  void stop_job(int sig, const std::string& why) {
+    if (state == State::kDone) return;
     if (state != State::kRunning) {
       // No workers are running: leave the job at once.
-      spdlog::warn("received {} while {}: leaving the job", signal_name(sig),
+      spdlog::warn("{} while {}: leaving the job", why,
                    state == State::kReporting ? "waiting for the job's decision"
                                               : "waiting for the rendezvous");
       interrupted_by = sig;
@@ -111,11 +131,11 @@ struct LocalAgent::Impl {
     if (interrupted_by == 0) {
       interrupted_by = sig;
       spdlog::warn(
-          "received {}: stopping the workers (SIGKILL after {:.1f} s; send it again to kill at "
+          "{}: stopping the workers (SIGKILL after {:.1f} s; send it again to kill at "
           "once)",
-          signal_name(sig), std::chrono::duration<double>(cfg.term_timeout).count());
+          why, std::chrono::duration<double>(cfg.term_timeout).count());
     } else {
-      spdlog::warn("received {} again: sending SIGKILL to the workers now", signal_name(sig));
+      spdlog::warn("{} again: sending SIGKILL to the workers now", why);
     }
     group->stop(sig);
   }
@@ -329,6 +349,7 @@ struct LocalAgent::Impl {
     state = State::kDone;
     boost::system::error_code ignored;
     signals.cancel(ignored);
+    parent_watch.cancel();
     rendezvous.close();
     if (on_finished) asio::post(io, [handler = std::move(on_finished), code] { handler(code); });
   }
@@ -341,6 +362,7 @@ struct LocalAgent::Impl {
   AgentContext ctx;
   Guardian* guardian;
   asio::signal_set signals;
+  ParentWatch parent_watch;
   State state = State::kInit;
   Assignment assignment;
   std::unique_ptr<WorkerGroup> group;

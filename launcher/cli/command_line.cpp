@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "npu_run/device_discovery.hpp"
 #include "npu_run/cluster_env.hpp"
+#include "npu_run/device_discovery.hpp"
 #include "npu_run/device_list.hpp"
 #include "npu_run/hccn_conf.hpp"
 #include "npu_run/line_prefix.hpp"
@@ -163,14 +163,16 @@ class CommandLine {
                                 shape);
     role_ = add("--role", raw_.role, "Worker role name (ROLE_NAME; default 'default')", shape);
 
-    cluster_ = add("--cluster", raw_.cluster,
-                   "Read nnodes, node rank, master and run id from this launcher's environment: auto "
-                   "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
-                   shape);
-    agents_per_node_ = add("--agents-per-node", raw_.agents_per_node,
-                           "Agents allowed on one node (default 1: a second srun/mpirun task on a node is "
-                           "refused); with more, each agent is a node of its own on its own devices",
-                           shape);
+    cluster_ =
+        add("--cluster", raw_.cluster,
+            "Read nnodes, node rank, master and run id from this launcher's environment: auto "
+            "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
+            shape);
+    agents_per_node_ =
+        add("--agents-per-node", raw_.agents_per_node,
+            "Agents allowed on one node (default 1: a second srun/mpirun task on a node is "
+            "refused); with more, each agent is a node of its own on its own devices",
+            shape);
 
     auto* ascend = "Ascend";
     soc_ = add("--soc", raw_.soc,
@@ -768,26 +770,29 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   const RawFlags& raw = cli.raw();
   LaunchConfig cfg;
   if (raw.agents_per_node < 1 || raw.agents_per_node > 1024) {
-    throw UsageError(fmt::format("{} {}: expected 1 to 1024", cli.source(cli.agents_per_node_), raw.agents_per_node));
+    throw UsageError(fmt::format("{} {}: expected 1 to 1024", cli.source(cli.agents_per_node_),
+                                 raw.agents_per_node));
   }
   cfg.agents_per_node = raw.agents_per_node;
   // A launcher's environment gives defaults; flags and PET_ variables (given()) win.
-  const ClusterDefaults cluster =
-      detect_cluster(env, parse_cluster_kind(raw.cluster, cli.source(cli.cluster_)), raw.agents_per_node);
+  const ClusterDefaults cluster = detect_cluster(
+      env, parse_cluster_kind(raw.cluster, cli.source(cli.cluster_)), raw.agents_per_node);
   cfg.cluster_description = cluster.description;
   cfg.cluster_detected = cluster.detected;
   cfg.cluster_warnings = cluster.warnings;
+  cfg.stop_with_parent = cluster.kind == ClusterKind::kMpi || cluster.kind == ClusterKind::kSlurm;
   if (!cli.given(cli.nnodes_) && cluster.nnodes) {
     cfg.min_nodes = cfg.max_nodes = *cluster.nnodes;
   } else {
     parse_nnodes(raw.nnodes, cli.source(cli.nnodes_), cfg);
   }
   resolve_workers_and_devices(cli, env, cfg);
-  if (cluster.agent_index > 0 && !cli.given(cli.devices_) && cfg.devices_source == "default 0..N-1") {
+  if (cluster.agent_index > 0 && !cli.given(cli.devices_) &&
+      cfg.devices_source == "default 0..N-1") {
     // Agents sharing a node take consecutive slices of its devices.
     for (int& d : cfg.devices) d += cluster.agent_index * cfg.nproc_per_node;
-    cfg.devices_source = fmt::format("slice {} of the node's devices (--agents-per-node {})", cluster.agent_index,
-                                     raw.agents_per_node);
+    cfg.devices_source = fmt::format("slice {} of the node's devices (--agents-per-node {})",
+                                     cluster.agent_index, raw.agents_per_node);
   }
 
   if (raw.standalone) {
@@ -799,8 +804,8 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   }
   if (!cli.given(cli.node_rank_) && cluster.node_rank) {
     if (*cluster.node_rank >= cfg.max_nodes) {
-      throw UsageError(fmt::format("{}: node rank {} is not below nnodes {}", cluster.description, *cluster.node_rank,
-                                   cfg.max_nodes));
+      throw UsageError(fmt::format("{}: node rank {} is not below nnodes {}", cluster.description,
+                                   *cluster.node_rank, cfg.max_nodes));
     }
     cfg.node_rank = cluster.node_rank;
   } else if (cli.given(cli.node_rank_)) {
@@ -815,12 +820,14 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
     throw UsageError(fmt::format("{} is empty; give the host or IP address of node 0",
                                  cli.source(cli.master_addr_)));
   }
-  cfg.master_addr = !cli.given(cli.master_addr_) && cluster.master_addr ? *cluster.master_addr : raw.master_addr;
+  cfg.master_addr =
+      !cli.given(cli.master_addr_) && cluster.master_addr ? *cluster.master_addr : raw.master_addr;
   if (raw.master_port < 1 || raw.master_port > 65535) {
     throw UsageError(fmt::format("{} {}: a port must be between 1 and 65535",
                                  cli.source(cli.master_port_), raw.master_port));
   }
-  cfg.master_port = !cli.given(cli.master_port_) && cluster.master_port ? *cluster.master_port : raw.master_port;
+  cfg.master_port =
+      !cli.given(cli.master_port_) && cluster.master_port ? *cluster.master_port : raw.master_port;
   apply_rdzv_endpoint(cli, cfg);
   if (!raw.local_addr.empty()) cfg.local_addr = raw.local_addr;
   static const std::set<std::string> kBackends = {"static", "c10d", "etcd", "etcd-v2"};

@@ -1,8 +1,13 @@
 // The binary inside scheduler environments: `npu_run hostnames`, the detected values logged once,
 // and the refusals that must stop a job before any worker starts. (The real Slurm and mpirun
 // runs are the e2e scripts; these pin the behaviour with the variables those set.)
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/harness.hpp"
@@ -140,4 +145,36 @@ TEST_CASE("mpi: two agents sharing a node are refused with the mpirun fix",
   INFO(f.err);
   CHECK(f.exit_code == 2);
   CHECK_THAT(f.err, Contains("ppr:1:node"));
+}
+
+TEST_CASE("slurm: the job stops when the process that started npu_run exits",
+          "[integration][cluster]") {
+  // srun's slurmstepd or mpirun dying without signalling its tasks would otherwise leave the
+  // agent and its workers running as orphans. Here a shell starts npu_run in the background
+  // with a one-node Slurm step's environment and exits once the worker runs.
+  TempDir dir;
+  const std::string log = dir.file("agent.log");
+  const std::string marker = "parent-exit-" + std::to_string(getpid());
+  std::string env_prefix = std::string("env ") + kMarkerVariable + "=" + marker +
+                           " SLURM_JOB_ID=77 SLURM_STEP_ID=0 SLURM_JOB_NODELIST=localhost"
+                           " SLURM_STEP_NODELIST=localhost SLURM_NNODES=1 SLURM_STEP_NUM_NODES=1"
+                           " SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=1"
+                           " SLURM_TASKS_PER_NODE=1 SLURM_STEP_TASKS_PER_NODE=1";
+  const std::string witness = dir.file("worker-started");
+  const std::string command =
+      env_prefix + " " + npu_run_binary() + " --master-port " + std::to_string(unused_port()) +
+      " --no-python /bin/sh -c 'touch " + witness + "; exec sleep 1000' >/dev/null 2>" + log +
+      " & for i in $(seq 100); do [ -e " + witness + " ] && break; sleep 0.05; done";
+  REQUIRE(std::system(command.c_str()) == 0);  // std::system's /bin/sh is the parent
+  REQUIRE(std::filesystem::exists(witness));
+  const auto left = wait_until_no_marker_processes(marker, 10s);
+  INFO(describe_processes(left));
+  CHECK(left.empty());
+  for (pid_t pid : left) kill(pid, SIGKILL);  // a failed test must not leak them either
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(text);
+  CHECK_THAT(text, Contains("which started npu_run, exited without stopping it: stopping the "
+                            "workers") &&
+                       Contains("exit status 143"));
 }

@@ -1180,6 +1180,16 @@ std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<st
     LaunchConfig shape;
     parse_nnodes(nnodes, "--nnodes", shape);
     cmd.settings.nnodes = shape.max_nodes;
+    // Inside a Slurm step or under mpirun, check what the launch there will use: the job's
+    // node count and its derived master address and port. (Any number of tasks per node may
+    // run the doctor, so none is refused here.)
+    const ClusterDefaults cluster = detect_cluster(env, ClusterKind::kAuto, 1024);
+    if (app.get_option("--nnodes")->count() == 0 && cluster.nnodes)
+      cmd.settings.nnodes = *cluster.nnodes;
+    if (app.get_option("--master-addr")->count() == 0 && cluster.master_addr)
+      cmd.settings.master_addr = *cluster.master_addr;
+    if (app.get_option("--master-port")->count() == 0 && cluster.master_port)
+      cmd.settings.master_port = *cluster.master_port;
     if (cmd.settings.master_port < 1 || cmd.settings.master_port > 65535) {
       throw UsageError(fmt::format("--master-port {}: a port must be between 1 and 65535",
                                    cmd.settings.master_port));

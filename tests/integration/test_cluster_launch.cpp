@@ -178,3 +178,12 @@ TEST_CASE("slurm: the job stops when the process that started npu_run exits",
                             "workers") &&
                        Contains("exit status 143"));
 }
+
+TEST_CASE("slurm: doctor checks the node count and master port the step will use",
+          "[integration][cluster]") {
+  const Finished f = run_npu_run({"doctor"}, slurm_step_env(1));
+  INFO(f.out << f.err);
+  CHECK_THAT(f.out, Contains("for a job of 2 nodes") && Contains("master port n1:24242"));
+  const Finished flags = run_npu_run({"doctor", "--master-port", "29999"}, slurm_step_env(1));
+  CHECK_THAT(flags.out, Contains("master port n1:29999"));
+}

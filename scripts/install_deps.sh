@@ -9,6 +9,8 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   python3-torch                               # examples/ and end-to-end tests (gloo on CPU)
   procps iproute2 time                        # time: peak RSS in scripts/bench
+  slurmctld slurmd slurm-client munge         # the real Slurm of tests/e2e/slurm_e2e.sh
+  openmpi-bin                                 # mpirun for tests/e2e/mpi_e2e.sh
 )
 
 missing=()

@@ -14,12 +14,12 @@
 #include "npu_run/failure_summary.hpp"
 #include "npu_run/host_address.hpp"
 #include "npu_run/job_rank_table.hpp"
-#include "npu_run/parent_watch.hpp"
 #include "npu_run/topology.hpp"
 #include "npu_run/usage_error.hpp"
 #include "npu_run/worker_env.hpp"
 #include "npu_run/worker_group.hpp"
 #include "npu_run/worker_spec.hpp"
+#include "parent_watch.hpp"
 
 namespace npu_run {
 

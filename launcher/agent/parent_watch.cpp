@@ -1,4 +1,4 @@
-#include "npu_run/parent_watch.hpp"
+#include "parent_watch.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -2,6 +2,7 @@
 // with the exact command that fixes it. Reads /proc (or a fake tree in tests), never changes it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ struct DoctorSettings {
   int nnodes = 1;  // scales the recommendations
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Set inside a scheduler's job on a node other than node 0: the master port is node 0's to
+  // check (on hosts shared by several "nodes", probing it would race node 0's own probe).
+  std::optional<int> other_node_rank;
   std::string proc_root = "/proc";  // $NPU_RUN_PROC_ROOT in tests
   std::string hccn_conf = "/etc/hccn.conf";
   EnvMap env;  // HCCL_IF_BASE_PORT, NPU_RUN_DEV_ROOT, visible devices

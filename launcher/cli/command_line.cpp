@@ -66,6 +66,7 @@ struct RawFlags {
   std::string rdzv_conf;
   bool standalone = false;
   double rdzv_timeout = 900;
+  double rdzv_last_call = 30;
   int rdzv_backlog = 0;
   double heartbeat_interval = 5;
   double heartbeat_timeout = 30;
@@ -148,6 +149,11 @@ class CommandLine {
                         "Seconds to wait for all nodes to join (default 900; also rdzv-conf "
                         "join_timeout)",
                         shape);
+    rdzv_last_call_ =
+        add("--rdzv-last-call", raw_.rdzv_last_call,
+            "Elastic --nnodes MIN:MAX: seconds to wait for more nodes once MIN have joined "
+            "(default 30; also rdzv-conf last_call_timeout)",
+            shape);
     rdzv_backlog_ =
         add("--rdzv-backlog", raw_.rdzv_backlog,
             "Listen backlog of the rendezvous server (default: net.core.somaxconn)", shape);
@@ -287,10 +293,11 @@ class CommandLine {
 
   CLI::Option *nnodes_, *nproc_, *devices_, *node_rank_, *master_addr_, *master_port_, *local_addr_,
       *rdzv_backend_, *rdzv_endpoint_, *run_id_, *rdzv_conf_, *standalone_, *rdzv_timeout_,
-      *rdzv_backlog_, *heartbeat_interval_, *heartbeat_timeout_, *exit_barrier_timeout_, *role_,
-      *module_, *no_python_, *run_path_, *start_method_, *max_restarts_, *monitor_interval_,
-      *term_timeout_, *signals_, *log_dir_, *redirects_, *tee_, *filter_, *prefix_, *log_level_,
-      *dry_run_, *json_, *soc_, *rank_table_, *hccn_conf_, *cluster_, *agents_per_node_;
+      *rdzv_last_call_, *rdzv_backlog_, *heartbeat_interval_, *heartbeat_timeout_,
+      *exit_barrier_timeout_, *role_, *module_, *no_python_, *run_path_, *start_method_,
+      *max_restarts_, *monitor_interval_, *term_timeout_, *signals_, *log_dir_, *redirects_, *tee_,
+      *filter_, *prefix_, *log_level_, *dry_run_, *json_, *soc_, *rank_table_, *hccn_conf_,
+      *cluster_, *agents_per_node_;
 
  private:
   // Adds "--a-b" and "--a_b" spellings with env default PET_A_B.
@@ -674,6 +681,13 @@ void resolve_rendezvous_settings(const CommandLine& cli, LaunchConfig& cfg) {
     }
   }
   cfg.rdzv_timeout = seconds_option(rdzv_timeout, 1, 7 * 24 * 3600.0, timeout_src);
+  double last_call = raw.rdzv_last_call;
+  std::string last_call_src = cli.source(cli.rdzv_last_call_);
+  if (!cli.given(cli.rdzv_last_call_) && cfg.rdzv_conf.count("last_call_timeout")) {
+    last_call = conf_number(cfg, "last_call_timeout", conf_src);
+    last_call_src = conf_src + " last_call_timeout";
+  }
+  cfg.rdzv_last_call = seconds_option(last_call, 0, 24 * 3600.0, last_call_src);
 
   double interval = raw.heartbeat_interval;
   std::string interval_src = cli.source(cli.heartbeat_interval_);
@@ -962,6 +976,7 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
   std::string run_id = "none";
   int max_restarts = 0;
   double rdzv_timeout = 900;
+  double last_call = 30;
   int backlog = 0;
   double heartbeat_interval = 5;
   double heartbeat_timeout = 30;
@@ -973,6 +988,8 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
   app.add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", run_id, "The agents' --run-id");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "The agents' --max-restarts");
   app.add_option("--rdzv-timeout,--rdzv_timeout", rdzv_timeout, "Seconds for all nodes to join");
+  app.add_option("--rdzv-last-call,--rdzv_last_call", last_call,
+                 "Elastic MIN:MAX: seconds to wait for more nodes once MIN joined (default 30)");
   app.add_option("--rdzv-backlog,--rdzv_backlog", backlog, "Listen backlog (default somaxconn)");
   app.add_option("--heartbeat-interval,--heartbeat_interval", heartbeat_interval,
                  "Seconds between agents' heartbeats");
@@ -1015,6 +1032,7 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
       throw UsageError(fmt::format("--max-restarts {}: must be 0 or more", max_restarts));
     cmd.settings.max_restarts = max_restarts;
     cmd.settings.join_timeout = seconds_option(rdzv_timeout, 1, 7 * 24 * 3600.0, "--rdzv-timeout");
+    cmd.settings.last_call = seconds_option(last_call, 0, 24 * 3600.0, "--rdzv-last-call");
     cmd.settings.heartbeat_interval =
         seconds_option(heartbeat_interval, 0.05, 3600, "--heartbeat-interval");
     cmd.settings.heartbeat_timeout =
@@ -1190,6 +1208,8 @@ std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<st
       cmd.settings.master_addr = *cluster.master_addr;
     if (app.get_option("--master-port")->count() == 0 && cluster.master_port)
       cmd.settings.master_port = *cluster.master_port;
+    if (cluster.node_rank && *cluster.node_rank != 0)
+      cmd.settings.other_node_rank = cluster.node_rank;
     if (cmd.settings.master_port < 1 || cmd.settings.master_port > 65535) {
       throw UsageError(fmt::format("--master-port {}: a port must be between 1 and 65535",
                                    cmd.settings.master_port));

@@ -183,7 +183,8 @@ TEST_CASE("slurm: doctor checks the node count and master port the step will use
           "[integration][cluster]") {
   const Finished f = run_npu_run({"doctor"}, slurm_step_env(1));
   INFO(f.out << f.err);
-  CHECK_THAT(f.out, Contains("for a job of 2 nodes") && Contains("master port n1:24242"));
+  CHECK_THAT(f.out, Contains("for a job of 2 nodes") && Contains("master port n1:24242") &&
+                        Contains("checked by node 0; this is node 1"));
   const Finished flags = run_npu_run({"doctor", "--master-port", "29999"}, slurm_step_env(1));
   CHECK_THAT(flags.out, Contains("master port n1:29999"));
 }

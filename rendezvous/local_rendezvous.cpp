@@ -29,6 +29,7 @@ rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
   s.heartbeat_interval = cfg.heartbeat_interval;
   s.heartbeat_timeout = cfg.heartbeat_timeout;
   s.join_timeout = cfg.rdzv_timeout;
+  s.last_call = cfg.rdzv_last_call;
   return s;
 }
 

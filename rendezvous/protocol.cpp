@@ -222,7 +222,8 @@ json client_json(const ClientMessage& message) {
                  {"round", m.round},
                  {"outcome", outcome_name(m.outcome)},
                  {"stop_signal", m.stop_signal},
-                 {"fatal", m.fatal}};
+                 {"fatal", m.fatal},
+                 {"leaving", m.leaving}};
           if (m.failure) j["failure"] = to_json(*m.failure);
           return j;
         }
@@ -264,6 +265,7 @@ ClientMessage client_from(const json& j) {
     if (f.find("failure") != nullptr) m.failure = failure_from(f.object("failure"));
     m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
     m.fatal = f.boolean("fatal");
+    m.leaving = f.boolean("leaving");
     if (m.outcome == Outcome::kFailed && !m.failure)
       f.fail("reports a failure without describing it");
     return m;
@@ -319,7 +321,8 @@ json server_json(const ServerMessage& message) {
                  {"round", m.round},
                  {"action", m.action == Action::kRestart ? "restart" : "finish"},
                  {"restart_count", m.restart_count},
-                 {"exit_code", m.exit_code}};
+                 {"exit_code", m.exit_code},
+                 {"membership_change", m.membership_change}};
           if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
           return j;
         } else {
@@ -383,6 +386,7 @@ ServerMessage server_from(const json& j) {
       f.fail(fmt::format("has an unknown action '{}'", action));
     m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
     m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
+    m.membership_change = f.boolean("membership_change");
     if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
     return m;
   }

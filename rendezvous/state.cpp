@@ -51,6 +51,7 @@ RendezvousState::Member* RendezvousState::member_of(ClientId id) {
 
 std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMessage& message,
                                                   Clock::time_point now) {
+  now_ = now;
   Client& client = clients_[from];
   client.last_seen = now;
   if (!client.greeted && !std::holds_alternative<Hello>(message)) {
@@ -146,7 +147,13 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join,
   }
   if (pending_.count(from)) return refuse("protocol_order", "'join' sent twice for one round");
   if (phase_ == Phase::kFinished) return refuse("job_finished", "the job has already ended");
-  if (phase_ != Phase::kJoining || static_cast<int>(pending_.size()) >= settings_.max_nodes) {
+  // Elastic: an agent arriving while a round runs waits for the next round if the job has room
+  // for it, and a running round re-forms to take it in.
+  const bool room_while_running =
+      phase_ != Phase::kJoining && elastic() && member_of(from) == nullptr &&
+      staying_members() + pending_.size() < static_cast<size_t>(settings_.max_nodes);
+  if (!room_while_running &&
+      (phase_ != Phase::kJoining || static_cast<int>(pending_.size()) >= settings_.max_nodes)) {
     if (member_of(from) == nullptr) {
       return refuse(
           "job_full",
@@ -177,8 +184,49 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join,
   }
   if (pending_.empty()) joining_since_ = now;
   pending_.emplace(from, Joiner{from, join, arrivals_++});
+  if (room_while_running) {
+    std::vector<Outgoing> out;
+    if (phase_ == Phase::kRunning) {
+      FailureReport why;
+      why.host = join.node.host;
+      why.description =
+          fmt::format("a new agent joined; the job re-forms with {} node(s)",
+                      std::min<size_t>(staying_members() + pending_.size(), settings_.max_nodes));
+      why.exit_code = 0;
+      why.time_ms = wall_clock_ms();
+      begin_membership_change(why, out);
+    }
+    return out;  // otherwise the round is stopping already: the joiner is in the next one
+  }
   if (static_cast<int>(pending_.size()) == settings_.max_nodes) return start_round();
+  if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes && !min_reached_at_)
+    min_reached_at_ = now;
   return {};
+}
+
+size_t RendezvousState::staying_members() const {
+  size_t n = 0;
+  for (const Member& m : members_) n += (m.lost || m.left) ? 0 : 1;
+  return n;
+}
+
+void RendezvousState::begin_membership_change(const FailureReport& why,
+                                              std::vector<Outgoing>& out) {
+  if (phase_ != Phase::kRunning) return;
+  membership_change_ = true;
+  phase_ = Phase::kStopping;
+  Outgoing stop{{}, StopWorkers{round_, why}, false};
+  for (const Member& m : members_) {
+    if (!m.reported) stop.to.push_back(m.id);
+  }
+  if (!stop.to.empty()) out.push_back(std::move(stop));
+}
+
+bool RendezvousState::round_can_start(Clock::time_point now) const {
+  const auto joined = static_cast<int>(pending_.size());
+  if (joined >= settings_.max_nodes) return true;
+  return elastic() && joined >= settings_.min_nodes && min_reached_at_ &&
+         now - *min_reached_at_ >= settings_.last_call;
 }
 
 std::vector<Outgoing> RendezvousState::start_round() {
@@ -188,7 +236,8 @@ std::vector<Outgoing> RendezvousState::start_round() {
   std::vector<const Joiner*> by_rank(n, nullptr);
   std::vector<const Joiner*> unranked;
   for (const auto& [id, joiner] : pending_) {
-    if (joiner.join.node_rank)
+    // An elastic round may have fewer nodes than a claimed rank: that agent gets a free one.
+    if (joiner.join.node_rank && *joiner.join.node_rank < n)
       by_rank[*joiner.join.node_rank] = &joiner;
     else
       unranked.push_back(&joiner);
@@ -231,6 +280,8 @@ std::vector<Outgoing> RendezvousState::start_round() {
   claimed_ranks_.clear();
   root_cause_.reset();
   deliberate_stop_ = false;
+  membership_change_ = false;
+  min_reached_at_.reset();
   phase_ = Phase::kRunning;
   return out;
 }
@@ -275,6 +326,26 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
   member->reported = true;
   ++reported_;
   std::vector<Outgoing> out;
+  const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
+  if (by_signal && report.leaving && elastic() && !root_cause_) {
+    // A node leaving an elastic job on purpose: the others re-form without it.
+    member->left = true;
+    FailureReport why;
+    why.host = member->node.host;
+    why.node_rank = member->node_rank;
+    why.exit_code = 0;
+    why.description = fmt::format(
+        "left the job (npu_run got signal {}); the job re-forms without it", report.stop_signal);
+    why.time_ms = wall_clock_ms();
+    begin_membership_change(why, out);
+    decide_if_complete(out);
+    return out;
+  }
+  // Nodes stopped to re-form report the errors of workers dying from that stop: no failure.
+  if (membership_change_ && !root_cause_ && report.outcome == Outcome::kStopped && !by_signal) {
+    decide_if_complete(out);
+    return out;
+  }
   // A node stopped because of another's failure may still carry an earlier error of its own.
   if (report.outcome == Outcome::kFailed ||
       (report.outcome == Outcome::kStopped && (report.stop_signal != 0 || report.failure))) {
@@ -288,7 +359,6 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
     }
     if (failure.time_ms == 0) failure.time_ms = wall_clock_ms();
     // A signalled agent left on purpose; a fatal failure would only fail again: no restart.
-    const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
     record_failure(failure, by_signal || report.fatal, from, out);
   }
   decide_if_complete(out);
@@ -305,6 +375,10 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
     ++restart_count_;
     decision.action = Action::kRestart;
     decision.restart_count = restart_count_;
+  } else if (!root_cause_ && membership_change_) {
+    decision.action = Action::kRestart;  // nodes joined or left: not a failure, not counted
+    decision.restart_count = restart_count_;
+    decision.membership_change = true;
   } else {
     decision.action = Action::kFinish;
     decision.restart_count = restart_count_;
@@ -312,7 +386,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   }
   Outgoing broadcast{{}, decision, false};
   for (const Member& m : members_) {
-    if (!m.lost) broadcast.to.push_back(m.id);
+    if (!m.lost && !m.left) broadcast.to.push_back(m.id);
   }
   if (!broadcast.to.empty()) out.push_back(std::move(broadcast));
   if (decision.action == Action::kRestart) {
@@ -320,6 +394,13 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
     members_.clear();
     member_rank_.clear();
     phase_ = Phase::kJoining;
+    membership_change_ = false;
+    // Agents that arrived during the round wait in pending_; the join timeout and the last
+    // call count from now.
+    joining_since_ = now_;
+    min_reached_at_.reset();
+    if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes)
+      min_reached_at_ = now_;
   } else {
     phase_ = Phase::kFinished;
     final_ = decision;
@@ -331,6 +412,7 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
   if (const auto it = pending_.find(who); it != pending_.end()) {
     if (it->second.join.node_rank) claimed_ranks_.erase(*it->second.join.node_rank);
     pending_.erase(it);
+    if (static_cast<int>(pending_.size()) < settings_.min_nodes) min_reached_at_.reset();
   }
   std::vector<Outgoing> out;
   Member* member = member_of(who);
@@ -351,7 +433,8 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
   return out;
 }
 
-std::vector<Outgoing> RendezvousState::on_disconnect(ClientId who, Clock::time_point) {
+std::vector<Outgoing> RendezvousState::on_disconnect(ClientId who, Clock::time_point now) {
+  now_ = now;
   return lose_client(who, "connection closed");
 }
 
@@ -366,6 +449,7 @@ std::vector<int> RendezvousState::missing_node_ranks() const {
 }
 
 std::vector<Outgoing> RendezvousState::on_tick(Clock::time_point now) {
+  now_ = now;
   std::vector<Outgoing> out;
   std::vector<ClientId> silent;
   for (const auto& [id, client] : clients_) {
@@ -380,13 +464,22 @@ std::vector<Outgoing> RendezvousState::on_tick(Clock::time_point now) {
                std::make_move_iterator(lost.end()));
   }
   if (phase_ != Phase::kJoining || pending_.empty()) return out;
+  if (round_can_start(now)) {
+    auto assigned = start_round();
+    out.insert(out.end(), std::make_move_iterator(assigned.begin()),
+               std::make_move_iterator(assigned.end()));
+    return out;
+  }
 
   if (now - joining_since_ > settings_.join_timeout) {
     const std::vector<int> missing = missing_node_ranks();
+    // Elastic jobs miss nodes up to MIN; which ones nobody can say.
+    const int needed = elastic() ? settings_.min_nodes : settings_.max_nodes;
     const std::string who =
-        missing.empty() ? fmt::format("{} more node(s)",
-                                      settings_.max_nodes - static_cast<int>(pending_.size()))
-                        : fmt::format("node ranks {}", fmt::join(missing, ", "));
+        missing.empty() || elastic()
+            ? fmt::format("{} more node(s){}", needed - static_cast<int>(pending_.size()),
+                          elastic() ? fmt::format(" to reach the minimum of {}", needed) : "")
+            : fmt::format("node ranks {}", fmt::join(missing, ", "));
     Outgoing timeout{
         {},
         ErrorReply{

@@ -53,7 +53,9 @@ struct LaunchConfig {
   // if that process exits, stop as on SIGTERM rather than run on as an orphan.
   bool stop_with_parent = false;
   std::chrono::milliseconds rdzv_timeout{900'000};  // to join (and re-join) a round
-  int rdzv_backlog = 0;                             // 0: net.core.somaxconn
+  // Elastic: how long a round with MIN (but not MAX) nodes waits for more.
+  std::chrono::milliseconds rdzv_last_call{30'000};
+  int rdzv_backlog = 0;  // 0: net.core.somaxconn
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds heartbeat_timeout{30'000};  // silence that counts as a lost peer
   std::chrono::milliseconds exit_barrier_timeout{300'000};

@@ -23,8 +23,9 @@ class Guardian;
 struct AgentContext {
   std::string host;
   EnvMap agent_env;
-  std::string run_dir;     // where attempt_<n>/<local_rank>/ go
-  bool log_files = false;  // false: run_dir holds error files only
+  std::string run_dir;            // where attempt_<n>/<local_rank>/ go
+  bool log_files = false;         // false: run_dir holds error files only
+  bool hosts_rendezvous = false;  // this process also runs the rendezvous server (node 0)
 };
 
 class LocalAgent {

@@ -73,6 +73,9 @@ struct Report {
   std::optional<FailureReport> failure;
   int stop_signal = 0;  // kStopped because the agent itself was signalled (it leaves the job)
   bool fatal = false;   // kFailed for a reason a restart cannot cure (bad rank table, topology)
+  // With stop_signal: the node leaves on purpose. An elastic job (--nnodes MIN:MAX) re-forms
+  // without it; a static one ends. The agent hosting the server never leaves this way.
+  bool leaving = false;
 };
 
 using ClientMessage = std::variant<Hello, Join, Heartbeat, Report>;
@@ -129,6 +132,9 @@ struct Decision {
   int restart_count = 0;
   int exit_code = 0;
   std::optional<FailureReport> root_cause;
+  // kRestart because nodes joined or left an elastic job, not because of a failure: the
+  // restart count did not grow.
+  bool membership_change = false;
 };
 
 struct HeartbeatAck {};

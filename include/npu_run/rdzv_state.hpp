@@ -2,8 +2,11 @@
 // messages come out. No sockets, no clock of its own; the Asio server and the single-node
 // in-process rendezvous both drive it, and unit tests drive it directly.
 //
-// A job goes through rounds. JOINING collects agents until --nnodes have joined, then assigns
-// node ranks and rank offsets (RUNNING). The first failure anywhere tells every other node to
+// A job goes through rounds. JOINING collects agents until --nnodes have joined (elastic
+// MIN:MAX: MAX, or MIN once the last-call window has passed), then assigns node ranks and rank
+// offsets (RUNNING). In an elastic job an agent arriving while a round runs with room for it,
+// or a node leaving on purpose, re-forms the job: every node stops and joins the next round,
+// which does not count as a restart. The first failure anywhere tells every other node to
 // stop its workers (STOPPING). When every node has reported, the job restarts in a new round
 // (restarts left) or ends (FINISHED) with one exit code and one root cause for all nodes.
 #pragma once
@@ -34,6 +37,7 @@ struct JobSettings {
   milliseconds heartbeat_timeout{30'000};
   milliseconds progress_interval{5'000};
   milliseconds join_timeout{900'000};
+  milliseconds last_call{30'000};  // elastic: wait this long for more nodes once MIN joined
 };
 
 struct Outgoing {
@@ -81,12 +85,21 @@ class RendezvousState {
     int rank_offset = 0;
     bool reported = false;
     bool lost = false;
+    bool left = false;  // left on purpose (elastic): not told the decision, not in the next round
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
   std::vector<Outgoing> on_join(ClientId from, const Join& join, Clock::time_point now);
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
+  bool elastic() const { return settings_.min_nodes < settings_.max_nodes; }
+  // Members that will be in the next round: neither lost nor leaving.
+  size_t staying_members() const;
+  // Elastic: stops every running node so that the job re-forms with `why` (a node joined or
+  // left); not a failure, so no restart is counted.
+  void begin_membership_change(const FailureReport& why, std::vector<Outgoing>& out);
+  // Elastic: MIN have joined and the last call passed, or MAX have joined.
+  bool round_can_start(Clock::time_point now) const;
   // Records `failure` as the root cause if it is the first, and stops the other nodes.
   void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
                       std::vector<Outgoing>& out);
@@ -111,6 +124,9 @@ class RendezvousState {
   std::unordered_map<ClientId, int> member_rank_;
   size_t reported_ = 0;
   std::optional<FailureReport> root_cause_;
+  bool membership_change_ = false;  // the nodes are stopping to re-form, not because of a failure
+  std::optional<Clock::time_point> min_reached_at_;  // elastic: when the forming round had MIN
+  Clock::time_point now_;                            // time of the event being handled
   bool deliberate_stop_ = false;  // the root cause is an agent stopped by a signal: no restart
   uint64_t arrivals_ = 0;
   Clock::time_point joining_since_;

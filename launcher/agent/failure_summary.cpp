@@ -128,7 +128,8 @@ rdzv::FailureReport failure_report(const GroupResult& result, const std::string&
 std::string format_root_cause(const rdzv::FailureReport& f) {
   std::string text = f.rank >= 0 ? fmt::format("rank {} (local {}, pid {}) on node {} ({})", f.rank,
                                                f.local_rank, f.pid, f.node_rank, f.host)
-                                 : fmt::format("node {} ({})", f.node_rank, f.host);
+                     : f.node_rank >= 0 ? fmt::format("node {} ({})", f.node_rank, f.host)
+                                        : f.host;  // an agent not yet in a round
   text += ": " + f.description;
   if (f.time_ms > 0)
     text += " at " +

@@ -264,8 +264,11 @@ struct LocalAgent::Impl {
       failure.node_rank = assignment.node_rank;
       failure.exit_code = 128 + interrupted_by;
       failure.description = fmt::format("npu_run was stopped by {}", signal_name(interrupted_by));
-      rendezvous.report(
-          rdzv::Report{assignment.round, rdzv::Outcome::kStopped, failure, interrupted_by});
+      rdzv::Report report{assignment.round, rdzv::Outcome::kStopped, failure, interrupted_by};
+      // Leaving on purpose lets an elastic job re-form without this node. The agent hosting the
+      // rendezvous cannot leave that way: with it goes the server, so the job ends.
+      report.leaving = !ctx.hosts_rendezvous;
+      rendezvous.report(report);
       finish(128 + interrupted_by);
       return;
     }
@@ -299,6 +302,17 @@ struct LocalAgent::Impl {
     if (state == State::kRunning) {
       // Only possible if this node's report was lost; the decision still binds every node.
       spdlog::warn("the job was decided while this node's workers still run; stopping them");
+    }
+    if (d.action == rdzv::Action::kRestart && d.membership_change) {
+      const std::string cause =
+          remote_root_cause ? format_root_cause(*remote_root_cause) : "nodes joined or left";
+      spdlog::info(
+          "the job re-forms ({}); restarting all {} workers in a new round, not counted as a "
+          "restart ({} of {} used)",
+          cause, last_result.workers.size(), d.restart_count, cfg.max_restarts);
+      state = State::kRendezvous;
+      rendezvous.join();
+      return;
     }
     if (d.action == rdzv::Action::kRestart) {
       const std::string cause = d.root_cause ? format_root_cause(*d.root_cause) : "a failure";

@@ -122,7 +122,8 @@ int launch(const LaunchConfig& cfg, const EnvMap& env) {
     rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, hccl_base);
   }
   LocalAgent agent(io, cfg, *rendezvous,
-                   AgentContext{host, env, run_dir.path(), run_dir.log_files()}, &guardian);
+                   AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr},
+                   &guardian);
 
   int exit_code = 1;
   bool agent_done = false;

@@ -290,6 +290,15 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
   c = cli.ok({"--rdzv-conf", "join_timeout=600,last_call_timeout=30", cli.script});
   CHECK(c.rdzv_conf.at("join_timeout") == "600");
   CHECK(c.rdzv_conf.at("last_call_timeout") == "30");
+  CHECK(cli.ok({cli.script}).rdzv_last_call == std::chrono::seconds(30));
+  CHECK(cli.ok({"--rdzv-conf", "last_call_timeout=2.5", cli.script}).rdzv_last_call ==
+        std::chrono::milliseconds(2500));
+  CHECK(cli.ok({"--rdzv-last-call", "1", "--rdzv-conf", "last_call_timeout=9", cli.script})
+            .rdzv_last_call == std::chrono::seconds(1));  // the flag wins
+  CHECK_THAT(cli.error({"--rdzv-last-call", "-1", cli.script}),
+             Contains("--rdzv-last-call -1") && Contains("expected seconds"));
+  CHECK_THAT(cli.error({"--rdzv-conf", "last_call_timeout=soon", cli.script}),
+             Contains("last_call_timeout=soon: expected a number"));
   CHECK_THAT(cli.error({"--rdzv-conf", "jion_timeout=5", cli.script}),
              Contains("unknown key 'jion_timeout'; known keys:") && Contains("join_timeout"));
   CHECK_THAT(cli.error({"--rdzv-conf", "timeout", cli.script}),

@@ -109,7 +109,9 @@ TEST_CASE("elastic: with no restarts left a lost node ends the job", "[integrati
   INFO(done[0].err);
   CHECK(done[0].exit_code == 125);
   CHECK(done[1].exit_code == 125);
-  CHECK_THAT(done[0].err, Contains("root cause: node 2") && Contains("agent lost"));
+  // (Node ranks follow host name, then arrival: the killed agent may hold rank 1 or 2.)
+  CHECK_THAT(done[0].err, Contains("the job failed; root cause: node") &&
+                              Contains("agent lost: connection closed"));
   nodes[2]->wait(10s);
   for (auto& n : nodes) require_no_strays(*n);
 }
@@ -201,8 +203,9 @@ TEST_CASE("elastic: PyTorch DDP restarts with the new world size after a node is
   INFO(done[0].out << done[0].err << "\n----\n" << done[1].err);
   CHECK(done[0].exit_code == 0);
   CHECK(done[1].exit_code == 0);
-  CHECK_THAT(done[0].out, Contains("rank 0/2") && Contains("ranks agree: True"));
-  CHECK_THAT(done[1].out, Contains("rank 1/2"));
+  // Which survivor is rank 0 follows the order of their re-joins.
+  const std::string out = done[0].out + done[1].out;
+  CHECK_THAT(out, Contains("rank 0/2") && Contains("rank 1/2") && Contains("ranks agree: True"));
   nodes[2]->wait(10s);
   for (auto& n : nodes) require_no_strays(*n);
 }

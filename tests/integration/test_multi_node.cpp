@@ -409,3 +409,65 @@ TEST_CASE("multi-node: a port that is bound but never served is named, with the 
   CHECK_THAT(f.err,
              Contains("cannot reach the rendezvous server at 127.0.0.1:" + std::to_string(port)));
 }
+
+TEST_CASE("multi-node: SIGTERM to the agent hosting the rendezvous stops every node cleanly",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  auto a = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "1"});
+  a->wait_for_output("ready", 1, 20s);
+  b->wait_for_output("ready", 1, 20s);
+  a->send_signal(SIGTERM);
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
+  INFO(done[0].err << "\n----\n" << done[1].err);
+  CHECK(done[0].exit_code == 143);
+  CHECK(done[1].exit_code == 143);
+  CHECK_THAT(done[1].err, Contains("root cause: node 0") && Contains("stopped by SIGTERM"));
+  CHECK(done[0].seconds < 10);
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
+TEST_CASE("multi-node: a node that finishes first waits for the job's result",
+          "[integration][multi-node]") {
+  // Exit barrier: node 1 is done at once, node 0's worker fails a second later; node 1 must not
+  // leave with 0 before the job's result is known.
+  const int port = unused_port();
+  auto a = start_node(port, 2, 1, "sleep 1; exit 3", {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, "exit 0", {"--node-rank", "1"});
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
+  INFO(done[0].err << "\n----\n" << done[1].err);
+  CHECK(done[0].exit_code == 3);
+  CHECK(done[1].exit_code == 3);
+  CHECK(done[1].seconds >= 0.9);
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
+TEST_CASE("multi-node: the server leaves after --exit-barrier-timeout if an agent never does",
+          "[integration][multi-node]") {
+  // Node 1 reports success, then freezes before it can hear the result: node 0 must not wait
+  // for it longer than --exit-barrier-timeout (default 300 s). Heartbeats stay slow so that the
+  // freeze is not noticed as a lost node first.
+  const int port = unused_port();
+  auto node = [&](const std::string& rank, const std::string& script) {
+    return std::make_unique<NpuRunProcess>(std::vector<std::string>{
+        "--nnodes", "2", "--node-rank", rank, "--master-port", std::to_string(port),
+        "--exit-barrier-timeout", "1", "--no-python", "/bin/sh", "-c", script});
+  };
+  auto a = node("0", "echo ready; sleep 1.5; exit 0");
+  auto b = node("1", "echo ready; exit 0");
+  a->wait_for_output("ready", 1, 20s);
+  b->wait_for_output("ready", 1, 20s);
+  std::this_thread::sleep_for(300ms);  // node 1's worker has exited and it has reported
+  b->send_signal(SIGSTOP);
+  const Finished f = a->wait(20s);
+  INFO(f.err);
+  CHECK(f.exit_code == 0);
+  CHECK(f.seconds < 10);
+  CHECK_THAT(f.err, Contains("still connected 1 s after the job ended"));
+  b->send_signal(SIGCONT);
+  b->wait(20s);
+  require_no_strays(*a);
+  require_no_strays(*b);
+}

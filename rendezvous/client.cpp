@@ -22,10 +22,12 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// Backoff between connection attempts: doubles from 50 ms up to 2 s, each delay drawn
+// Backoff between connection attempts: doubles from 10 ms up to 2 s, each delay drawn
 // uniformly from half to one and a half times the nominal value so that thousands of agents
-// started together do not retry in lockstep.
-constexpr milliseconds kFirstRetry{50};
+// started together do not retry in lockstep. The first retries are short because the usual
+// refusal is node 0's agent still starting, milliseconds behind the others (a refused connect
+// on a LAN costs one RST).
+constexpr milliseconds kFirstRetry{10};
 constexpr milliseconds kMaxRetry{2'000};
 // One connect attempt may wait this long (SYNs to a host whose listen queue is full are
 // retransmitted by the kernel; cutting the attempt short would only restart that).

@@ -31,19 +31,21 @@ DEFAULT_ANCHOR = os.path.join(ROOT, "..", "shared", "anchors", "torchrun_py311.p
 MARKER = "NPU_RUN_BENCH_MARKER"
 
 
-def run_once(cmd, env):
-    """Runs cmd under GNU time to completion; returns (wall seconds, peak RSS in MB, exit code).
+def run_once(cmd, env, cpu=False):
+    """Runs cmd under GNU time to completion; returns (wall seconds, peak RSS in MB, exit code),
+    plus the CPU seconds (user + system, the launcher's and its children's) when `cpu`.
 
     Every launcher, the floor included, pays the same small cost of /usr/bin/time, so it cancels
     out of the overheads computed against the floor.
     """
     with tempfile.NamedTemporaryFile("r") as rss_file:
         start = time.perf_counter()
-        code = subprocess.call(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *cmd], env=env,
+        code = subprocess.call(["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file.name, *cmd], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
-        lines = rss_file.read().split()
-    return wall, int(lines[-1]) / 1024.0, code
+        fields = rss_file.read().split()
+    peak, user, system = int(fields[-3]) / 1024.0, float(fields[-2]), float(fields[-1])
+    return (wall, peak, code, user + system) if cpu else (wall, peak, code)
 
 
 def kill_leftovers(marker):
@@ -86,21 +88,37 @@ def launchers(args):
     }
 
 
-def bench_launch(args, env):
+def bench_launch(args, env, nproc):
     rows = {}
     for name, make in launchers(args).items():
         runs = args.runs if name.startswith("torchrun") else args.runs * 3
         walls, rss = [], []
         for i in range(runs):
-            marker = f"launch-{name}-{i}"
+            marker = f"launch-{name}-{nproc}-{i}"
             run_env = dict(env, **{MARKER: marker})
-            wall, peak, code = run_once(make(args.nproc, ["/bin/true"]), run_env)
+            wall, peak, code = run_once(make(nproc, ["/bin/true"]), run_env)
             kill_leftovers(marker)
             if code != 0:
                 sys.exit(f"{name}: launch run exited {code}")
             walls.append(wall)
             rss.append(peak)
         rows[name] = (walls, rss)
+    return rows
+
+
+def bench_idle_cpu(args, env):
+    """CPU seconds a launcher spends while 8 workers sleep --idle-seconds: its supervision cost."""
+    rows = {}
+    for name, make in launchers(args).items():
+        if name.startswith("shell"):
+            continue
+        marker = f"idle-{name}"
+        wall, peak, code, cpu = run_once(make(8, ["/bin/sleep", str(args.idle_seconds)]),
+                                         dict(env, **{MARKER: marker}), cpu=True)
+        kill_leftovers(marker)
+        if code != 0:
+            sys.exit(f"{name}: idle run exited {code}")
+        rows[name] = (wall, cpu, peak)
     return rows
 
 
@@ -136,25 +154,36 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
     parser.add_argument("--anchor", default=os.path.normpath(DEFAULT_ANCHOR))
-    parser.add_argument("--nproc", type=int, default=8)
+    parser.add_argument("--nproc", default="1,8,32", help="worker counts to launch")
+    parser.add_argument("--idle-seconds", type=float, default=10.0,
+                        help="length of the job whose supervision CPU time is measured")
     parser.add_argument("--runs", type=int, default=5, help="runs per torchrun variant (npu_run and the loop: 3x)")
     args = parser.parse_args()
     env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3")
 
-    launch = bench_launch(args, env)
+    sizes = [int(n) for n in args.nproc.split(",")]
+    launches = {n: bench_launch(args, env, n) for n in sizes}
+    idle = bench_idle_cpu(args, env)
     failure = bench_failure(args, env)
 
-    floor = statistics.median(launch["shell for-loop (floor)"][0])
-    npu_overhead = statistics.median(launch["npu_run"][0]) - floor
-    print(f"## Launch of {args.nproc} x /bin/true (median, min-max; {args.runs} runs per torchrun variant, "
-          f"{3 * args.runs} otherwise)\n")
-    print("| launcher | wall time | overhead over the for-loop | overhead vs npu_run | peak RSS |")
-    print("|---|---|---|---|---|")
-    for name, (walls, rss) in launch.items():
-        overhead = statistics.median(walls) - floor
-        ratio = "-" if name.startswith("shell") else f"{overhead / max(npu_overhead, 1e-6):.0f}x"
-        print(f"| {name} | {fmt(walls)} | {overhead * 1000:.1f} ms | {ratio} | "
-              f"{statistics.median(rss):.1f} MB ({min(rss):.1f}-{max(rss):.1f}) |")
+    for nproc, launch in launches.items():
+        floor = statistics.median(launch["shell for-loop (floor)"][0])
+        npu_overhead = statistics.median(launch["npu_run"][0]) - floor
+        print(f"## Launch of {nproc} x /bin/true (median, min-max; {args.runs} runs per torchrun "
+              f"variant, {3 * args.runs} otherwise)\n")
+        print("| launcher | wall time | overhead over the for-loop | overhead vs npu_run | peak RSS |")
+        print("|---|---|---|---|---|")
+        for name, (walls, rss) in launch.items():
+            overhead = statistics.median(walls) - floor
+            ratio = "-" if name.startswith("shell") else f"{overhead / max(npu_overhead, 1e-6):.0f}x"
+            print(f"| {name} | {fmt(walls)} | {overhead * 1000:.1f} ms | {ratio} | "
+                  f"{statistics.median(rss):.1f} MB ({min(rss):.1f}-{max(rss):.1f}) |")
+        print()
+    print(f"## Supervision cost: 8 workers sleeping {args.idle_seconds:.0f} s (one run)\n")
+    print("| launcher | CPU time (user + system) | share of one core | peak RSS |")
+    print("|---|---|---|---|")
+    for name, (wall, cpu, peak) in idle.items():
+        print(f"| {name} | {cpu * 1000:.0f} ms | {100 * cpu / wall:.2f} % | {peak:.1f} MB |")
     print("\n## Worker failure to launcher exit (4 workers; the other 3 die on SIGTERM)\n")
     print("| launcher | failure-to-exit | vs npu_run |")
     print("|---|---|---|")

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds npu_run in Release and runs every benchmark side by side with its anchors (torchrun
+# 1.13, the shell for-loop, PyTorch's TCPStore), in one run on this machine, and writes the
+# tables to docs/BENCHMARKS.md (or $BENCH_OUT).
+#
+#   scripts/bench/run_all.sh            # full sizes: about 15 minutes on 2 cores
+#   scripts/bench/run_all.sh --smoke    # each benchmark once at tiny sizes (the scripts never rot)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bench="$root/scripts/bench"
+py=/usr/bin/python3
+smoke=${1:-}
+
+bash "$root/scripts/install_deps.sh" >/dev/null
+NPU_RUN_BUILD_DIR="$root/build-release" NPU_RUN_BUILD_TYPE=Release bash "$root/scripts/build.sh" >/dev/null
+bin="$root/build-release"
+
+if [ "$smoke" = --smoke ]; then
+  out=${BENCH_OUT:-$(mktemp)}
+  single=(--nproc 1,8 --runs 1 --idle-seconds 1)
+  multi=(--sizes 2 --runs 1 --straggle 2)
+  scale=(--sizes 64 --runs 1 --small-backlog 4)
+  store=(--sizes 64 --runs 1)
+else
+  out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
+  single=(--nproc 1,8,32 --runs 5)
+  multi=(--sizes 2,4,8,16 --runs 3)
+  scale=(--sizes 256,1024,4096,16384 --runs 3)
+  store=(--sizes 256,1024,4096 --runs 3)
+fi
+
+{
+  echo "# npu_run benchmarks"
+  echo
+  echo "Written by \`scripts/bench/run_all.sh\` on $(date -u +%Y-%m-%d): every launcher ran in the"
+  echo "same invocation on the same machine, one after the other, so ratios compare like with like."
+  echo "Figures are medians with min-max in parentheses. Machine: $(nproc) cores,"
+  echo "$(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r);"
+  echo "npu_run $("$bin/npu_run" --version | awk '{print $2}') Release; torchrun from Debian's python3-torch."
+  echo
+  "$py" "$bench/single_node.py" --npu-run "$bin/npu_run" "${single[@]}"
+  echo
+  "$py" "$bench/multi_node.py" --npu-run "$bin/npu_run" "${multi[@]}"
+  echo
+  "$py" "$bench/rendezvous_scale.py" --npu-run "$bin/npu_run" --loadgen "$bin/npu_run_rdzv_loadgen" "${scale[@]}"
+  echo
+  "$py" "$bench/tcpstore_barrier.py" "${store[@]}"
+} >"$out"
+echo "benchmarks written to $out"

@@ -21,12 +21,14 @@ if [ "$smoke" = --smoke ]; then
   multi=(--sizes 2 --runs 1 --straggle 2)
   scale=(--sizes 64 --runs 1 --small-backlog 4)
   store=(--sizes 64 --runs 1)
+  train=(--runs 1)
 else
   out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
   single=(--nproc 1,8,32 --runs 5)
   multi=(--sizes 2,4,8,16 --runs 3)
   scale=(--sizes 256,1024,4096,16384 --runs 3)
   store=(--sizes 256,1024,4096 --runs 3)
+  train=(--runs 3)
 fi
 
 {
@@ -45,5 +47,7 @@ fi
   "$py" "$bench/rendezvous_scale.py" --npu-run "$bin/npu_run" --loadgen "$bin/npu_run_rdzv_loadgen" "${scale[@]}"
   echo
   "$py" "$bench/tcpstore_barrier.py" "${store[@]}"
+  echo
+  "$py" "$bench/training_start.py" --npu-run "$bin/npu_run" "${train[@]}"
 } >"$out"
 echo "benchmarks written to $out"

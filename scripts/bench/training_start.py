@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Real training start: from launch to the first DDP step of examples/train_ddp.py, 4 workers.
+
+What a user waits for before training begins: the launcher's start-up plus Python and torch
+imports, process-group set-up over gloo and the first all-reduce. The example prints
+"step   0" on rank 0 right after the first optimizer step; the clock stops when that line
+appears on the launcher's stdout. npu_run against torchrun 1.13 (monitor interval 0.1 s and 5 s:
+it only matters at exit, which is not measured here).
+
+    /usr/bin/python3 scripts/bench/training_start.py --npu-run build/npu_run [--runs 3]
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_ANCHOR = os.path.normpath(os.path.join(ROOT, "..", "shared", "anchors", "torchrun_py311.py"))
+TRAIN = os.path.join(ROOT, "examples", "train_ddp.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def time_to_first_step(cmd, env):
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    first = None
+    for line in proc.stdout:
+        if first is None and line.startswith("step   0"):
+            first = time.perf_counter() - start
+    proc.wait(timeout=300)
+    if first is None or proc.returncode != 0:
+        sys.exit(f"{cmd[0]}: no first step (exit {proc.returncode})")
+    return first
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
+    parser.add_argument("--anchor", default=DEFAULT_ANCHOR)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3", OMP_NUM_THREADS="1")
+    train = [TRAIN, "--steps", "2"]
+    launchers = {
+        "npu_run": lambda port: [args.npu_run, "--nproc-per-node", "4", "--master-port", str(port), *train],
+        "torchrun (monitor 0.1 s)": lambda port: ["/usr/bin/python3", args.anchor, "--nproc_per_node", "4",
+                                                  "--master_port", str(port), "--monitor_interval", "0.1",
+                                                  *train],
+    }
+    results = {name: [time_to_first_step(make(free_port()), env) for _ in range(args.runs)]
+               for name, make in launchers.items()}
+    print(f"## Real training start: launch to the first DDP step, 4 workers of examples/train_ddp.py "
+          f"(gloo, CPU; median, min-max of {args.runs} runs)\n")
+    print("| launcher | time to first step | vs npu_run |")
+    print("|---|---|---|")
+    ours = statistics.median(results["npu_run"])
+    for name, times in results.items():
+        print(f"| {name} | {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}) | "
+              f"{statistics.median(times) / ours:.2f}x |")
+    print("\nMost of this is Python and torch start-up in each worker, the same under any launcher; "
+          "the difference is the launcher's own share.")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,7 @@ packages=(
   procps iproute2 time                        # time: peak RSS in scripts/bench
   slurmctld slurmd slurm-client munge         # the real Slurm of tests/e2e/slurm_e2e.sh
   openmpi-bin                                 # mpirun for tests/e2e/mpi_e2e.sh
+  python3-matplotlib                          # plots of scripts/bench/run_all.sh
 )
 
 missing=()
@@ -29,4 +30,6 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install_deps: installing ${missing[*]}"
 "${sudo_cmd[@]}" apt-get update -q
-DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The whole list, not only what is missing: alone, python3-matplotlib makes apt's resolver pick
+# libboost1.74-dev, which conflicts with the installed 1.81; naming 1.81 keeps it.
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${packages[@]}"

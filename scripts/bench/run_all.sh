@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds npu_run in Release and runs every benchmark side by side with its anchors (torchrun
 # 1.13, the shell for-loop, PyTorch's TCPStore), in one run on this machine, and writes the
-# tables to docs/BENCHMARKS.md (or $BENCH_OUT).
+# tables to docs/BENCHMARKS.md (or $BENCH_OUT), with PNG figures drawn from those tables next to
+# it (bench/*.png).
 #
 #   scripts/bench/run_all.sh            # full sizes: about 15 minutes on 2 cores
 #   scripts/bench/run_all.sh --smoke    # each benchmark once at tiny sizes (the scripts never rot)
@@ -16,8 +17,8 @@ NPU_RUN_BUILD_DIR="$root/build-release" NPU_RUN_BUILD_TYPE=Release bash "$root/s
 bin="$root/build-release"
 
 if [ "$smoke" = --smoke ]; then
-  out=${BENCH_OUT:-$(mktemp)}
-  single=(--nproc 1,8 --runs 1 --idle-seconds 1)
+  out=${BENCH_OUT:-$(mktemp -d)/BENCHMARKS.md}
+  single=(--nproc 1,8 --runs 1 --idle-seconds 1 --idle-runs 1)
   multi=(--sizes 2 --runs 1 --straggle 2)
   scale=(--sizes 64 --runs 1 --small-backlog 4)
   store=(--sizes 64 --runs 1)
@@ -50,4 +51,10 @@ fi
   echo
   "$py" "$bench/training_start.py" --npu-run "$bin/npu_run" "${train[@]}"
 } >"$out"
+{
+  echo
+  "$py" "$bench/plots.py" "$out" "$(dirname "$out")/bench"
+} >>"$out.figures"
+cat "$out.figures" >>"$out"
+rm -f "$out.figures"
 echo "benchmarks written to $out"

@@ -112,13 +112,18 @@ def bench_idle_cpu(args, env):
     for name, make in launchers(args).items():
         if name.startswith("shell"):
             continue
-        marker = f"idle-{name}"
-        wall, peak, code, cpu = run_once(make(8, ["/bin/sleep", str(args.idle_seconds)]),
-                                         dict(env, **{MARKER: marker}), cpu=True)
-        kill_leftovers(marker)
-        if code != 0:
-            sys.exit(f"{name}: idle run exited {code}")
-        rows[name] = (wall, cpu, peak)
+        shares, peaks, cpus = [], [], []
+        for i in range(args.idle_runs):
+            marker = f"idle-{name}-{i}"
+            wall, peak, code, cpu = run_once(make(8, ["/bin/sleep", str(args.idle_seconds)]),
+                                             dict(env, **{MARKER: marker}), cpu=True)
+            kill_leftovers(marker)
+            if code != 0:
+                sys.exit(f"{name}: idle run exited {code}")
+            shares.append(cpu / wall)
+            cpus.append(cpu)
+            peaks.append(peak)
+        rows[name] = (cpus, shares, peaks)
     return rows
 
 
@@ -157,6 +162,7 @@ def main():
     parser.add_argument("--nproc", default="1,8,32", help="worker counts to launch")
     parser.add_argument("--idle-seconds", type=float, default=10.0,
                         help="length of the job whose supervision CPU time is measured")
+    parser.add_argument("--idle-runs", type=int, default=3)
     parser.add_argument("--runs", type=int, default=5, help="runs per torchrun variant (npu_run and the loop: 3x)")
     args = parser.parse_args()
     env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3")
@@ -179,11 +185,13 @@ def main():
             print(f"| {name} | {fmt(walls)} | {overhead * 1000:.1f} ms | {ratio} | "
                   f"{statistics.median(rss):.1f} MB ({min(rss):.1f}-{max(rss):.1f}) |")
         print()
-    print(f"## Supervision cost: 8 workers sleeping {args.idle_seconds:.0f} s (one run)\n")
+    print(f"## Supervision cost: 8 workers sleeping {args.idle_seconds:.0f} s (median, min-max of "
+          f"{args.idle_runs} runs)\n")
     print("| launcher | CPU time (user + system) | share of one core | peak RSS |")
     print("|---|---|---|---|")
-    for name, (wall, cpu, peak) in idle.items():
-        print(f"| {name} | {cpu * 1000:.0f} ms | {100 * cpu / wall:.2f} % | {peak:.1f} MB |")
+    for name, (cpus, shares, peaks) in idle.items():
+        print(f"| {name} | {fmt(cpus, 'ms', 1000.0)} | {fmt(shares, '%', 100.0)} | "
+              f"{fmt(peaks, 'MB', 1.0)} |")
     print("\n## Worker failure to launcher exit (4 workers; the other 3 die on SIGTERM)\n")
     print("| launcher | failure-to-exit | vs npu_run |")
     print("|---|---|---|")

@@ -25,9 +25,11 @@ import sys
 import tempfile
 import time
 
+from anchors import torchrun_anchor
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_ANCHOR = os.path.normpath(os.path.join(ROOT, "..", "shared", "anchors", "torchrun_py311.py"))
+DEFAULT_ANCHOR = torchrun_anchor()
 MARKER = "NPU_RUN_BENCH_MARKER"
 
 

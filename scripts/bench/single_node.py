@@ -25,9 +25,11 @@ import sys
 import tempfile
 import time
 
+from anchors import torchrun_anchor
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_ANCHOR = os.path.join(ROOT, "..", "shared", "anchors", "torchrun_py311.py")
+DEFAULT_ANCHOR = torchrun_anchor()
 MARKER = "NPU_RUN_BENCH_MARKER"
 
 
@@ -158,7 +160,7 @@ def bench_failure(args, env):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
-    parser.add_argument("--anchor", default=os.path.normpath(DEFAULT_ANCHOR))
+    parser.add_argument("--anchor", default=DEFAULT_ANCHOR)
     parser.add_argument("--nproc", default="1,8,32", help="worker counts to launch")
     parser.add_argument("--idle-seconds", type=float, default=10.0,
                         help="length of the job whose supervision CPU time is measured")

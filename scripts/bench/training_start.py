@@ -18,9 +18,11 @@ import subprocess
 import sys
 import time
 
+from anchors import torchrun_anchor
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_ANCHOR = os.path.normpath(os.path.join(ROOT, "..", "shared", "anchors", "torchrun_py311.py"))
+DEFAULT_ANCHOR = torchrun_anchor()
 TRAIN = os.path.join(ROOT, "examples", "train_ddp.py")
 
 

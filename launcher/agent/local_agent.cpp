@@ -296,6 +296,11 @@ struct LocalAgent::Impl {
       }
     }
     rendezvous.report(report);
+    // A node done first stays until the job's result is known (exit barrier): say so, or a
+    // finished node that does not exit looks hung.
+    if (report.outcome == rdzv::Outcome::kSucceeded && assignment.nnodes > 1)
+      spdlog::info(
+          "this node's workers exited 0; waiting for the job's result from the other nodes");
   }
 
   void on_decided(const rdzv::Decision& d) {

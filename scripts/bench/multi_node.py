@@ -18,25 +18,18 @@ node, the others run until their workers end on their own, which --straggle boun
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from anchors import torchrun_anchor
+from bench_common import MARKER, free_port, kill_leftovers, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_ANCHOR = torchrun_anchor()
-MARKER = "NPU_RUN_BENCH_MARKER"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def agent_commands(args, name, n, port, worker):
@@ -55,16 +48,6 @@ def agent_commands(args, name, n, port, worker):
              f"127.0.0.1:{port}", "--rdzv_id", f"bench{port}", *common, "--no_python", *worker]
             for _ in range(n)]
 
-
-def kill_leftovers(marker):
-    needle = f"{MARKER}={marker}".encode()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle + b"\0" in f.read() + b"\0":
-                    os.kill(int(pid), 9)
-        except (OSError, ProcessLookupError):
-            pass
 
 
 def run_job(commands, env, timeout):

@@ -24,14 +24,11 @@ import sys
 import tempfile
 import time
 
+from bench_common import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENTS_PER_PROCESS = 4096  # well under the open-files limit of one load-generator process
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port, timeout=10.0):

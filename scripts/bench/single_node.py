@@ -25,12 +25,11 @@ import sys
 import tempfile
 import time
 
-from anchors import torchrun_anchor
+from bench_common import MARKER, kill_leftovers, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_ANCHOR = torchrun_anchor()
-MARKER = "NPU_RUN_BENCH_MARKER"
 
 
 def run_once(cmd, env, cpu=False):
@@ -49,17 +48,6 @@ def run_once(cmd, env, cpu=False):
     peak, user, system = int(fields[-3]) / 1024.0, float(fields[-2]), float(fields[-1])
     return (wall, peak, code, user + system) if cpu else (wall, peak, code)
 
-
-def kill_leftovers(marker):
-    """Kills processes that carry this run's marker (torchrun leaves none here, but be sure)."""
-    needle = f"{MARKER}={marker}".encode()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle + b"\0" in f.read() + b"\0":
-                    os.kill(int(pid), 9)
-        except (OSError, ProcessLookupError):
-            pass
 
 
 def summary(values):

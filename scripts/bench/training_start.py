@@ -12,24 +12,18 @@ it only matters at exit, which is not measured here).
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-from anchors import torchrun_anchor
+from bench_common import free_port, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_ANCHOR = torchrun_anchor()
 TRAIN = os.path.join(ROOT, "examples", "train_ddp.py")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def time_to_first_step(cmd, env):

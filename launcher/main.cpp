@@ -1,5 +1,7 @@
 // npu_run entry point: parse the command line, then run the chosen command.
+#include <cstring>
 #include <iostream>
+#include <string_view>
 
 #include "commands/commands.hpp"
 #include "npu_run/usage_error.hpp"
@@ -24,10 +26,28 @@ int run_guarded(Command command) {
   }
 }
 
+// `--rdzv-token SECRET` would show in `ps` for as long as the agent runs. The arguments were copied
+// into `args` before parsing, so the originals (what /proc/PID/cmdline shows) can be blanked.
+// Workers never see them: their command lines are built from the parsed copy.
+void hide_token_arguments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    for (const std::string_view flag : {"--rdzv-token", "--rdzv_token"}) {
+      if (arg == flag && i + 1 < argc) {
+        std::memset(argv[i + 1], '*', std::strlen(argv[i + 1]));
+      } else if (arg.size() > flag.size() &&
+                 arg.substr(0, flag.size() + 1) == std::string(flag) + "=") {
+        std::memset(argv[i] + flag.size() + 1, '*', arg.size() - flag.size() - 1);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  hide_token_arguments(argc, argv);
   if (!args.empty() && args.front() == "rdzv-server") {
     auto parsed = npu_run::parse_server_command({args.begin() + 1, args.end()});
     if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed)) return report_early_exit(*early);

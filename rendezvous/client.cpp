@@ -10,6 +10,7 @@
 #include <deque>
 #include <random>
 
+#include "npu_run/rdzv_auth.hpp"
 #include "npu_run/rdzv_client.hpp"
 #include "npu_run/rdzv_protocol.hpp"
 
@@ -174,8 +175,12 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     local_addr = socket.local_endpoint(ec).address().to_string();
     spdlog::debug("connected to the rendezvous server at {} from {}", endpoint(), local_addr);
     ++connection;
+    challenged = false;
     read();
-    send(options.hello);
+    Hello hello = options.hello;
+    hello.nonce = options.token.empty() ? "" : random_nonce();
+    agent_nonce = hello.nonce;
+    send(hello);
     // No welcome in time: a half-open connection (see drop_and_retry) or a program that is not
     // an npu_run server; either way, another attempt.
     const milliseconds wait = std::min(options.welcome_timeout, time_left());
@@ -262,7 +267,18 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
                        error->message));
       return;
     }
+    if (const auto* challenge = std::get_if<Challenge>(&message)) {
+      answer(*challenge);
+      return;
+    }
     if (const auto* welcome = std::get_if<Welcome>(&message)) {
+      if (!options.token.empty() && !challenged) {
+        fail(fmt::format(
+            "the rendezvous server at {} accepted this agent without asking for the token this "
+            "agent has; it is not this job's server, or it was started without the token",
+            endpoint()));
+        return;
+      }
       heartbeat_interval = milliseconds(welcome->heartbeat_interval_ms);
       heartbeat_timeout = milliseconds(welcome->heartbeat_timeout_ms);
       welcomed = true;
@@ -279,6 +295,33 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     watch(heartbeat_timeout, "sent nothing for longer than the heartbeat timeout");
     if (std::holds_alternative<HeartbeatAck>(message)) return;
     if (handlers.message) handlers.message(message);
+  }
+
+  // The server proves it knows the token before this agent answers, so that a stranger on the
+  // port learns nothing and cannot pose as the job's server.
+  void answer(const Challenge& challenge) {
+    if (welcomed || challenged) {
+      fail(fmt::format("the rendezvous server at {} sent an unexpected challenge", endpoint()));
+      return;
+    }
+    if (options.token.empty()) {
+      fail(fmt::format(
+          "the rendezvous server at {} requires a token and this agent has none; give every node "
+          "the same token (--rdzv-token-file, NPU_RUN_RDZV_TOKEN or --rdzv-token)",
+          endpoint()));
+      return;
+    }
+    const std::string expected =
+        server_proof(options.token, options.hello.run_id, agent_nonce, challenge.nonce);
+    if (!proofs_match(expected, challenge.proof)) {
+      fail(fmt::format(
+          "the rendezvous server at {} does not know this agent's token (its proof did not "
+          "match); give every node the same token",
+          endpoint()));
+      return;
+    }
+    challenged = true;
+    send(Auth{agent_proof(options.token, options.hello.run_id, challenge.nonce, agent_nonce)});
   }
 
   void heartbeat() {
@@ -355,6 +398,8 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   milliseconds heartbeat_interval{5'000};
   milliseconds heartbeat_timeout{30'000};
   uint64_t connection = 0;  // counts connections, so callbacks of a dropped one can tell
+  std::string agent_nonce;  // of the current connection's hello
+  bool challenged = false;  // the current connection's server proved it knows the token
   bool welcomed = false;
   bool done = false;
   bool closing = false;

@@ -20,9 +20,20 @@ rdzv::NodeInfo this_node(const LaunchConfig& cfg, const std::string& host, const
   return node;
 }
 
+namespace {
+
+// In-process, this agent is its own server: there is nobody to authenticate.
+rdzv::JobSettings untokened(rdzv::JobSettings s) {
+  s.token.clear();
+  return s;
+}
+
+}  // namespace
+
 rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
   rdzv::JobSettings s;
   s.run_id = cfg.run_id;
+  s.token = cfg.rdzv_token;
   s.min_nodes = cfg.min_nodes;
   s.max_nodes = cfg.max_nodes;
   s.max_restarts = cfg.max_restarts;
@@ -87,7 +98,7 @@ LocalRendezvous::LocalRendezvous(boost::asio::io_context& io, const LaunchConfig
       cfg_(cfg),
       host_(std::move(host)),
       worker_port_(io, ports_to_avoid(hccl_if_base_port, cfg.master_port)),
-      state_(job_settings(cfg), rdzv::Clock::now()) {}
+      state_(untokened(job_settings(cfg)), rdzv::Clock::now()) {}
 
 void LocalRendezvous::start(Handlers handlers) {
   handlers_ = std::move(handlers);

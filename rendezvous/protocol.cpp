@@ -205,7 +205,9 @@ json client_json(const ClientMessage& message) {
                   {"magic", m.magic},
                   {"version", m.version},
                   {"run_id", m.run_id},
-                  {"token", m.token}};
+                  {"nonce", m.nonce}};
+        } else if constexpr (std::is_same_v<T, Auth>) {
+          return {{"type", "auth"}, {"proof", m.proof}};
         } else if constexpr (std::is_same_v<T, Join>) {
           json j{{"type", "join"},
                  {"node", to_json(m.node)},
@@ -236,8 +238,9 @@ ClientMessage client_from(const json& j) {
   const std::string type = f.text("type", 32);
   if (type == "hello") {
     return Hello{f.text("magic", 64), static_cast<int>(f.integer("version", 0, 1'000'000)),
-                 f.text("run_id", Limits::kMaxRunId), f.text("token", Limits::kMaxToken, false)};
+                 f.text("run_id", Limits::kMaxRunId), f.text("nonce", Limits::kMaxNonce, false)};
   }
+  if (type == "auth") return Auth{f.text("proof", Limits::kMaxNonce)};
   if (type == "join") {
     Join m;
     m.node = node_from(f.object("node"));
@@ -325,6 +328,8 @@ json server_json(const ServerMessage& message) {
                  {"membership_change", m.membership_change}};
           if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
           return j;
+        } else if constexpr (std::is_same_v<T, Challenge>) {
+          return {{"type", "challenge"}, {"ok", true}, {"nonce", m.nonce}, {"proof", m.proof}};
         } else {
           return {{"type", "heartbeat_ack"}, {"ok", true}};
         }
@@ -391,6 +396,8 @@ ServerMessage server_from(const json& j) {
     return m;
   }
   if (type == "heartbeat_ack") return HeartbeatAck{};
+  if (type == "challenge")
+    return Challenge{f.text("nonce", Limits::kMaxNonce), f.text("proof", Limits::kMaxNonce)};
   f.fail(fmt::format("has an unknown type '{}'", type));
 }
 

@@ -14,6 +14,7 @@
 #include "npu_run/kernel_limits.hpp"
 #include "npu_run/rdzv_protocol.hpp"
 #include "npu_run/rdzv_server.hpp"
+#include "stranger_log.hpp"
 
 namespace npu_run::rdzv {
 
@@ -29,6 +30,10 @@ void raise_open_files_limit() {
     limit.rlim_cur = limit.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+double seconds(milliseconds d) {
+  return std::chrono::duration<double>(d).count();
 }
 
 std::string describe(const FailureReport& f) {
@@ -64,17 +69,38 @@ class Session : public std::enable_shared_from_this<Session> {
       std::function<void(ClientId, std::vector<std::string>&, std::optional<ProtocolError>)>;
   using CloseHandler = std::function<void(ClientId)>;
 
-  Session(tcp::socket socket, ClientId id) : socket_(std::move(socket)), id_(id) {}
+  using TimeoutHandler = std::function<void(ClientId)>;
 
-  void start(FrameHandler on_frames, CloseHandler on_close) {
+  Session(tcp::socket socket, ClientId id)
+      : socket_(std::move(socket)), id_(id), handshake_deadline_(socket_.get_executor()) {}
+
+  void start(FrameHandler on_frames, CloseHandler on_close, milliseconds handshake_timeout,
+             TimeoutHandler on_handshake_timeout) {
     on_frames_ = std::move(on_frames);
     on_close_ = std::move(on_close);
     boost::system::error_code ec;
     const auto remote = socket_.remote_endpoint(ec);
     peer_ = ec ? "unknown peer" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
     socket_.set_option(tcp::no_delay(true), ec);
+    handshake_deadline_.expires_after(handshake_timeout);
+    handshake_deadline_.async_wait(
+        [weak = std::weak_ptr<Session>(shared_from_this()),
+         handler = std::move(on_handshake_timeout)](boost::system::error_code wait_ec) {
+          auto self = weak.lock();
+          if (wait_ec || !self || self->closed_ || self->authenticated_) return;
+          handler(self->id_);
+        });
     read();
   }
+
+  // Welcomed: the agent may now send full-size frames, and its liveness is the state machine's
+  // heartbeat deadline instead of the handshake deadline.
+  void authenticate() {
+    authenticated_ = true;
+    decoder_.set_max_frame(Limits::kMaxClientFrame);
+    handshake_deadline_.cancel();
+  }
+  bool authenticated() const { return authenticated_; }
 
   void send(std::shared_ptr<const std::string> frame, bool close_after) {
     if (closed_) return;
@@ -86,6 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    handshake_deadline_.cancel();
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -133,8 +160,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string peer_;
   // Agents' frames are small: a 1 KiB read buffer keeps 16k idle sessions cheap.
   std::array<char, 1024> buffer_{};
-  FrameDecoder decoder_{Limits::kMaxClientFrame};
+  FrameDecoder decoder_{Limits::kMaxHandshakeFrame};
+  asio::steady_timer handshake_deadline_;
   std::deque<std::shared_ptr<const std::string>> queue_;
+  bool authenticated_ = false;
   bool close_after_ = false;
   bool closed_ = false;
   FrameHandler on_frames_;
@@ -225,6 +254,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     const ClientId id = next_id++;
     auto session = std::make_shared<Session>(std::move(socket), id);
     sessions.emplace(id, session);
+    handshaking.push_back(id);
+    ++handshaking_count;
     std::weak_ptr<Impl> weak = shared_from_this();
     session->start(
         [weak](ClientId from, std::vector<std::string>& frames,
@@ -233,7 +264,61 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         },
         [weak](ClientId closed) {
           if (auto self = weak.lock()) self->on_closed(closed);
+        },
+        options.handshake_timeout,
+        [weak](ClientId late) {
+          if (auto self = weak.lock()) {
+            self->drop_stranger(
+                late, fmt::format(
+                          "no {} within {:.1f} s",
+                          self->state.settings().token.empty() ? "hello" : "hello and token proof",
+                          seconds(self->options.handshake_timeout)));
+          }
         });
+    if (handshaking_count > handshake_cap()) evict_oldest_stranger();
+  }
+
+  size_t handshake_cap() const {
+    if (options.max_unauthenticated > 0) return options.max_unauthenticated;
+    return std::max<size_t>(1024, 2 * static_cast<size_t>(state.settings().max_nodes));
+  }
+
+  // Over the cap the oldest handshake goes, not the newest: a real agent's handshake takes a
+  // round trip or two, so it is never the oldest for long, while idle strangers always are.
+  void evict_oldest_stranger() {
+    while (!handshaking.empty()) {
+      const ClientId oldest = handshaking.front();
+      handshaking.pop_front();
+      const auto it = sessions.find(oldest);
+      if (it == sessions.end() || it->second->authenticated()) continue;  // gone or welcomed
+      drop_stranger(oldest, fmt::format("more than {} connections without a finished handshake; "
+                                        "closed the oldest",
+                                        handshake_cap()));
+      return;
+    }
+  }
+
+  void drop_stranger(ClientId id, const std::string& why) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    strangers.record(fmt::format("dropped {}: {}", it->second->peer(), why), Clock::now());
+    dropping = id;  // on_closed: we hung up, not the peer
+    it->second->close();
+    dropping = 0;
+  }
+
+  // Welcomed connections leave the handshake count; the queue forgets them lazily.
+  void mark_authenticated(ClientId id) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end() || it->second->authenticated()) return;
+    it->second->authenticate();
+    --handshaking_count;
+    if (handshaking.size() > 2 * handshaking_count + 1024) {
+      std::erase_if(handshaking, [this](ClientId h) {
+        const auto s = sessions.find(h);
+        return s == sessions.end() || s->second->authenticated();
+      });
+    }
   }
 
   void on_frames(ClientId from, std::vector<std::string>& frames,
@@ -250,7 +335,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (error) {
       const auto it = sessions.find(from);
       if (it != sessions.end()) {
-        spdlog::warn("rendezvous server: dropping {}: {}", it->second->peer(), error->message);
+        if (it->second->authenticated())
+          spdlog::warn("rendezvous server: dropping {}: {}", it->second->peer(), error->message);
+        else
+          strangers.record(fmt::format("dropped {}: {}", it->second->peer(), error->message),
+                           Clock::now());
         auto frame = std::make_shared<const std::string>(
             encode_frame(encode(ServerMessage{ErrorReply{error->code, error->message}})));
         it->second->send(frame, true);
@@ -259,6 +348,17 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void on_closed(ClientId id) {
+    const auto it = sessions.find(id);
+    if (it != sessions.end() && !it->second->authenticated()) {
+      --handshaking_count;
+      // An agent with another token hangs up here: it checks the server's proof first.
+      if (state.awaiting_proof(id) && id != dropping) {
+        strangers.record(fmt::format("{} hung up instead of proving the token: it has a different "
+                                     "token, or is not an npu_run agent",
+                                     it->second->peer()),
+                         Clock::now());
+      }
+    }
     sessions.erase(id);
     dispatch(state.on_disconnect(id, Clock::now()));
     check_done();
@@ -267,6 +367,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void dispatch(std::vector<Outgoing> outgoing) {
     for (Outgoing& o : outgoing) {
       log(o);
+      if (std::holds_alternative<Welcome>(o.message)) {
+        for (ClientId id : o.to) mark_authenticated(id);
+      }
       // Serialized once; every recipient's queue shares the same bytes.
       auto frame = std::make_shared<const std::string>(encode_frame(encode(o.message)));
       for (ClientId id : o.to) {
@@ -310,7 +413,15 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
               spdlog::info("job ended with exit code {}", m.exit_code);
             }
           } else if constexpr (std::is_same_v<T, ErrorReply>) {
-            spdlog::warn("rendezvous server: refused an agent: {}", m.message);
+            const auto it = o.to.size() == 1 ? sessions.find(o.to.front()) : sessions.end();
+            if (it == sessions.end()) {
+              spdlog::warn("rendezvous server: refused an agent: {}", m.message);
+            } else if (it->second->authenticated()) {
+              spdlog::warn("rendezvous server: refused {}: {}", it->second->peer(), m.message);
+            } else {
+              strangers.record(fmt::format("refused {}: {}", it->second->peer(), m.message),
+                               Clock::now());
+            }
           }
         },
         o.message);
@@ -322,6 +433,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         [weak = std::weak_ptr<Impl>(shared_from_this())](boost::system::error_code ec) {
           auto self = weak.lock();
           if (ec || !self || self->stopped) return;
+          self->strangers.flush(Clock::now());
           self->dispatch(self->state.on_tick(Clock::now()));
           self->schedule_tick();
         });
@@ -334,6 +446,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void shutdown() {
     if (stopped) return;
     stopped = true;
+    strangers.flush(Clock::now(), true);  // what was only counted so far
     boost::system::error_code ignored;
     acceptor.close(ignored);
     tick_timer.cancel();
@@ -359,6 +472,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer retry_timer;
   asio::steady_timer barrier_timer;
   std::unordered_map<ClientId, std::shared_ptr<Session>> sessions;
+  // Connections in their handshake, oldest first (welcomed or closed ones are skipped lazily).
+  std::deque<ClientId> handshaking;
+  size_t handshaking_count = 0;
+  ClientId dropping = 0;  // the stranger being closed by drop_stranger()
+  StrangerLog strangers{std::chrono::seconds(5)};
   ClientId next_id = 1;
   int listen_backlog = 0;
   bool finished = false;

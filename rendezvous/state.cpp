@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "npu_run/rdzv_auth.hpp"
 #include "npu_run/rdzv_state.hpp"
 
 namespace npu_run::rdzv {
@@ -37,6 +38,7 @@ const char* phase_name(RendezvousState::Phase phase) {
 
 RendezvousState::RendezvousState(JobSettings settings, Clock::time_point now)
     : settings_(std::move(settings)),
+      nonce_source_(random_nonce),
       joining_since_(now),
       next_progress_(now + settings_.progress_interval) {}
 
@@ -54,10 +56,14 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   now_ = now;
   Client& client = clients_[from];
   client.last_seen = now;
+  if (const auto* auth = std::get_if<Auth>(&message)) return on_auth(from, *auth);
   if (!client.greeted && !std::holds_alternative<Hello>(message)) {
     clients_.erase(from);
     return {
-        reject(from, "protocol_order", fmt::format("'{}' before 'hello'", message_name(message)))};
+        reject(from, "protocol_order",
+               fmt::format("'{}' before the welcome (first 'hello', then 'auth' when the job has a "
+                           "token)",
+                           message_name(message)))};
   }
   if (const auto* hello = std::get_if<Hello>(&message)) return on_hello(from, *hello);
   if (const auto* join = std::get_if<Join>(&message)) return on_join(from, *join, now);
@@ -71,7 +77,8 @@ std::vector<Outgoing> RendezvousState::on_hello(ClientId from, const Hello& hell
     return std::vector<Outgoing>{reject(from, code, std::move(text))};
   };
   Client& client = clients_[from];
-  if (client.greeted) return refuse("protocol_order", "'hello' sent twice");
+  if (client.greeted || !client.server_nonce.empty())
+    return refuse("protocol_order", "'hello' sent twice");
   if (hello.magic != kMagic) {
     return refuse("bad_magic",
                   "this is not an npu_run agent (wrong magic); is another program using the port?");
@@ -88,16 +95,61 @@ std::vector<Outgoing> RendezvousState::on_hello(ClientId from, const Hello& hell
                               "node the same --run-id",
                               hello.run_id, settings_.run_id));
   }
-  if (hello.token != settings_.token) {
-    return refuse(
-        "bad_token",
-        "the rendezvous token does not match the server's; give every node the same token");
+  if (settings_.token.empty() && !hello.nonce.empty()) {
+    return refuse("unexpected_token",
+                  "the agent has a rendezvous token but this job's server has none; give every "
+                  "node the same token (--rdzv-token-file, NPU_RUN_RDZV_TOKEN or --rdzv-token), "
+                  "or none to all");
   }
-  client.greeted = true;
-  return {
-      Outgoing{{from},
-               Welcome{settings_.heartbeat_interval.count(), settings_.heartbeat_timeout.count()},
-               false}};
+  if (settings_.token.empty()) return {welcome(from)};
+  if (hello.nonce.empty()) {
+    return refuse("missing_token",
+                  "this job needs a rendezvous token and the agent has none; give every node the "
+                  "same token (--rdzv-token-file, NPU_RUN_RDZV_TOKEN or --rdzv-token)");
+  }
+  client.agent_nonce = hello.nonce;
+  client.server_nonce = nonce_source_();
+  return {Outgoing{
+      {from},
+      Challenge{client.server_nonce, server_proof(settings_.token, settings_.run_id,
+                                                  client.agent_nonce, client.server_nonce)},
+      false}};
+}
+
+std::vector<Outgoing> RendezvousState::on_auth(ClientId from, const Auth& auth) {
+  Client& client = clients_[from];
+  if (client.greeted || client.server_nonce.empty()) {
+    clients_.erase(from);
+    return {reject(from, "protocol_order", "'auth' without an outstanding challenge")};
+  }
+  const std::string expected =
+      agent_proof(settings_.token, settings_.run_id, client.server_nonce, client.agent_nonce);
+  if (!proofs_match(expected, auth.proof)) {
+    clients_.erase(from);
+    return {reject(from, "bad_token",
+                   "the agent's rendezvous token differs from the server's (its proof did not "
+                   "match); give every node the same token")};
+  }
+  client.agent_nonce.clear();
+  return {welcome(from)};
+}
+
+Outgoing RendezvousState::welcome(ClientId to) {
+  clients_[to].greeted = true;
+  return Outgoing{
+      {to},
+      Welcome{settings_.heartbeat_interval.count(), settings_.heartbeat_timeout.count()},
+      false};
+}
+
+bool RendezvousState::awaiting_proof(ClientId id) const {
+  const auto it = clients_.find(id);
+  return it != clients_.end() && !it->second.greeted && !it->second.server_nonce.empty();
+}
+
+bool RendezvousState::authenticated(ClientId id) const {
+  const auto it = clients_.find(id);
+  return it != clients_.end() && it->second.greeted;
 }
 
 std::string RendezvousState::describe_seats() const {

@@ -18,6 +18,7 @@ rdzv::ClientOptions client_options(const LaunchConfig& cfg) {
   options.server_port = cfg.master_port;
   options.connect_timeout = cfg.rdzv_timeout;
   options.hello = rdzv::Hello{rdzv::kMagic, rdzv::kProtocolVersion, cfg.run_id, ""};
+  options.token = cfg.rdzv_token;
   return options;
 }
 

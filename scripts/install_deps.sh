@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake
   libboost1.81-dev libboost-system1.81-dev   # Boost.Asio + Boost.Process v2 (headers)
+  libssl-dev                                  # libcrypto: HMAC of the rendezvous token
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   python3-torch                               # examples/ and end-to-end tests (gloo on CPU)
   procps iproute2 time                        # time: peak RSS in scripts/bench

@@ -59,8 +59,16 @@ struct LaunchConfig {
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds heartbeat_timeout{30'000};  // silence that counts as a lost peer
   std::chrono::milliseconds exit_barrier_timeout{300'000};
+  // rdzv-conf read_timeout: a new rendezvous connection must finish its handshake within this.
+  std::chrono::milliseconds rdzv_handshake_timeout{10'000};
   std::string run_id = "none";
   std::string role = "default";
+  // The rendezvous token (rdzv_token.hpp); empty: none. Never logged, never given to workers.
+  std::string rdzv_token;
+  std::string rdzv_token_source;  // where it came from, for the log: "--rdzv-token-file /x"
+  // Inside a Slurm step without a token: derive_job_token(secret, job) when the agent starts.
+  std::string rdzv_token_secret;
+  std::string rdzv_token_job;
 
   // Supervision.
   int max_restarts = 0;

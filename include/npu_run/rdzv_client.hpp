@@ -21,7 +21,8 @@ struct ClientOptions {
   int server_port = 29500;
   std::chrono::milliseconds connect_timeout{900'000};  // keep retrying until this has passed
   std::chrono::milliseconds welcome_timeout{10'000};   // per connection: then a new one
-  Hello hello;
+  Hello hello;                                         // its nonce is filled in per connection
+  std::string token;                                   // the job's rendezvous token; empty: none
 };
 
 class RendezvousClient {

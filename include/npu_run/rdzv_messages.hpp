@@ -11,7 +11,8 @@
 namespace npu_run::rdzv {
 
 inline constexpr const char* kMagic = "npu_run-rdzv";
-inline constexpr int kProtocolVersion = 1;
+// 2: the token is proven by an HMAC challenge (challenge/auth) instead of sent in the hello.
+inline constexpr int kProtocolVersion = 2;
 
 // npu_run's exit status when the rendezvous fails: timeout, a conflict between agents, a lost
 // server, or a node lost mid-job. Distinct from worker exit codes people actually use.
@@ -49,7 +50,13 @@ struct Hello {
   std::string magic;
   int version = 0;
   std::string run_id;
-  std::string token;  // empty: none
+  // The agent's half of the challenge when it has a token (see rdzv_auth.hpp); empty: no token.
+  std::string nonce;
+};
+
+// The answer to a Challenge: proves the agent knows the token.
+struct Auth {
+  std::string proof;
 };
 
 struct Join {
@@ -78,7 +85,7 @@ struct Report {
   bool leaving = false;
 };
 
-using ClientMessage = std::variant<Hello, Join, Heartbeat, Report>;
+using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth>;
 
 // ---- server -> agent ----
 
@@ -139,17 +146,23 @@ struct Decision {
 
 struct HeartbeatAck {};
 
-using ServerMessage =
-    std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision, HeartbeatAck>;
+// The job has a token: the server's nonce and its proof that it knows the token too.
+struct Challenge {
+  std::string nonce;
+  std::string proof;
+};
+
+using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
+                                   HeartbeatAck, Challenge>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello", "join", "heartbeat", "report"};
+  static const char* const kNames[] = {"hello", "join", "heartbeat", "report", "auth"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
-  static const char* const kNames[] = {"welcome", "error",    "progress",     "assigned",
-                                       "stop",    "decision", "heartbeat_ack"};
+  static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
+                                       "stop",    "decision", "heartbeat_ack", "challenge"};
   return kNames[message.index()];
 }
 

@@ -18,10 +18,12 @@ namespace npu_run::rdzv {
 struct Limits {
   // Agents send small frames; the server's answers can carry the peer table of a large job.
   static constexpr size_t kMaxClientFrame = 64 * 1024;
+  // Until it has been welcomed a connection may only say hello and auth, which are far smaller.
+  static constexpr size_t kMaxHandshakeFrame = 1024;
   static constexpr size_t kMaxServerFrame = 64 * 1024 * 1024;
   static constexpr size_t kMaxName = 255;  // host names, addresses
   static constexpr size_t kMaxRunId = 128;
-  static constexpr size_t kMaxToken = 4096;
+  static constexpr size_t kMaxNonce = 64;      // hex digits, also of proofs (HMAC-SHA256)
   static constexpr size_t kMaxText = 4096;     // descriptions, error messages
   static constexpr size_t kMaxDevices = 4096;  // entries in device and device-ip lists
   static constexpr int kMaxNodes = 1'000'000;
@@ -43,6 +45,8 @@ class FrameDecoder {
   // length prefix exceeds the limit: the length is checked before the payload is buffered.
   std::optional<ProtocolError> feed(std::string_view data, std::vector<std::string>& frames);
   size_t buffered() const { return buffer_.size(); }
+  // Frames whose length prefix has not arrived yet are checked against the new limit.
+  void set_max_frame(size_t max_frame) { max_frame_ = max_frame; }
 
  private:
   size_t max_frame_;

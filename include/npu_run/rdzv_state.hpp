@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,7 +30,8 @@ using std::chrono::milliseconds;
 
 struct JobSettings {
   std::string run_id = "none";
-  std::string token;  // empty: agents must not send one either
+  // Shared secret agents must prove they know (rdzv_auth.hpp); empty: agents must have none.
+  std::string token;
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
@@ -51,6 +53,8 @@ class RendezvousState {
   enum class Phase { kJoining, kRunning, kStopping, kFinished };
 
   RendezvousState(JobSettings settings, Clock::time_point now);
+  // Where challenge nonces come from (default: random_nonce()); tests make them predictable.
+  void set_nonce_source(std::function<std::string()> source) { nonce_source_ = std::move(source); }
 
   std::vector<Outgoing> on_message(ClientId from, const ClientMessage& message,
                                    Clock::time_point now);
@@ -67,10 +71,16 @@ class RendezvousState {
   size_t connected_clients() const { return clients_.size(); }
   size_t joined() const { return pending_.size(); }
   size_t members() const { return members_.size(); }
+  // Said hello and, with a token, proved it: the connection is no longer a stranger's.
+  bool authenticated(ClientId id) const;
+  // Was sent a challenge and has not answered it yet.
+  bool awaiting_proof(ClientId id) const;
 
  private:
   struct Client {
     bool greeted = false;
+    std::string agent_nonce;   // from the hello, while a challenge is outstanding
+    std::string server_nonce;  // ours, sent in the challenge; empty: none sent
     Clock::time_point last_seen;
   };
   struct Joiner {
@@ -89,6 +99,8 @@ class RendezvousState {
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
+  std::vector<Outgoing> on_auth(ClientId from, const Auth& auth);
+  Outgoing welcome(ClientId to);
   std::vector<Outgoing> on_join(ClientId from, const Join& join, Clock::time_point now);
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
@@ -112,6 +124,7 @@ class RendezvousState {
   static Outgoing reject(ClientId to, std::string code, std::string message);
 
   JobSettings settings_;
+  std::function<std::string()> nonce_source_;
   Phase phase_ = Phase::kJoining;
   uint64_t round_ = 0;
   int restart_count_ = 0;

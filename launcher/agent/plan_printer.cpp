@@ -75,6 +75,9 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
         "Shown here "
         "assuming node rank {} and {} workers on every node.\n",
         cfg.master_addr, cfg.master_port, a.node_rank, cfg.nproc_per_node);
+    // Where the token comes from; the token itself is never printed.
+    out += fmt::format("rendezvous token: {}\n",
+                       cfg.rdzv_token_source.empty() ? "none" : cfg.rdzv_token_source);
   }
   out += fmt::format(
       "files: {}{}\n", run_dir,
@@ -129,6 +132,8 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
             {"world_size", a.world_size},
             {"rank_offset", a.rank_offset},
             {"run_id", cfg.run_id},
+            {"rdzv_token_source",
+             cfg.rdzv_token_source.empty() ? json(nullptr) : json(cfg.rdzv_token_source)},
             {"role", cfg.role},
             {"max_restarts", cfg.max_restarts},
             {"term_timeout_s", std::chrono::duration<double>(cfg.term_timeout).count()},

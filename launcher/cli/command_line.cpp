@@ -17,6 +17,7 @@
 #include "npu_run/hccn_conf.hpp"
 #include "npu_run/line_prefix.hpp"
 #include "npu_run/rank_table.hpp"
+#include "npu_run/rdzv_token.hpp"
 #include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 #include "npu_run/version.hpp"
@@ -64,6 +65,8 @@ struct RawFlags {
   std::string rdzv_endpoint;
   std::string run_id = "none";
   std::string rdzv_conf;
+  std::string rdzv_token;
+  std::string rdzv_token_file;
   bool standalone = false;
   double rdzv_timeout = 900;
   double rdzv_last_call = 30;
@@ -141,8 +144,20 @@ class CommandLine {
                   ->group(shape);
     rdzv_conf_ = add("--rdzv-conf", raw_.rdzv_conf,
                      "Rendezvous settings key=value,... (timeout, join_timeout, "
-                     "last_call_timeout, close_timeout, read_timeout)",
+                     "last_call_timeout, close_timeout, read_timeout: seconds a new connection "
+                     "has to finish its handshake, default 10)",
                      shape);
+    rdzv_token_ =
+        app_.add_option("--rdzv-token,--rdzv_token", raw_.rdzv_token,
+                        "Shared secret every node proves it knows (HMAC challenge; never sent). "
+                        "Prefer the NPU_RUN_RDZV_TOKEN variable or --rdzv-token-file: a flag shows "
+                        "in ps until npu_run has read it")
+            ->envname(kTokenVariable)
+            ->group(shape);
+    rdzv_token_file_ = add("--rdzv-token-file", raw_.rdzv_token_file,
+                           "File whose first line is the rendezvous token (mode 600, yours). "
+                           "Inside a Slurm step a per-job token is derived when none is given",
+                           shape);
     standalone_ = add_flag("--standalone", raw_.standalone,
                            "Single-node job with its own local rendezvous", shape);
     rdzv_timeout_ = add("--rdzv-timeout", raw_.rdzv_timeout,
@@ -292,12 +307,12 @@ class CommandLine {
   }
 
   CLI::Option *nnodes_, *nproc_, *devices_, *node_rank_, *master_addr_, *master_port_, *local_addr_,
-      *rdzv_backend_, *rdzv_endpoint_, *run_id_, *rdzv_conf_, *standalone_, *rdzv_timeout_,
-      *rdzv_last_call_, *rdzv_backlog_, *heartbeat_interval_, *heartbeat_timeout_,
-      *exit_barrier_timeout_, *role_, *module_, *no_python_, *run_path_, *start_method_,
-      *max_restarts_, *monitor_interval_, *term_timeout_, *signals_, *log_dir_, *redirects_, *tee_,
-      *filter_, *prefix_, *log_level_, *dry_run_, *json_, *soc_, *rank_table_, *hccn_conf_,
-      *cluster_, *agents_per_node_;
+      *rdzv_backend_, *rdzv_endpoint_, *run_id_, *rdzv_conf_, *rdzv_token_, *rdzv_token_file_,
+      *standalone_, *rdzv_timeout_, *rdzv_last_call_, *rdzv_backlog_, *heartbeat_interval_,
+      *heartbeat_timeout_, *exit_barrier_timeout_, *role_, *module_, *no_python_, *run_path_,
+      *start_method_, *max_restarts_, *monitor_interval_, *term_timeout_, *signals_, *log_dir_,
+      *redirects_, *tee_, *filter_, *prefix_, *log_level_, *dry_run_, *json_, *soc_, *rank_table_,
+      *hccn_conf_, *cluster_, *agents_per_node_;
 
  private:
   // Adds "--a-b" and "--a_b" spellings with env default PET_A_B.
@@ -688,6 +703,10 @@ void resolve_rendezvous_settings(const CommandLine& cli, LaunchConfig& cfg) {
     last_call_src = conf_src + " last_call_timeout";
   }
   cfg.rdzv_last_call = seconds_option(last_call, 0, 24 * 3600.0, last_call_src);
+  if (cfg.rdzv_conf.count("read_timeout")) {
+    cfg.rdzv_handshake_timeout = seconds_option(conf_number(cfg, "read_timeout", conf_src), 0.1,
+                                                3600, conf_src + " read_timeout");
+  }
 
   double interval = raw.heartbeat_interval;
   std::string interval_src = cli.source(cli.heartbeat_interval_);
@@ -769,6 +788,46 @@ void resolve_ascend(const CommandLine& cli, const EnvMap& env, LaunchConfig& cfg
     throw UsageError(fmt::format("--rank-table {}: the table lists no devices", raw.rank_table));
   std::error_code ec;
   cfg.rank_table = std::filesystem::absolute(raw.rank_table, ec).lexically_normal().string();
+}
+
+// Token precedence: a file, else the flag or NPU_RUN_RDZV_TOKEN, else (multi-node Slurm step) one
+// derived for the job; a single-node job has no network rendezvous and needs none.
+void resolve_token(const CommandLine& cli, const EnvMap& env, const ClusterDefaults& cluster,
+                   LaunchConfig& cfg) {
+  const RawFlags& raw = cli.raw();
+  if (cli.given(cli.rdzv_token_file_) && cli.given(cli.rdzv_token_)) {
+    throw UsageError(fmt::format("{} and {} both give a rendezvous token; keep one",
+                                 cli.source(cli.rdzv_token_file_), cli.source(cli.rdzv_token_)));
+  }
+  if (cli.given(cli.rdzv_token_file_)) {
+    cfg.rdzv_token = read_token_file(raw.rdzv_token_file, cli.source(cli.rdzv_token_file_));
+    cfg.rdzv_token_source = cli.source(cli.rdzv_token_file_) + " " + raw.rdzv_token_file;
+  } else if (cli.given(cli.rdzv_token_)) {
+    if (raw.rdzv_token.empty()) {
+      throw UsageError(fmt::format("{} is empty; give a secret, or unset it for no token",
+                                   cli.source(cli.rdzv_token_)));
+    }
+    if (raw.rdzv_token.size() > kMaxTokenBytes) {
+      throw UsageError(
+          fmt::format("{} is longer than {} bytes", cli.source(cli.rdzv_token_), kMaxTokenBytes));
+    }
+    cfg.rdzv_token = raw.rdzv_token;
+    cfg.rdzv_token_source = cli.source(cli.rdzv_token_);
+  } else if (cluster.kind == ClusterKind::kSlurm && cfg.max_nodes > 1 && cluster.run_id) {
+    // Derived when the agent starts (launch), not here: parsing (and --dry-run) creates no files.
+    const auto secret = user_secret_path(env);
+    if (!secret) {
+      cfg.cluster_warnings.push_back(fmt::format(
+          "no rendezvous token: neither HOME nor XDG_CONFIG_HOME is set, so there is no secret to "
+          "derive one for this Slurm step from; give one with --rdzv-token-file or {}",
+          kTokenVariable));
+      return;
+    }
+    cfg.rdzv_token_secret = *secret;
+    cfg.rdzv_token_job = *cluster.run_id;
+    cfg.rdzv_token_source =
+        fmt::format("derived for Slurm step {} from {}", *cluster.run_id, *secret);
+  }
 }
 
 void validate_identity(const CommandLine& cli, LaunchConfig& cfg) {
@@ -854,6 +913,7 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   resolve_rendezvous_settings(cli, cfg);
   validate_identity(cli, cfg);
   if (!cli.given(cli.run_id_) && cluster.run_id) cfg.run_id = *cluster.run_id;
+  resolve_token(cli, env, cluster, cfg);
 
   if (raw.max_restarts < 0) {
     throw UsageError(
@@ -982,7 +1042,17 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
   double heartbeat_timeout = 30;
   double exit_barrier_timeout = 300;
   std::string log_level = "info";
+  std::string token;
+  std::string token_file;
+  double handshake_timeout = 10;
   app.add_option("--port,--master-port,--master_port", port, "Port to listen on")->required();
+  app.add_option("--handshake-timeout,--handshake_timeout", handshake_timeout,
+                 "Seconds a new connection has to say hello and prove the token (default 10)");
+  auto* token_opt = app.add_option("--rdzv-token,--rdzv_token", token,
+                                   "The agents' rendezvous token (prefer NPU_RUN_RDZV_TOKEN)")
+                        ->envname(kTokenVariable);
+  auto* token_file_opt = app.add_option("--rdzv-token-file,--rdzv_token_file", token_file,
+                                        "File holding the agents' rendezvous token (mode 600)");
   app.add_option("--host", host, "Address to listen on (default 0.0.0.0: every IPv4 address)");
   app.add_option("--nnodes", nnodes, "Number of nodes, as the agents' --nnodes")->required();
   app.add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", run_id, "The agents' --run-id");
@@ -1026,8 +1096,19 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
     cmd.options.backlog = backlog;
     cmd.options.exit_barrier_timeout =
         seconds_option(exit_barrier_timeout, 0, 7 * 24 * 3600.0, "--exit-barrier-timeout");
+    cmd.options.handshake_timeout =
+        seconds_option(handshake_timeout, 0.1, 3600, "--handshake-timeout");
     check_name(run_id, "--run-id", "a run id");
     cmd.settings.run_id = run_id;
+    if (token_opt->count() > 0 && token_file_opt->count() > 0)
+      throw UsageError("--rdzv-token and --rdzv-token-file both give a token; keep one");
+    if (token_file_opt->count() > 0) {
+      cmd.settings.token = read_token_file(token_file, "--rdzv-token-file");
+    } else if (token_opt->count() > 0) {
+      if (token.empty() || token.size() > kMaxTokenBytes)
+        throw UsageError(fmt::format("the rendezvous token must be 1 to {} bytes", kMaxTokenBytes));
+      cmd.settings.token = token;
+    }
     if (max_restarts < 0)
       throw UsageError(fmt::format("--max-restarts {}: must be 0 or more", max_restarts));
     cmd.settings.max_restarts = max_restarts;

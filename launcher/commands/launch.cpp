@@ -17,6 +17,7 @@
 #include "npu_run/local_rendezvous.hpp"
 #include "npu_run/plan_printer.hpp"
 #include "npu_run/rdzv_server.hpp"
+#include "npu_run/rdzv_token.hpp"
 #include "npu_run/run_directory.hpp"
 #include "npu_run/tcp_rendezvous.hpp"
 #include "npu_run/worker_spec.hpp"
@@ -60,6 +61,7 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
   options.port = cfg.master_port;
   options.backlog = cfg.rdzv_backlog;
   options.exit_barrier_timeout = cfg.exit_barrier_timeout;
+  options.handshake_timeout = cfg.rdzv_handshake_timeout;
   std::mt19937 rng(std::random_device{}());
   for (const auto& entry : results) {
     options.bind_addr = entry.endpoint().address().to_string();
@@ -92,9 +94,18 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
   return nullptr;  // --master-addr is another host, or its port stays taken: the client says so
 }
 
+// The Slurm step's token is derived only now, when an agent really starts: reading the
+// command line (and --dry-run) creates no files.
+LaunchConfig with_derived_token(LaunchConfig cfg) {
+  if (cfg.rdzv_token.empty() && !cfg.rdzv_token_secret.empty() && !cfg.dry_run)
+    cfg.rdzv_token = derive_job_token(cfg.rdzv_token_secret, cfg.rdzv_token_job);
+  return cfg;
+}
+
 }  // namespace
 
-int launch(const LaunchConfig& cfg, const EnvMap& env) {
+int launch(const LaunchConfig& parsed, const EnvMap& env) {
+  const LaunchConfig cfg = with_derived_token(parsed);
   const std::string host = asio::ip::host_name();
   configure_agent_logging(cfg.log_level, host, cfg.node_rank);
   if (!cfg.cluster_description.empty()) {
@@ -102,6 +113,9 @@ int launch(const LaunchConfig& cfg, const EnvMap& env) {
                  fmt::join(cfg.cluster_detected, "; "));
   }
   for (const auto& warning : cfg.cluster_warnings) spdlog::warn("{}", warning);
+  // Where the token came from, never the token itself.
+  if (cfg.multi_node() && !cfg.rdzv_token_source.empty())
+    spdlog::info("rendezvous token: {}", cfg.rdzv_token_source);
   if (!cfg.multi_node()) require_local_address(cfg.master_addr, "--master-addr");
   if (cfg.dry_run) return print_plan(cfg, env, host);
 

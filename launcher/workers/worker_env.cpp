@@ -1,5 +1,7 @@
 #include "npu_run/worker_env.hpp"
 
+#include "npu_run/rdzv_token.hpp"
+
 namespace npu_run {
 
 bool omp_threads_defaulted(const LaunchConfig& cfg, const EnvMap& agent_env) {
@@ -43,6 +45,9 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
 
 EnvMap merged_worker_env(const EnvMap& agent_env, const EnvMap& contract) {
   EnvMap env = agent_env;
+  // The rendezvous token is the agents' secret: a worker (and anyone reading its
+  // /proc/PID/environ or `ps e`) must not see it.
+  env.erase(kTokenVariable);
   for (const auto& [name, value] : contract) env[name] = value;
   return env;
 }

@@ -14,34 +14,12 @@
 #include <thread>
 
 #include "support/harness.hpp"
+#include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 namespace asio = boost::asio;
-
-namespace {
-
-// Short heartbeats so that lost peers are noticed within a test's patience.
-const std::vector<std::string> kFastHeartbeats = {"--heartbeat-interval", "0.2",
-                                                  "--heartbeat-timeout", "1.5"};
-
-// Starts one node of a job on 127.0.0.1:port running `script` in each of `nproc` workers.
-std::unique_ptr<NpuRunProcess> start_node(int port, int nnodes, int nproc,
-                                          const std::string& script,
-                                          std::vector<std::string> flags = {},
-                                          const EnvOverrides& env = {}) {
-  std::vector<std::string> args = {"--nnodes",         std::to_string(nnodes),
-                                   "--nproc-per-node", std::to_string(nproc),
-                                   "--master-port",    std::to_string(port)};
-  args.insert(args.end(), kFastHeartbeats.begin(), kFastHeartbeats.end());
-  args.insert(args.end(), flags.begin(), flags.end());
-  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.push_back(a);
-  args.push_back(script);
-  return std::make_unique<NpuRunProcess>(args, env);
-}
-
-}  // namespace
 
 TEST_CASE("multi-node: two nodes with different worker counts form one job",
           "[integration][multi-node]") {

@@ -43,7 +43,7 @@ ServerOptions loopback() {
 struct FakeAgent {
   FakeAgent(asio::io_context& io, int port, std::string host, int nproc)
       : client(io, ClientOptions{"127.0.0.1", port, 10s, 10s,
-                                 Hello{kMagic, kProtocolVersion, "it", ""}}) {
+                                 Hello{kMagic, kProtocolVersion, "it", ""}, ""}) {
     node.host = std::move(host);
     node.nproc = nproc;
     for (int i = 0; i < nproc; ++i) node.devices.push_back(i);
@@ -180,8 +180,8 @@ TEST_CASE("rdzv server: a client that never reaches a server names the endpoint 
     asio::ip::tcp::acceptor probe(io, {asio::ip::make_address("127.0.0.1"), 0});
     free_port = probe.local_endpoint().port();
   }
-  RendezvousClient client(
-      io, ClientOptions{"127.0.0.1", free_port, 1s, 1s, Hello{kMagic, kProtocolVersion, "it", ""}});
+  RendezvousClient client(io, ClientOptions{"127.0.0.1", free_port, 1s, 1s,
+                                            Hello{kMagic, kProtocolVersion, "it", ""}, ""});
   std::string failure;
   client.start(RendezvousClient::Handlers{[](const std::string&) {}, [](const ServerMessage&) {},
                                           [&](const std::string& why) { failure = why; }});

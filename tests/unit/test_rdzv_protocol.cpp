@@ -81,10 +81,11 @@ TEST_CASE("frames: a frame cut short waits for the rest", "[protocol]") {
 }
 
 TEST_CASE("messages: every client message survives encode and decode", "[protocol]") {
-  const Hello h = round_trip_client<Hello>(Hello{kMagic, kProtocolVersion, "job-1", "tok"});
+  const Hello h = round_trip_client<Hello>(Hello{kMagic, kProtocolVersion, "job-1", "ab12"});
   CHECK(h.magic == kMagic);
   CHECK(h.run_id == "job-1");
-  CHECK(h.token == "tok");
+  CHECK(h.nonce == "ab12");
+  CHECK(round_trip_client<Auth>(Auth{"cafe"}).proof == "cafe");
 
   Join j;
   j.node = sample_node();
@@ -128,6 +129,8 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
 
 TEST_CASE("messages: every server message survives encode and decode", "[protocol]") {
   CHECK(round_trip_server<Welcome>(Welcome{5000, 30000}).heartbeat_timeout_ms == 30000);
+  const Challenge c = round_trip_server<Challenge>(Challenge{"n0", "p0"});
+  CHECK((c.nonce == "n0" && c.proof == "p0"));
   const ErrorReply e = round_trip_server<ErrorReply>(ErrorReply{"job_full", "all 2 nodes"});
   CHECK(e.code == "job_full");
   CHECK(round_trip_server<Progress>(Progress{2, 4, {1, 3}}).missing_node_ranks ==
@@ -170,6 +173,9 @@ TEST_CASE("messages: garbage and wrong shapes are protocol errors, never crashes
   CHECK_THAT(client_error(R"({"type":"hello","magic":"m","version":1,"run_id":")" +
                           std::string(200, 'r') + "\"}"),
              Contains("'run_id' is longer than 128 bytes"));
+  CHECK_THAT(client_error(R"({"type":"auth","proof":")" + std::string(65, 'f') + "\"}"),
+             Contains("'proof' is longer than 64 bytes"));
+  CHECK_THAT(client_error(R"({"type":"auth"})"), Contains("lacks 'proof'"));
   const std::string node = R"({"host":"h","addr":"a","nproc":2,"devices":[0],"worker_port":1})";
   CHECK_THAT(client_error(R"({"type":"join","node":)" + node +
                           R"(,"min_nodes":1,"max_nodes":1,"max_restarts":0})"),

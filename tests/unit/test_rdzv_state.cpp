@@ -1,6 +1,7 @@
 // The rendezvous state machine, driven directly: no sockets, time passed in.
 #include <catch2/catch.hpp>
 
+#include "npu_run/rdzv_auth.hpp"
 #include "npu_run/rdzv_state.hpp"
 
 using namespace npu_run::rdzv;
@@ -101,20 +102,79 @@ TEST_CASE("rdzv state: hello is checked before anything else", "[rdzv]") {
   const auto run = error_to(job.send(4, Hello{kMagic, kProtocolVersion, "other", ""}), 4);
   CHECK(run.code == "run_id_mismatch");
   CHECK_THAT(run.message, Contains("'other' differs from the job's 'job'"));
-  CHECK(error_to(job.send(5, Hello{kMagic, kProtocolVersion, "job", "secret"}), 5).code ==
-        "bad_token");
+  const auto unexpected = error_to(job.send(5, Hello{kMagic, kProtocolVersion, "job", "n"}), 5);
+  CHECK(unexpected.code == "unexpected_token");
+  CHECK_THAT(unexpected.message, Contains("agent has a rendezvous token but this job's server has "
+                                          "none"));
   job.greet(6);
   CHECK(error_to(job.send(6, Hello{kMagic, kProtocolVersion, "job", ""}), 6).code ==
         "protocol_order");
   CHECK(job.state.connected_clients() == 0);  // every rejected client is forgotten
+}
 
+TEST_CASE("rdzv state: a token is proven by HMAC challenge and response, never sent", "[rdzv]") {
   JobSettings with_token = settings(1);
   with_token.token = "secret";
-  Job secured(with_token);
-  CHECK(error_to(secured.send(1, Hello{kMagic, kProtocolVersion, "job", "wrong"}), 1).code ==
-        "bad_token");
-  CHECK(message_to<Welcome>(secured.send(2, Hello{kMagic, kProtocolVersion, "job", "secret"}), 2) !=
-        nullptr);
+  Job job(with_token);
+  int nonces = 0;
+  job.state.set_nonce_source([&] { return "server-nonce-" + std::to_string(++nonces); });
+
+  // The right token: a challenge carrying the server's proof, then the welcome.
+  const auto hello = job.send(1, Hello{kMagic, kProtocolVersion, "job", "agent-nonce"});
+  const Challenge* challenge = message_to<Challenge>(hello, 1);
+  REQUIRE(challenge != nullptr);
+  CHECK(challenge->nonce == "server-nonce-1");
+  CHECK(challenge->proof == server_proof("secret", "job", "agent-nonce", "server-nonce-1"));
+  CHECK_FALSE(job.state.authenticated(1));
+  CHECK(error_to(job.send(1, Join{}), 1).code == "protocol_order");  // not before the proof
+
+  job.send(2, Hello{kMagic, kProtocolVersion, "job", "agent-nonce"});
+  const auto welcome =
+      job.send(2, Auth{agent_proof("secret", "job", "server-nonce-2", "agent-nonce")});
+  CHECK(message_to<Welcome>(welcome, 2) != nullptr);
+  CHECK(job.state.authenticated(2));
+  CHECK(error_to(job.send(2, Auth{"again"}), 2).code == "protocol_order");
+
+  // A wrong token, and a proof replayed from another connection (it was for nonce 2).
+  job.send(3, Hello{kMagic, kProtocolVersion, "job", "agent-nonce"});
+  const auto wrong =
+      error_to(job.send(3, Auth{agent_proof("guess", "job", "server-nonce-3", "agent-nonce")}), 3);
+  CHECK(wrong.code == "bad_token");
+  CHECK_THAT(wrong.message, Contains("give every node the same token"));
+  job.send(4, Hello{kMagic, kProtocolVersion, "job", "agent-nonce"});
+  CHECK(
+      error_to(job.send(4, Auth{agent_proof("secret", "job", "server-nonce-2", "agent-nonce")}), 4)
+          .code == "bad_token");
+  // The server's own proof is not an agent proof (different label).
+  job.send(5, Hello{kMagic, kProtocolVersion, "job", "agent-nonce"});
+  CHECK(
+      error_to(job.send(5, Auth{server_proof("secret", "job", "agent-nonce", "server-nonce-5")}), 5)
+          .code == "bad_token");
+
+  // No token at all, and an answer nobody asked for.
+  const auto missing = error_to(job.send(6, Hello{kMagic, kProtocolVersion, "job", ""}), 6);
+  CHECK(missing.code == "missing_token");
+  CHECK_THAT(missing.message, Contains("NPU_RUN_RDZV_TOKEN"));
+  CHECK(error_to(job.send(7, Auth{"x"}), 7).code == "protocol_order");
+  CHECK(job.state.connected_clients() == 0);  // every refused client is forgotten
+}
+
+TEST_CASE("rdzv auth: proofs depend on every input and compare exactly", "[rdzv]") {
+  const std::string p = agent_proof("t", "job", "s", "a");
+  CHECK(p.size() == 64);
+  CHECK(p != agent_proof("u", "job", "s", "a"));
+  CHECK(p != agent_proof("t", "job2", "s", "a"));
+  CHECK(p != agent_proof("t", "job", "s2", "a"));
+  CHECK(p != agent_proof("t", "job", "s", "a2"));
+  CHECK(p != server_proof("t", "job", "s", "a"));
+  CHECK(proofs_match(p, p));
+  CHECK_FALSE(proofs_match(p, p.substr(0, 63)));
+  CHECK_FALSE(proofs_match(p, std::string(64, '0')));
+  // RFC 4231 test case 2.
+  CHECK(hmac_sha256_hex("Jefe", "what do ya want for nothing?") ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(random_nonce().size() == 64);
+  CHECK(random_nonce() != random_nonce());
 }
 
 TEST_CASE("rdzv state: automatic ranks are sorted by host, then arrival", "[rdzv]") {

@@ -1,0 +1,73 @@
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <array>
+#include <stdexcept>
+
+#include "npu_run/rdzv_auth.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+std::string to_hex(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (size_t i = 0; i < size; ++i) {
+    hex.push_back(kDigits[data[i] >> 4]);
+    hex.push_back(kDigits[data[i] & 0xf]);
+  }
+  return hex;
+}
+
+// Fields joined with a separator that cannot occur in them (run ids are checked names, nonces
+// hex), so that two different field lists never produce the same message.
+std::string message_of(std::string_view label, std::string_view run_id, std::string_view first,
+                       std::string_view second) {
+  std::string m;
+  m.reserve(64 + run_id.size() + first.size() + second.size());
+  m.append("npu_run-rdzv ").append(label);
+  for (std::string_view part : {run_id, first, second}) m.append(1, '\n').append(part);
+  return m;
+}
+
+}  // namespace
+
+std::string random_nonce() {
+  std::array<unsigned char, 32> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    throw std::runtime_error("OpenSSL could not produce random bytes for a rendezvous nonce");
+  }
+  return to_hex(bytes.data(), bytes.size());
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest.data(),
+           &size) == nullptr) {
+    throw std::runtime_error("OpenSSL could not compute an HMAC-SHA256");
+  }
+  return to_hex(digest.data(), size);
+}
+
+std::string server_proof(std::string_view token, std::string_view run_id,
+                         std::string_view agent_nonce, std::string_view server_nonce) {
+  return hmac_sha256_hex(token, message_of("server", run_id, agent_nonce, server_nonce));
+}
+
+std::string agent_proof(std::string_view token, std::string_view run_id,
+                        std::string_view server_nonce, std::string_view agent_nonce) {
+  return hmac_sha256_hex(token, message_of("agent", run_id, server_nonce, agent_nonce));
+}
+
+bool proofs_match(std::string_view expected, std::string_view received) {
+  return expected.size() == received.size() &&
+         CRYPTO_memcmp(expected.data(), received.data(), expected.size()) == 0;
+}
+
+}  // namespace npu_run::rdzv

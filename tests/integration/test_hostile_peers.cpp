@@ -1,0 +1,315 @@
+// The rendezvous server under hostile connections while a real two-node job forms on it: each
+// case attacks node 0's server from a thread, checks how the server treats the attacker, and
+// requires that the job still completes on both nodes with nothing left behind.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "npu_run/rdzv_auth.hpp"
+#include "npu_run/rdzv_protocol.hpp"
+#include "support/harness.hpp"
+#include "support/nodes.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run::testing;
+using namespace npu_run::rdzv;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const std::string kToken = "hostile-test-token";
+
+// A raw TCP connection to the server, closed on destruction.
+class Raw {
+ public:
+  explicit Raw(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~Raw() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Raw(Raw&& other) noexcept
+      : fd_(other.fd_),
+        connected_(other.connected_),
+        decoder_(std::move(other.decoder_)),
+        frames_(std::move(other.frames_)) {
+    other.fd_ = -1;
+  }
+  Raw(const Raw&) = delete;
+  Raw& operator=(const Raw&) = delete;
+
+  bool connected() const { return connected_; }
+  bool send(std::string_view bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  bool send(const ClientMessage& m) { return send(encode_frame(encode(m))); }
+
+  // The next frame from the server; nullopt when it closed the connection or `timeout` passed.
+  std::optional<ServerMessage> reply(milliseconds timeout = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (frames_.empty()) {
+      std::string chunk;
+      if (!read_some(chunk, deadline)) return std::nullopt;
+      if (decoder_.feed(chunk, frames_)) return std::nullopt;
+    }
+    auto decoded = decode_server_message(frames_.front());
+    frames_.erase(frames_.begin());
+    if (std::holds_alternative<ProtocolError>(decoded)) return std::nullopt;
+    return std::get<ServerMessage>(decoded);
+  }
+  std::string error_code(milliseconds timeout = 5s) {
+    const auto m = reply(timeout);
+    const auto* e = m ? std::get_if<ErrorReply>(&*m) : nullptr;
+    return e ? e->code : "(no error reply)";
+  }
+  // True when the server closes the connection (EOF or reset) within `timeout`; what it sent
+  // before closing is skipped.
+  bool closed_within(milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string chunk;
+    while (read_some(chunk, deadline)) chunk.clear();
+    return std::chrono::steady_clock::now() < deadline;
+  }
+  // Closes with a reset (SO_LINGER 0) instead of a FIN.
+  void reset() {
+    const linger l{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  // Appends what arrives; false on EOF, error or the deadline.
+  bool read_some(std::string& out, std::chrono::steady_clock::time_point deadline) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buffer[4096];
+    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (n <= 0) return false;
+    out.append(buffer, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_;
+  bool connected_ = false;
+  FrameDecoder decoder_{Limits::kMaxServerFrame};
+  std::vector<std::string> frames_;  // arrived, not yet returned by reply()
+};
+
+Hello real_hello(const std::string& nonce = std::string(64, 'a')) {
+  return Hello{kMagic, kProtocolVersion, "none", nonce};
+}
+
+// What an attack found wrong; checked on the test's thread (Catch2 is not thread-safe).
+using Problems = std::vector<std::string>;
+using Attack = std::function<void(int port, Problems& problems)>;
+
+void expect(bool ok, const std::string& what, Problems& problems) {
+  if (!ok) problems.push_back(what);
+}
+
+// Node 0 (hosting the server, token required, 1 s handshake deadline) starts; `attack` runs
+// against its port while node 1 starts and both nodes' workers run; the workers finish only once
+// the attack is over, so every check the attack makes is against a live server.
+void job_survives(const Attack& attack) {
+  TempDir dir;
+  const int port = unused_port();
+  for (const char* rank : {"0", "1"}) make_gate(dir.file(std::string("gate.") + rank));
+  const std::string script = "echo running; read x < \"$OUT/gate.$RANK\"; echo done-$RANK";
+  const EnvOverrides env = {{"OUT", dir.path()}, {"NPU_RUN_RDZV_TOKEN", kToken}};
+  const std::vector<std::string> flags = {"--rdzv-conf", "read_timeout=1"};
+  auto a = start_node(port, 2, 1, script, flags, env);
+  a->wait_for_output("rendezvous server on", 1, 30s, true);
+  Problems problems;
+  std::thread attacker([&] { attack(port, problems); });
+  auto b = start_node(port, 2, 1, script, flags, env);
+  a->wait_for_output("running", 1, 60s);
+  b->wait_for_output("running", 1, 60s);
+  attacker.join();
+  for (const std::string& p : problems) FAIL_CHECK(p);
+  open_gate(dir.file("gate.0"));
+  open_gate(dir.file("gate.1"));
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 60s);
+  INFO(done[0].err << "\n----\n" << done[1].err);
+  CHECK(done[0].exit_code == 0);
+  CHECK(done[1].exit_code == 0);
+  CHECK_THAT(done[0].out, Contains("done-0"));
+  CHECK_THAT(done[1].out, Contains("done-1"));
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
+// The server still answers a newcomer's hello: it kept serving through the attack.
+void server_still_answers(int port, Problems& problems) {
+  Raw probe(port);
+  probe.send(real_hello());
+  const auto m = probe.reply();
+  expect(m && std::holds_alternative<Challenge>(*m), "the server no longer answers a hello",
+         problems);
+}
+
+}  // namespace
+
+TEST_CASE("hostile peers: random bytes", "[integration][hostile]") {
+  job_survives([](int port, Problems& problems) {
+    std::mt19937 rng(7);
+    std::vector<Raw> peers;
+    for (int i = 0; i < 50; ++i) {
+      std::string noise(2048, '\0');
+      for (char& c : noise) c = static_cast<char>(rng());
+      peers.emplace_back(port);
+      peers.back().send(noise);
+    }
+    // Each is refused (bad JSON, a frame over the handshake limit) or cut at the deadline.
+    for (Raw& p : peers)
+      expect(p.closed_within(5s), "a peer sending noise stayed connected", problems);
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: a length prefix of 4 GiB", "[integration][hostile]") {
+  job_survives([](int port, Problems& problems) {
+    Raw peer(port);
+    peer.send(std::string("\xff\xff\xff\xff", 4) + "{\"type\":");
+    const std::string code = peer.error_code();
+    expect(code == "too_large", "a 4 GiB frame got '" + code + "', not too_large", problems);
+    expect(peer.closed_within(2s), "the 4 GiB peer stayed connected", problems);
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: a frame cut in half then silence", "[integration][hostile]") {
+  job_survives([](int port, Problems& problems) {
+    const std::string frame = encode_frame(encode(ClientMessage{real_hello()}));
+    Raw half(port);
+    half.send(frame.substr(0, frame.size() / 2));
+    // Trickling one byte at a time does not extend the deadline: it is for the whole handshake.
+    Raw trickle(port);
+    for (size_t i = 0; i < 8; ++i) {
+      trickle.send(frame.substr(i, 1));
+      std::this_thread::sleep_for(200ms);  // the attacker's own pace
+    }
+    expect(half.closed_within(3s), "a half-sent frame kept its connection past the deadline",
+           problems);
+    expect(trickle.closed_within(3s), "a trickling peer kept its connection past the deadline",
+           problems);
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: thousands of idle connections", "[integration][hostile]") {
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  limit.rlim_cur = limit.rlim_max;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &limit) == 0);
+  job_survives([](int port, Problems& problems) {
+    std::vector<Raw> idle;
+    for (int i = 0; i < 3000; ++i) idle.emplace_back(port);
+    size_t open = 0;
+    for (const Raw& r : idle) open += r.connected() ? 1 : 0;
+    expect(open == idle.size(), "could not open 3000 connections", problems);
+    server_still_answers(port, problems);
+    // Over the cap (1024 for a 2-node job) the oldest went at once; the deadline takes the rest.
+    size_t closed = 0;
+    for (Raw& r : idle) closed += r.closed_within(3s) ? 1 : 0;
+    expect(closed == idle.size(),
+           std::to_string(idle.size() - closed) + " idle connections outlived the deadline",
+           problems);
+  });
+}
+
+TEST_CASE("hostile peers: connections opened and reset at a high rate", "[integration][hostile]") {
+  job_survives([](int port, Problems& problems) {
+    for (int i = 0; i < 3000; ++i) {
+      Raw r(port);
+      if (i % 2 == 0) r.send(encode_frame(encode(ClientMessage{real_hello()})));
+      r.reset();
+    }
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: valid frames in the wrong order", "[integration][hostile]") {
+  job_survives([](int port, Problems& problems) {
+    Join join;
+    join.node.host = "intruder";
+    join.node.addr = "127.0.0.1";
+    join.node.devices = {0};
+    join.node.worker_port = 1;
+    Report report;
+    report.outcome = Outcome::kSucceeded;
+    const std::vector<std::pair<std::vector<ClientMessage>, std::string>> cases = {
+        {{join}, "protocol_order"},
+        {{report}, "protocol_order"},
+        {{Heartbeat{}}, "protocol_order"},
+        {{Auth{std::string(64, '0')}}, "protocol_order"},
+        {{real_hello(), real_hello()}, "protocol_order"},
+        {{real_hello(), join}, "protocol_order"},
+        {{Hello{kMagic, 1, "none", ""}}, "version_mismatch"},
+        {{Hello{kMagic, kProtocolVersion, "other-job", ""}}, "run_id_mismatch"},
+        {{Hello{"http", kProtocolVersion, "none", ""}}, "bad_magic"},
+    };
+    for (const auto& [messages, code] : cases) {
+      Raw peer(port);
+      std::string sent;
+      for (const ClientMessage& m : messages) {
+        peer.send(m);
+        sent += std::string(message_name(m)) + " ";
+      }
+      std::string got = peer.error_code();
+      if (got == "(no error reply)") got = "nothing";
+      // A hello first is answered with a challenge; the refusal follows it.
+      if (std::holds_alternative<Hello>(messages.front()) && messages.size() > 1)
+        got = peer.error_code();
+      expect(got == code, sent + "got " + got + ", not " + code, problems);
+      expect(peer.closed_within(2s), sent + "left the connection open", problems);
+    }
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: duplicates of a real agent's hello", "[integration][hostile]") {
+  job_survives([](int port, Problems& problems) {
+    // The same hello, as a replay would send it, gets a fresh challenge every time ...
+    std::vector<Raw> copies;
+    std::vector<std::string> nonces;
+    for (int i = 0; i < 20; ++i) {
+      copies.emplace_back(port);
+      copies.back().send(real_hello());
+      const auto m = copies.back().reply();
+      const auto* c = m ? std::get_if<Challenge>(&*m) : nullptr;
+      expect(c != nullptr, "a duplicate hello got no challenge", problems);
+      if (c) nonces.push_back(c->nonce);
+    }
+    std::sort(nonces.begin(), nonces.end());
+    expect(std::unique(nonces.begin(), nonces.end()) == nonces.end(),
+           "two connections got the same challenge", problems);
+    // ... so a proof recorded on one connection is refused on another,
+    if (nonces.size() == copies.size()) {
+      copies[1].send(Auth{agent_proof(kToken, "none", nonces[0], std::string(64, 'a'))});
+      const std::string replayed = copies[1].error_code();
+      expect(replayed == "bad_token", "a replayed proof got " + replayed, problems);
+    }
+    // and a guess is refused too.
+    copies[2].send(Auth{std::string(64, 'f')});
+    expect(copies[2].error_code() == "bad_token", "a guessed proof was not refused", problems);
+    server_still_answers(port, problems);
+  });
+}

@@ -141,8 +141,15 @@ const ordered_json& array_field(const ordered_json& object, const char* key,
 }  // namespace
 
 RankTable parse_rank_table(const std::string& text, const std::string& path) {
-  const ordered_json root = ordered_json::parse(text, nullptr, false);
-  if (root.is_discarded() || !root.is_object()) {
+  ordered_json root;
+  try {
+    root = ordered_json::parse(text);
+  } catch (const ordered_json::parse_error& e) {
+    throw UsageError(fmt::format(
+        "{}: not valid JSON (the text stops making sense at byte {}); is this an HCCL rank table?",
+        path, e.byte));
+  }
+  if (!root.is_object()) {
     throw UsageError(fmt::format("{}: not a JSON object; is this an HCCL rank table?", path));
   }
   RankTable table;

@@ -407,11 +407,33 @@ void parse_nnodes(const std::string& text, const std::string& source, LaunchConf
 }
 
 // Resolves nproc and the device of each local rank from --nproc-per-node and --devices.
+// On a node with accelerators, --devices may only name ones that are there (and visible): a typo
+// would otherwise surface minutes later as a driver error in every worker. A node without any
+// (CPU jobs, tests) takes the ids as given.
+void check_devices_present(const std::vector<int>& listed, const DiscoveredDevices& found,
+                           const std::string& source, const std::string& text) {
+  if (found.kind == DeviceKind::kNone || found.physical_ids.empty()) return;
+  std::vector<int> absent;
+  for (int id : listed) {
+    if (std::find(found.physical_ids.begin(), found.physical_ids.end(), id) ==
+        found.physical_ids.end())
+      absent.push_back(id);
+  }
+  if (absent.empty()) return;
+  throw UsageError(fmt::format("{} {}: this node has no device{} {} (found {}); pick ids from {}",
+                               source, text, absent.size() == 1 ? "" : "s",
+                               format_device_list(absent), found.description,
+                               format_device_list(found.physical_ids)));
+}
+
 void resolve_workers_and_devices(const CommandLine& cli, const EnvMap& env, LaunchConfig& cfg) {
   const RawFlags& raw = cli.raw();
   const std::string nproc_src = cli.source(cli.nproc_);
   std::optional<std::vector<int>> listed;
-  if (!raw.devices.empty()) listed = parse_device_list(raw.devices, cli.source(cli.devices_));
+  if (!raw.devices.empty()) {
+    listed = parse_device_list(raw.devices, cli.source(cli.devices_));
+    check_devices_present(*listed, discover_devices(env), cli.source(cli.devices_), raw.devices);
+  }
 
   const std::string& n = raw.nproc_per_node;
   if (n == "auto" || n == "npu" || n == "gpu") {
@@ -877,8 +899,11 @@ LaunchConfig validate(const CommandLine& cli, const std::vector<std::string>& re
   }
   if (!cli.given(cli.node_rank_) && cluster.node_rank) {
     if (*cluster.node_rank >= cfg.max_nodes) {
-      throw UsageError(fmt::format("{}: node rank {} is not below nnodes {}", cluster.description,
-                                   *cluster.node_rank, cfg.max_nodes));
+      throw UsageError(fmt::format(
+          "{}: node rank {} is not below nnodes {}; the scheduler's variables disagree (a step "
+          "environment copied into another job?): start npu_run with srun inside the allocation, "
+          "or give --nnodes and --node-rank yourself",
+          cluster.description, *cluster.node_rank, cfg.max_nodes));
     }
     cfg.node_rank = cluster.node_rank;
   } else if (cli.given(cli.node_rank_)) {

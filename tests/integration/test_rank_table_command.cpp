@@ -98,7 +98,7 @@ TEST_CASE("rank-table command: bad input is named with the fix", "[integration][
       {{"--devices", "0-1", "--version", "1.2", "--device-ips", "1.1.1.1,1.1.1.2"},
        "needs --super-device-ids"},
       {{"--devices", "0-1", "--version", "2.0"}, "--version '2.0'"},
-      {{"--merge", kData + "hccn.conf"}, "not a JSON object"},
+      {{"--merge", kData + "hccn.conf"}, "not valid JSON"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"rank-table"};

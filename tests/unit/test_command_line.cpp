@@ -20,7 +20,9 @@ struct Cli {
   std::string script = dir.write("train.py", "print('hi')\n");
   EnvMap env{{"PATH", "/usr/bin:/bin"}, {"PYTHON_EXEC", "/bin/sh"}};
 
-  ParseResult parse(std::vector<std::string> args) const { return parse_command_line(args, env); }
+  ParseResult parse(const std::vector<std::string>& args) const {
+    return parse_command_line(args, env);
+  }
 
   LaunchConfig ok(std::vector<std::string> args) const {
     ParseResult r = parse(std::move(args));
@@ -402,7 +404,7 @@ TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
   CHECK(c.rank_table == data + "hccl_4p_4567_127.0.0.1.json");
   CHECK_FALSE(c.wants_peers());
   CHECK_THAT(cli.error({"--rank-table", data + "hccn.conf", cli.script}),
-             Contains("not a JSON object"));
+             Contains("not valid JSON"));
   CHECK_THAT(cli.error({"--rank-table", "/nonexistent.json", cli.script}),
              Contains("cannot read the rank table"));
 }

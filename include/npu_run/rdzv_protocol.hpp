@@ -17,10 +17,10 @@ namespace npu_run::rdzv {
 
 struct Limits {
   // Agents send small frames; the server's answers can carry the peer table of a large job.
-  static constexpr size_t kMaxClientFrame = 64 * 1024;
+  static constexpr size_t kMaxClientFrame = size_t{64} * 1024;
   // Until it has been welcomed a connection may only say hello and auth, which are far smaller.
   static constexpr size_t kMaxHandshakeFrame = 1024;
-  static constexpr size_t kMaxServerFrame = 64 * 1024 * 1024;
+  static constexpr size_t kMaxServerFrame = size_t{64} * 1024 * 1024;
   static constexpr size_t kMaxName = 255;  // host names, addresses
   static constexpr size_t kMaxRunId = 128;
   static constexpr size_t kMaxNonce = 64;      // hex digits, also of proofs (HMAC-SHA256)

@@ -122,7 +122,7 @@ int launch(const LaunchConfig& parsed, const EnvMap& env) {
   // The guardian is forked first, while the agent is small and has no threads or sockets.
   Guardian guardian;
   // A closed console must not kill the agent mid-job; writes report EPIPE instead.
-  std::signal(SIGPIPE, SIG_IGN);
+  (void)std::signal(SIGPIPE, SIG_IGN);
   RunDirectory run_dir = RunDirectory::create(cfg, env);
   asio::io_context io;
   const std::string hccl_base = lookup(env, "HCCL_IF_BASE_PORT").value_or("");

@@ -13,7 +13,7 @@ namespace npu_run {
 
 int serve(const ServerCommand& command) {
   configure_agent_logging(command.log_level, boost::asio::ip::host_name(), std::nullopt);
-  std::signal(SIGPIPE, SIG_IGN);
+  (void)std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the server
   boost::asio::io_context io;
   rdzv::RendezvousServer server(io, command.settings, command.options);
   int exit_code = rdzv::kExitRendezvous;

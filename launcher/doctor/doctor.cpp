@@ -75,7 +75,7 @@ CheckResult reserved_ports_check(const DoctorSettings& s) {
   const auto range =
       parse_port_ranges(read_text(s.proc_root + "/sys/net/ipv4/ip_local_port_range").value_or(""));
   // ip_local_port_range is "low<TAB>high"; parse_port_ranges reads it as two single ports.
-  const int low = range.size() >= 1 ? range.front().first : 32768;
+  const int low = !range.empty() ? range.front().first : 32768;
   const int high = range.size() >= 2 ? range[1].first : 60999;
   const std::string ports = fmt::format("{}-{}", base, last);
   if (covered_count == kHcclPorts) {

@@ -22,7 +22,7 @@ namespace {
   // Its lifetime is tied to the pipe, not to signals: a Ctrl-C to the terminal's process group
   // must not remove it before the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
-    ::signal(sig, SIG_IGN);
+    (void)::signal(sig, SIG_IGN);
   if (read_fd < 3) {  // keep it clear of the stdio slots that are pointed at /dev/null below
     const int moved = ::fcntl(read_fd, F_DUPFD, 3);
     ::close(read_fd);

@@ -22,7 +22,7 @@ class LinePrefixer {
  private:
   // A line longer than this is flushed in pieces, so a worker printing without newlines
   // cannot grow the agent's memory.
-  static constexpr size_t kMaxPending = 64 * 1024;
+  static constexpr size_t kMaxPending = size_t{64} * 1024;
   std::string prefix_;
   std::string pending_;
 };
@@ -52,7 +52,7 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   int file_fd_;
   int console_fd_;
   LinePrefixer prefixer_;
-  std::array<char, 64 * 1024> buffer_{};
+  std::array<char, size_t{64} * 1024> buffer_{};
   bool closed_ = false;
 };
 

@@ -22,7 +22,7 @@ std::vector<std::string> sh_workers(int nproc, const std::string& script,
                                     std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--nproc-per-node", std::to_string(nproc)};
   args.insert(args.end(), extra.begin(), extra.end());
-  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.push_back(a);
+  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.emplace_back(a);
   args.push_back(script);
   return args;
 }

@@ -13,7 +13,7 @@ std::unique_ptr<NpuRunProcess> start_node(int port, int nnodes, int nproc,
                                    "--master-port",    std::to_string(port)};
   args.insert(args.end(), kFastHeartbeats.begin(), kFastHeartbeats.end());
   args.insert(args.end(), flags.begin(), flags.end());
-  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.push_back(a);
+  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.emplace_back(a);
   args.push_back(script);
   return std::make_unique<NpuRunProcess>(args, env);
 }

@@ -10,7 +10,6 @@
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::read_file;
-using npu_run::testing::TempDir;
 
 namespace {
 

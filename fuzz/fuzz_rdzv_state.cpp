@@ -1,0 +1,149 @@
+// libFuzzer target: the rendezvous state machine driven by random sequences of agents' messages,
+// disconnects and clock ticks. Invariants checked on everything it sends: every assignment of a
+// round gives node ranks 0..N-1 exactly once, with N within --nnodes MIN:MAX, one world size that
+// is the sum of the nodes' workers, and rank offsets that are the running sum in node-rank order;
+// replies only go to agents that exist; exit codes are 0..255; nothing is assigned after the end.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "npu_run/rdzv_auth.hpp"
+#include "npu_run/rdzv_state.hpp"
+
+using namespace npu_run::rdzv;
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) std::abort();
+}
+
+constexpr ClientId kClients = 6;
+constexpr const char* kToken = "fuzz-token";
+const std::string kAgentNonce(64, 'a');
+
+void check_assignments(const std::vector<Outgoing>& out, const JobSettings& s) {
+  std::map<uint64_t, std::vector<const Assigned*>> by_round;
+  for (const Outgoing& o : out) {
+    require(!o.to.empty() || std::holds_alternative<ErrorReply>(o.message));
+    for (ClientId id : o.to) require(id >= 1 && id <= kClients);
+    if (const auto* d = std::get_if<Decision>(&o.message))
+      require(d->exit_code >= 0 && d->exit_code <= 255);
+    if (const auto* a = std::get_if<Assigned>(&o.message)) by_round[a->round].push_back(a);
+  }
+  for (const auto& [round, assigned] : by_round) {
+    const Assigned& first = *assigned.front();
+    require(first.nnodes >= s.min_nodes && first.nnodes <= s.max_nodes);
+    require(static_cast<int>(assigned.size()) == first.nnodes);
+    std::set<int> ranks;
+    for (const Assigned* a : assigned) {
+      require(a->nnodes == first.nnodes && a->world_size == first.world_size);
+      require(ranks.insert(a->node_rank).second);
+      require(static_cast<int>(a->peers.size()) == a->nnodes);
+      int offset = 0;
+      for (size_t i = 0; i < a->peers.size(); ++i) {
+        require(a->peers[i].node_rank == static_cast<int>(i));
+        require(a->peers[i].rank_offset == offset);
+        offset += a->peers[i].node.nproc;
+      }
+      require(offset == a->world_size);
+      require(a->rank_offset == a->peers[a->node_rank].rank_offset);
+    }
+    require(*ranks.begin() == 0 && *ranks.rbegin() == first.nnodes - 1);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  JobSettings s;
+  s.run_id = "fuzz";
+  s.min_nodes = in.ConsumeIntegralInRange(1, 4);
+  s.max_nodes = in.ConsumeIntegralInRange(s.min_nodes, 4);
+  s.max_restarts = in.ConsumeIntegralInRange(0, 2);
+  if (in.ConsumeBool()) s.token = kToken;
+  s.heartbeat_timeout = std::chrono::seconds(30);
+  s.last_call = std::chrono::seconds(in.ConsumeIntegralInRange(0, 5));
+  s.join_timeout = std::chrono::seconds(120);
+  Clock::time_point now{};
+  RendezvousState state(s, now);
+  int nonces = 0;
+  state.set_nonce_source([&] { return "nonce-" + std::to_string(++nonces); });
+  std::map<ClientId, std::string> challenges;  // the nonce each client was challenged with
+  bool finished = false;
+
+  while (in.remaining_bytes() > 0) {
+    const ClientId from = in.ConsumeIntegralInRange<ClientId>(1, kClients);
+    std::vector<Outgoing> out;
+    switch (in.ConsumeIntegralInRange(0, 6)) {
+      case 0:
+        out = state.on_message(
+            from, Hello{kMagic, kProtocolVersion, "fuzz", in.ConsumeBool() ? kAgentNonce : ""},
+            now);
+        break;
+      case 1: {
+        const std::string& nonce = challenges[from];
+        const bool honest = in.ConsumeBool();
+        out = state.on_message(
+            from, Auth{agent_proof(honest ? kToken : "guess", "fuzz", nonce, kAgentNonce)}, now);
+        break;
+      }
+      case 2: {
+        Join j;
+        j.node.host = "h" + std::to_string(in.ConsumeIntegralInRange(0, 3));
+        j.node.addr = "10.0.0." + std::to_string(from);
+        j.node.nproc = in.ConsumeIntegralInRange(1, 3);
+        for (int i = 0; i < j.node.nproc; ++i) j.node.devices.push_back(i);
+        j.node.worker_port = 40000;
+        if (in.ConsumeBool()) j.node_rank = in.ConsumeIntegralInRange(0, s.max_nodes);
+        j.min_nodes = in.ConsumeBool() ? s.min_nodes : 1;
+        j.max_nodes = s.max_nodes;
+        j.max_restarts = s.max_restarts;
+        j.want_peers = true;
+        out = state.on_message(from, j, now);
+        break;
+      }
+      case 3:
+        out = state.on_message(from, Heartbeat{}, now);
+        break;
+      case 4: {
+        Report r;
+        r.round = in.ConsumeBool() ? state.round() : in.ConsumeIntegral<uint8_t>();
+        r.outcome = static_cast<Outcome>(in.ConsumeIntegralInRange(0, 2));
+        if (r.outcome != Outcome::kSucceeded) {
+          FailureReport f;
+          f.host = "h";
+          f.exit_code = in.ConsumeIntegralInRange(0, 255);
+          f.time_ms = in.ConsumeIntegralInRange<int64_t>(0, 1000);
+          r.failure = f;
+        }
+        if (r.outcome == Outcome::kStopped && in.ConsumeBool()) {
+          r.stop_signal = 15;
+          r.leaving = in.ConsumeBool();
+        }
+        r.fatal = in.ConsumeBool();
+        out = state.on_message(from, r, now);
+        break;
+      }
+      case 5:
+        out = state.on_disconnect(from, now);
+        break;
+      default:
+        now += std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
+        out = state.on_tick(now);
+        break;
+    }
+    for (const Outgoing& o : out) {
+      if (const auto* c = std::get_if<Challenge>(&o.message)) challenges[o.to.front()] = c->nonce;
+      if (finished) require(!std::holds_alternative<Assigned>(o.message));
+    }
+    check_assignments(out, s);
+    finished = finished || state.phase() == RendezvousState::Phase::kFinished;
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# CI's second stage, after scripts/test.sh: the test suite again under sanitizers, clang-tidy,
+# and a short fuzz run. Each stage fails on any finding.
+#   asan  clang build with ASan+UBSan (and libFuzzer coverage) in build-asan/; every test except
+#         the benchmark smokes (timings under ASan mean nothing)
+#   tsan  clang build with TSan in build-tsan/; the tests of the rendezvous server, client and
+#         agent, where Asio handlers, the resolver thread and signals meet
+#   tidy  clang-tidy with .clang-tidy on every C++ source of the project
+#   fuzz  every libFuzzer target for $NPU_RUN_FUZZ_SECONDS (default 60) s, from fuzz/corpus/
+# Usage: scripts/hardening.sh [asan] [tsan] [tidy] [fuzz]   (default: all, in this order)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(asan tsan tidy fuzz)
+
+"$root/scripts/install_deps.sh"
+export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
+# Findings abort with a stack; leaks count as findings.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+# -O1 with line tables: the sanitizers' usual trade between build time, speed and stacks.
+configure() {
+  local dir=$1
+  shift
+  CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" -DNPU_RUN_WERROR=ON "$@" >/dev/null
+}
+
+stage_asan() {
+  configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
+  cmake --build "$root/build-asan" -j "$(nproc)"
+  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j 2 -LE bench)
+}
+
+stage_tsan() {
+  configure "$root/build-tsan" -DNPU_RUN_SANITIZE=thread
+  cmake --build "$root/build-tsan" -j "$(nproc)" --target npu_run unit_tests integration_tests
+  (cd "$root/build-tsan" && ctest --output-on-failure --timeout 600 -j 2 \
+    -R 'rdzv|protocol|multi-node|elastic|hostile|auth|supervision|signals')
+}
+
+stage_tidy() {
+  # The compile commands of the clang build: clang-tidy understands exactly its flags.
+  [ -f "$root/build-asan/compile_commands.json" ] ||
+    configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
+  mapfile -t sources < <(cd "$root" && git ls-files '*.cpp' | sed "s|^|$root/|")
+  run-clang-tidy -quiet -p "$root/build-asan" -j "$(nproc)" "${sources[@]}" \
+    > "$root/build-asan/clang-tidy.log" 2>&1 || {
+    grep -E 'error:|warning:' "$root/build-asan/clang-tidy.log" | sort -u >&2
+    echo "tidy: findings above (full log: build-asan/clang-tidy.log)" >&2
+    return 1
+  }
+  echo "tidy: ${#sources[@]} files, no findings"
+}
+
+stage_fuzz() {
+  [ -x "$root/build-asan/fuzz/fuzz_messages" ] || stage_asan
+  NPU_RUN_FUZZ_BUILD_DIR="$root/build-asan" "$root/scripts/fuzz.sh" "${NPU_RUN_FUZZ_SECONDS:-60}"
+}
+
+for stage in "${stages[@]}"; do
+  echo "hardening: $stage"
+  start=$SECONDS
+  "stage_$stage"
+  echo "hardening: $stage passed in $((SECONDS - start)) s"
+done

@@ -64,7 +64,9 @@ void create_secret(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   ::chmod(path.parent_path().c_str(), 0700);
-  const std::string temp = fmt::format("{}.{}.tmp", path.string(), ::getpid());
+  // Unique per attempt: several agents (or threads) may be creating it at the same moment.
+  const std::string temp =
+      fmt::format("{}.{}.{}.tmp", path.string(), ::getpid(), rdzv::random_nonce().substr(0, 16));
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     throw UsageError(fmt::format(

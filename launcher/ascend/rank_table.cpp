@@ -148,6 +148,10 @@ RankTable parse_rank_table(const std::string& text, const std::string& path) {
     throw UsageError(fmt::format(
         "{}: not valid JSON (the text stops making sense at byte {}); is this an HCCL rank table?",
         path, e.byte));
+  } catch (const ordered_json::exception&) {
+    // A number too large for any JSON number type (found by fuzz_rank_table).
+    throw UsageError(
+        fmt::format("{}: holds a number out of any range; is this an HCCL rank table?", path));
   }
   if (!root.is_object()) {
     throw UsageError(fmt::format("{}: not a JSON object; is this an HCCL rank table?", path));

@@ -92,6 +92,11 @@ TEST_CASE("rank table: missing addresses and duplicate devices are refused", "[r
 
 TEST_CASE("rank table: reading checks the format and names the place", "[rank-table]") {
   CHECK_THROWS_WITH(parse_rank_table("[]", "t.json"), Contains("t.json: not a JSON object"));
+  // Found by fuzz_rank_table: a number overflowing double escaped as a JSON exception.
+  CHECK_THROWS_WITH(parse_rank_table("18.8e8888888888", "t.json"),
+                    Contains("t.json: holds a number out of any range"));
+  CHECK_THROWS_WITH(parse_rank_table("{\"version\": \"1.0\", ", "t.json"),
+                    Contains("t.json: not valid JSON (the text stops making sense at byte 20)"));
   CHECK_THROWS_WITH(
       parse_rank_table(
           R"({"version":"2.0","status":"completed","server_count":"0","server_list":[]})",

@@ -39,10 +39,24 @@ std::string new_marker() {
 
 }  // namespace
 
+// Below the kernel's ephemeral range (32768-60999 here): a port the kernel handed out could be
+// handed out again as the source port of any test's outgoing connection (the hostile-peer tests
+// make thousands), and a server port equal to a live connection's source port makes the agent
+// think the port is served. Above the derived Slurm ports (20000-29999) and the test cluster's.
 int unused_port() {
+  static std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(30000, 32767);
   boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return probe.local_endpoint().port();
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto port = static_cast<unsigned short>(pick(rng));
+    boost::system::error_code ec;
+    boost::asio::ip::tcp::acceptor probe(io);
+    probe.open(boost::asio::ip::tcp::v4(), ec);
+    if (!ec) probe.bind({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) return port;
+  }
+  FAIL("no free port in 30000-32767");
+  return 0;
 }
 
 std::string npu_run_binary() {

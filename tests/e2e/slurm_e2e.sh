@@ -87,7 +87,10 @@ export NPU_RUN="$npu_run" PYTHON_EXEC=/usr/bin/python3 NPROC_PER_NODE=2
 train="$source_dir/examples/train_ddp.py"
 # Every task gets the marker; this script must not carry it, or the grep looking for it would
 # find itself.
-submit=(sbatch --parsable --chdir="$work" --time=10 --export="ALL,NPU_RUN_TEST_MARKER=$marker")
+# XDG_CONFIG_HOME: the secret the per-step rendezvous tokens are derived from lives in $work, not
+# in the home directory of the user running the tests.
+submit=(sbatch --parsable --chdir="$work" --time=10
+  --export="ALL,NPU_RUN_TEST_MARKER=$marker,XDG_CONFIG_HOME=$work/config")
 
 echo "== 1. DDP on 2 nodes x 2 workers"
 out="$work/ddp.out"
@@ -96,7 +99,8 @@ id=$("${submit[@]}" --wait --nodes=2 --output="$out" "$templates/multi_node.sbat
 [ "$rc" -eq 0 ] || fail "DDP job exited $rc" "$out"
 [ "$(job_field "$id" JobState)" = COMPLETED ] || fail "job $id is $(job_field "$id" JobState)" "$out"
 expect_in "$out" "Slurm job $id step 0" "ranks 0-1 of 4, node 0 of 2" "ranks 2-3 of 4, node 1 of 2" \
-  "ranks agree: True"
+  "ranks agree: True" "rendezvous token: derived for Slurm step $id.0 from $work/config/npu_run/rdzv_secret"
+[ "$(stat -c %a "$work/config/npu_run/rdzv_secret")" = 600 ] || fail "the derived token's secret is not mode 600" "$out"
 check_no_strays "the DDP job"
 
 echo "== 2. a failing rank"

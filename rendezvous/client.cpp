@@ -103,7 +103,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     }
     resolver.async_resolve(options.server_host, std::to_string(options.server_port),
                            [self = shared_from_this()](boost::system::error_code ec,
-                                                       tcp::resolver::results_type results) {
+                                                       const tcp::resolver::results_type& results) {
                              if (self->done) return;
                              if (ec) {
                                self->retry(fmt::format("cannot resolve '{}': {}",
@@ -160,8 +160,9 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
                    seconds(std::chrono::duration_cast<milliseconds>(deadline - now)));
     }
     std::uniform_real_distribution<double> jitter(0.5, 1.5);
-    const auto delay =
-        std::min(time_left(), milliseconds(static_cast<long>(backoff.count() * jitter(rng))));
+    const auto delay = std::min(
+        time_left(),
+        milliseconds(static_cast<long>(static_cast<double>(backoff.count()) * jitter(rng))));
     backoff = std::min(kMaxRetry, backoff * 2);
     retry_timer.expires_after(delay);
     retry_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
@@ -217,7 +218,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       drop_and_retry(reason);
   }
 
-  void watch(milliseconds timeout, std::string what) {
+  void watch(milliseconds timeout, const std::string& what) {
     watchdog_timer.expires_after(timeout);
     watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), what,
                                timeout](boost::system::error_code ec) {

@@ -364,8 +364,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     check_done();
   }
 
-  void dispatch(std::vector<Outgoing> outgoing) {
-    for (Outgoing& o : outgoing) {
+  void dispatch(const std::vector<Outgoing>& outgoing) {
+    for (const Outgoing& o : outgoing) {
       log(o);
       if (std::holds_alternative<Welcome>(o.message)) {
         for (ClientId id : o.to) mark_authenticated(id);

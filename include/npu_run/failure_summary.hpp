@@ -19,7 +19,7 @@ struct SummaryContext {
 };
 
 // `error_messages` maps a worker index to the message its error file recorded (may be empty).
-std::string format_failure_summary(const GroupResult& result, const SummaryContext& context,
+std::string format_failure_summary(const GroupResult& result, const SummaryContext& ctx,
                                    const std::map<size_t, std::string>& error_messages);
 
 // This node's root cause as the rendezvous passes it to every node. `error_message` comes from

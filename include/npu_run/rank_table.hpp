@@ -68,7 +68,7 @@ RankTable read_rank_table(const std::string& path);
 RankTable merge_rank_tables(const std::vector<RankTable>& tables);
 
 // hccl_<n>p_<device ids joined>_<server id>.json, the classic generator's name.
-std::string classic_file_name(const RankTable& single_server);
+std::string classic_file_name(const RankTable& table);  // a table of one server
 // hccl_<servers>s_<devices>p.json, the classic merge script's name.
 std::string merged_file_name(const RankTable& merged);
 

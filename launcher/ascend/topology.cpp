@@ -23,7 +23,7 @@ std::string counts_text(const std::vector<int>& per_node) {
     parts.push_back(fmt::format("node {}: {}", i, per_node[i]));
   if (parts.size() > 6) {
     parts.resize(6);
-    parts.push_back("...");
+    parts.emplace_back("...");
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -18,11 +18,13 @@ std::optional<int> int_var(const EnvMap& env, const std::string& name, int min, 
   const auto text = lookup(env, name);
   if (!text) return std::nullopt;
   const auto value = parse_integer(*text, min, max);
-  if (!value) throw UsageError(fmt::format("{}='{}' is not a number from {} to {}", name, *text, min, max));
+  if (!value)
+    throw UsageError(fmt::format("{}='{}' is not a number from {} to {}", name, *text, min, max));
   return static_cast<int>(*value);
 }
 
-std::optional<std::string> first_of(const EnvMap& env, std::initializer_list<const char*> names, std::string& which) {
+std::optional<std::string> first_of(const EnvMap& env, std::initializer_list<const char*> names,
+                                    std::string& which) {
   for (const char* name : names) {
     if (auto v = lookup(env, name); v && !v->empty()) {
       which = name;
@@ -37,7 +39,8 @@ std::optional<std::string> first_of(const EnvMap& env, std::initializer_list<con
 void check_agents_per_node(int on_node, int allowed, const std::string& launcher_fix) {
   if (on_node <= allowed) return;
   throw UsageError(fmt::format(
-      "{} agents were started on one node, but npu_run is one agent per node: it starts that node's "
+      "{} agents were started on one node, but npu_run is one agent per node: it starts that "
+      "node's "
       "workers itself. {} (or pass --agents-per-node {} if agents should share nodes on purpose)",
       on_node, launcher_fix, on_node));
 }
@@ -47,56 +50,69 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
   d.kind = ClusterKind::kSlurm;
   const auto job = lookup(env, "SLURM_JOB_ID");
   const auto step = lookup(env, "SLURM_STEP_ID");
-  if (!job) throw UsageError("--cluster slurm: SLURM_JOB_ID is not set; run npu_run inside a Slurm job (srun)");
+  if (!job)
+    throw UsageError(
+        "--cluster slurm: SLURM_JOB_ID is not set; run npu_run inside a Slurm job (srun)");
   if (!step) {
     // The batch script itself, outside srun: only this one agent exists.
     d.description = fmt::format("Slurm job {} (batch script, not an srun step)", *job);
     const int nnodes = int_var(env, "SLURM_NNODES", 1, 1'000'000).value_or(1);
     if (nnodes > 1 || forced) {
-      d.warnings.push_back(fmt::format(
-          "npu_run runs in the batch script of Slurm job {}, outside srun: only this node takes part. To use all "
-          "{} nodes, start it with `srun --ntasks-per-node=1 npu_run ...`",
-          *job, nnodes));
+      d.warnings.push_back(
+          fmt::format("npu_run runs in the batch script of Slurm job {}, outside srun: only this "
+                      "node takes part. To use all "
+                      "{} nodes, start it with `srun --ntasks-per-node=1 npu_run ...`",
+                      *job, nnodes));
     }
     return d;
   }
   d.description = fmt::format("Slurm job {} step {}", *job, *step);
   std::string nodes_var;
-  const auto nodelist = first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, nodes_var);
+  const auto nodelist =
+      first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, nodes_var);
   std::string count_var;
-  const auto node_count = first_of(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}, count_var);
+  const auto node_count =
+      first_of(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}, count_var);
   const int nodes = node_count ? int_var(env, count_var, 1, 1'000'000).value()
                                : static_cast<int>(nodelist ? expand_hostlist(*nodelist).size() : 1);
   std::string tasks_var;
-  const auto tasks = first_of(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, tasks_var);
-  const std::vector<int> per_node = tasks ? parse_tasks_per_node(*tasks, tasks_var) : std::vector<int>{1};
+  const auto tasks =
+      first_of(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, tasks_var);
+  const std::vector<int> per_node =
+      tasks ? parse_tasks_per_node(*tasks, tasks_var) : std::vector<int>{1};
   const int most = *std::max_element(per_node.begin(), per_node.end());
-  check_agents_per_node(most, agents_per_node,
-                        fmt::format("srun started up to {} tasks per node ({}={}): use `srun --ntasks-per-node=1`",
-                                    most, tasks_var, tasks.value_or("?")));
+  check_agents_per_node(
+      most, agents_per_node,
+      fmt::format("srun started up to {} tasks per node ({}={}): use `srun --ntasks-per-node=1`",
+                  most, tasks_var, tasks.value_or("?")));
   if (agents_per_node > 1) {
     // Several agents per node: each agent is a node of the rendezvous.
     d.nnodes = int_var(env, "SLURM_STEP_NUM_TASKS", 1, 1'000'000).value_or(nodes);
     d.node_rank = int_var(env, "SLURM_PROCID", 0, 1'000'000);
     d.agent_index = int_var(env, "SLURM_LOCALID", 0, 1'000'000).value_or(0);
-    d.detected.push_back(fmt::format("nnodes = {} (SLURM_STEP_NUM_TASKS: agents, --agents-per-node {})", *d.nnodes,
-                                     agents_per_node));
-    if (d.node_rank) d.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
+    d.detected.push_back(
+        fmt::format("nnodes = {} (SLURM_STEP_NUM_TASKS: agents, --agents-per-node {})", *d.nnodes,
+                    agents_per_node));
+    if (d.node_rank)
+      d.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
   } else {
     d.nnodes = nodes;
     d.node_rank = int_var(env, "SLURM_NODEID", 0, 1'000'000);
-    d.detected.push_back(fmt::format("nnodes = {} ({})", nodes, node_count ? count_var : nodes_var));
-    if (d.node_rank) d.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
+    d.detected.push_back(
+        fmt::format("nnodes = {} ({})", nodes, node_count ? count_var : nodes_var));
+    if (d.node_rank)
+      d.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
   }
   if (nodelist) {
     d.master_addr = first_host(*nodelist);
-    d.detected.push_back(fmt::format("master = {} (first host of {}={})", *d.master_addr, nodes_var, *nodelist));
+    d.detected.push_back(
+        fmt::format("master = {} (first host of {}={})", *d.master_addr, nodes_var, *nodelist));
   }
   d.run_id = fmt::format("{}.{}", *job, *step);
   d.master_port = port_for_job(*job);
   d.detected.push_back(fmt::format("run id = {} (job.step)", *d.run_id));
-  d.detected.push_back(fmt::format("master port = {} (from job id {}: {} + id mod {})", *d.master_port, *job,
-                                   kDerivedPortBase, kDerivedPortCount));
+  d.detected.push_back(fmt::format("master port = {} (from job id {}: {} + id mod {})",
+                                   *d.master_port, *job, kDerivedPortBase, kDerivedPortCount));
   return d;
 }
 
@@ -106,13 +122,16 @@ ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
   const auto size = int_var(env, "OMPI_COMM_WORLD_SIZE", 1, 1'000'000);
   const auto rank = int_var(env, "OMPI_COMM_WORLD_RANK", 0, 1'000'000);
   if (!size || !rank) {
-    throw UsageError("--cluster mpi: OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK are not set; start npu_run with mpirun");
+    throw UsageError(
+        "--cluster mpi: OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK are not set; start npu_run with "
+        "mpirun");
   }
   const int local_size = int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1'000'000).value_or(1);
-  check_agents_per_node(local_size, agents_per_node,
-                        fmt::format("mpirun started {} processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE): use "
-                                    "`mpirun --map-by ppr:1:node`",
-                                    local_size));
+  check_agents_per_node(
+      local_size, agents_per_node,
+      fmt::format("mpirun started {} processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE): use "
+                  "`mpirun --map-by ppr:1:node`",
+                  local_size));
   const auto job = lookup(env, "OMPI_MCA_ess_base_jobid").value_or("0");
   d.description = fmt::format("Open MPI job {} ({} processes)", job, *size);
   d.nnodes = size;
@@ -128,7 +147,8 @@ ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
       const auto start = tcp + 6;
       const auto end = uri->find_first_of(":,;", start);
       d.master_addr = uri->substr(start, end - start);
-      d.detected.push_back(fmt::format("master = {} (mpirun's address in OMPI_MCA_orte_hnp_uri)", *d.master_addr));
+      d.detected.push_back(
+          fmt::format("master = {} (mpirun's address in OMPI_MCA_orte_hnp_uri)", *d.master_addr));
     }
   }
   d.run_id = fmt::format("mpi-{}", job);
@@ -144,7 +164,8 @@ ClusterDefaults detect_k8s(const EnvMap& env, bool forced) {
   const auto world = int_var(env, "WORLD_SIZE", 1, 1'000'000);
   const auto rank = int_var(env, "RANK", 0, 1'000'000);
   if (forced && (!world || !rank)) {
-    throw UsageError("--cluster k8s: WORLD_SIZE and RANK are not set; a PyTorchJob gives them to every pod");
+    throw UsageError(
+        "--cluster k8s: WORLD_SIZE and RANK are not set; a PyTorchJob gives them to every pod");
   }
   d.description = "Kubernetes pod (PyTorchJob)";
   // Per pod: WORLD_SIZE pods, this is pod RANK, MASTER_ADDR:MASTER_PORT is the master pod.
@@ -180,11 +201,16 @@ ClusterKind parse_cluster_kind(const std::string& name, const std::string& sourc
 
 std::string cluster_kind_name(ClusterKind kind) {
   switch (kind) {
-    case ClusterKind::kAuto: return "auto";
-    case ClusterKind::kNone: return "none";
-    case ClusterKind::kSlurm: return "slurm";
-    case ClusterKind::kMpi: return "mpi";
-    case ClusterKind::kK8s: return "k8s";
+    case ClusterKind::kAuto:
+      return "auto";
+    case ClusterKind::kNone:
+      return "none";
+    case ClusterKind::kSlurm:
+      return "slurm";
+    case ClusterKind::kMpi:
+      return "mpi";
+    case ClusterKind::kK8s:
+      return "k8s";
   }
   return "?";
 }
@@ -198,13 +224,16 @@ std::vector<int> parse_tasks_per_node(const std::string& text, const std::string
     if (paren != std::string_view::npos) {
       // "2(x3)": three nodes with two tasks each.
       const auto close = item.find(')', paren);
-      const auto times = item.size() > paren + 2 && item[paren + 1] == 'x' && close != std::string_view::npos
-                             ? parse_integer(item.substr(paren + 2, close - paren - 2), 1, 1'000'000)
-                             : std::nullopt;
-      if (!times) throw UsageError(fmt::format("{}='{}': '{}' is not N or N(xM)", source, text, item));
+      const auto times =
+          item.size() > paren + 2 && item[paren + 1] == 'x' && close != std::string_view::npos
+              ? parse_integer(item.substr(paren + 2, close - paren - 2), 1, 1'000'000)
+              : std::nullopt;
+      if (!times)
+        throw UsageError(fmt::format("{}='{}': '{}' is not N or N(xM)", source, text, item));
       repeat = static_cast<int>(*times);
     }
-    if (!count) throw UsageError(fmt::format("{}='{}': '{}' is not N or N(xM)", source, text, item));
+    if (!count)
+      throw UsageError(fmt::format("{}='{}': '{}' is not N or N(xM)", source, text, item));
     counts.insert(counts.end(), static_cast<size_t>(repeat), static_cast<int>(*count));
   }
   return counts;
@@ -213,17 +242,23 @@ std::vector<int> parse_tasks_per_node(const std::string& text, const std::string
 int port_for_job(const std::string& job_id) {
   // Numeric Slurm job ids map directly; anything else through a stable hash.
   const auto numeric = parse_integer(job_id, 0, (1LL << 62));
-  const unsigned long long key = numeric ? static_cast<unsigned long long>(*numeric) : std::hash<std::string>{}(job_id);
+  const unsigned long long key =
+      numeric ? static_cast<unsigned long long>(*numeric) : std::hash<std::string>{}(job_id);
   return kDerivedPortBase + static_cast<int>(key % kDerivedPortCount);
 }
 
 ClusterDefaults detect_cluster(const EnvMap& env, ClusterKind requested, int agents_per_node) {
   switch (requested) {
-    case ClusterKind::kNone: return {};
-    case ClusterKind::kSlurm: return detect_slurm(env, agents_per_node, true);
-    case ClusterKind::kMpi: return detect_mpi(env, agents_per_node);
-    case ClusterKind::kK8s: return detect_k8s(env, true);
-    case ClusterKind::kAuto: break;
+    case ClusterKind::kNone:
+      return {};
+    case ClusterKind::kSlurm:
+      return detect_slurm(env, agents_per_node, true);
+    case ClusterKind::kMpi:
+      return detect_mpi(env, agents_per_node);
+    case ClusterKind::kK8s:
+      return detect_k8s(env, true);
+    case ClusterKind::kAuto:
+      break;
   }
   if (lookup(env, "SLURM_JOB_ID")) return detect_slurm(env, agents_per_node, false);
   if (lookup(env, "OMPI_COMM_WORLD_SIZE")) return detect_mpi(env, agents_per_node);

@@ -13,8 +13,8 @@ namespace {
 
 // Slurm's limits: one range holds at most 64Ki hosts. The total cap is ours, so that a hostile
 // expression like a[1-65536]b[1-65536] cannot exhaust memory; no cluster comes near it.
-constexpr unsigned long kMaxRange = 64 * 1024;
-constexpr size_t kMaxHosts = 4 * 1024 * 1024;
+constexpr unsigned long kMaxRange = 64UL * 1024;
+constexpr size_t kMaxHosts = size_t{4} * 1024 * 1024;
 
 struct Range {
   unsigned long lo = 0;
@@ -72,12 +72,15 @@ class Expander {
   }
 
   Range single_range(std::string_view text) const {
-    if (text.find('x') != std::string_view::npos) fail(fmt::format("'{}' is not a number or a range", text));
+    if (text.find('x') != std::string_view::npos)
+      fail(fmt::format("'{}' is not a number or a range", text));
     const auto dash = text.find('-');
     const std::string_view lo_text = text.substr(0, dash);
     const std::optional<std::string_view> hi_text =
-        dash == std::string_view::npos ? std::nullopt : std::optional<std::string_view>(text.substr(dash + 1));
-    if (hi_text && !hi_text->empty() && hi_text->front() == '-') fail(fmt::format("negative number in '{}'", text));
+        dash == std::string_view::npos ? std::nullopt
+                                       : std::optional<std::string_view>(text.substr(dash + 1));
+    if (hi_text && !hi_text->empty() && hi_text->front() == '-')
+      fail(fmt::format("negative number in '{}'", text));
     Range r;
     r.width = static_cast<int>(lo_text.size());
     const auto [lo, lo_used] = to_number(lo_text);
@@ -85,13 +88,15 @@ class Expander {
     r.lo = r.hi = lo;
     if (hi_text && !hi_text->empty()) {
       const auto [hi, hi_used] = to_number(*hi_text);
-      if (hi_used == 0 || hi_used != hi_text->size()) fail(fmt::format("'{}' is not a number or a range", text));
+      if (hi_used == 0 || hi_used != hi_text->size())
+        fail(fmt::format("'{}' is not a number or a range", text));
       r.hi = hi;
     } else if (!hi_text && lo_used != lo_text.size()) {
       fail(fmt::format("'{}' is not a number or a range", text));
     }
     if (r.lo > r.hi) fail(fmt::format("range '{}' runs backwards", text));
-    if (r.hi - r.lo + 1 > kMaxRange) fail(fmt::format("range '{}' holds more than {} hosts", text, kMaxRange));
+    if (r.hi - r.lo + 1 > kMaxRange)
+      fail(fmt::format("range '{}' holds more than {} hosts", text, kMaxRange));
     return r;
   }
 
@@ -100,20 +105,23 @@ class Expander {
     size_t start = 0;
     while (true) {
       const auto comma = text.find(',', start);
-      ranges.push_back(single_range(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start)));
+      ranges.push_back(single_range(
+          text.substr(start, comma == std::string_view::npos ? text.npos : comma - start)));
       if (comma == std::string_view::npos) return ranges;
       start = comma + 1;
     }
   }
 
   void push(std::string host) {
-    if (hosts_.size() >= kMaxHosts) fail(fmt::format("it expands to more than {} hosts", kMaxHosts));
+    if (hosts_.size() >= kMaxHosts)
+      fail(fmt::format("it expands to more than {} hosts", kMaxHosts));
     hosts_.push_back(std::move(host));
   }
 
   void push_numbers(const std::string& prefix, const std::vector<Range>& ranges) {
     for (const Range& r : ranges) {
-      for (unsigned long n = r.lo; n <= r.hi; ++n) push(fmt::format("{}{:0{}}", prefix, n, r.width));
+      for (unsigned long n = r.lo; n <= r.hi; ++n)
+        push(fmt::format("{}{:0{}}", prefix, n, r.width));
     }
   }
 
@@ -132,8 +140,10 @@ class Expander {
     for (const Range& r : range_list(std::string_view(prefix).substr(open + 1, close - open - 1))) {
       for (unsigned long n = r.lo; n <= r.hi; ++n) {
         const std::string longer = fmt::format("{}{:0{}}{}", before, n, r.width, between);
-        if (more) push_with_prefix(longer, ranges);
-        else push_numbers(longer, ranges);
+        if (more)
+          push_with_prefix(longer, ranges);
+        else
+          push_numbers(longer, ranges);
       }
     }
   }
@@ -145,12 +155,15 @@ class Expander {
       return;
     }
     const auto close = token.find(']', open);
-    if (close == std::string_view::npos) fail(fmt::format("'{}' opens a '[' it never closes", token));
+    if (close == std::string_view::npos)
+      fail(fmt::format("'{}' opens a '[' it never closes", token));
     if (close + 1 != token.size()) {
-      fail(fmt::format("'{}' has '{}' after its last ']'; text may only come between bracket groups", token,
-                       token.substr(close + 1)));
+      fail(
+          fmt::format("'{}' has '{}' after its last ']'; text may only come between bracket groups",
+                      token, token.substr(close + 1)));
     }
-    push_with_prefix(std::string(token.substr(0, open)), range_list(token.substr(open + 1, close - open - 1)));
+    push_with_prefix(std::string(token.substr(0, open)),
+                     range_list(token.substr(open + 1, close - open - 1)));
   }
 
   std::string_view expression_;
@@ -159,7 +172,9 @@ class Expander {
 
 }  // namespace
 
-std::vector<std::string> expand_hostlist(std::string_view expression) { return Expander(expression).run(); }
+std::vector<std::string> expand_hostlist(std::string_view expression) {
+  return Expander(expression).run();
+}
 
 std::string first_host(std::string_view expression) {
   const auto hosts = expand_hostlist(expression);

@@ -7,7 +7,7 @@ namespace npu_run {
 
 // `npu_run [OPTIONS] SCRIPT ...`: this node's agent (and, on node 0 of a multi-node job, the
 // rendezvous server). Returns npu_run's exit status.
-int launch(const LaunchConfig& cfg, const EnvMap& env);
+int launch(const LaunchConfig& parsed, const EnvMap& env);
 
 // `npu_run rdzv-server ...`: the rendezvous server alone. Returns the job's exit status.
 int serve(const ServerCommand& command);

@@ -8,8 +8,10 @@ namespace npu_run {
 
 int print_hostnames(const std::vector<std::string>& args, const EnvMap& env) {
   if (!args.empty() && (args.front() == "-h" || args.front() == "--help")) {
-    std::cout << "npu_run hostnames [EXPR]\n\nPrint the hosts of a Slurm hostlist expression (e.g. node[01-04],gpu7) one "
-                 "per line, as `scontrol show hostnames` does. Without EXPR, $SLURM_JOB_NODELIST is expanded.\n";
+    std::cout << "npu_run hostnames [EXPR]\n\nPrint the hosts of a Slurm hostlist expression (e.g. "
+                 "node[01-04],gpu7) one "
+                 "per line, as `scontrol show hostnames` does. Without EXPR, $SLURM_JOB_NODELIST "
+                 "is expanded.\n";
     return 0;
   }
   if (args.size() > 1) {
@@ -22,7 +24,8 @@ int print_hostnames(const std::vector<std::string>& args, const EnvMap& env) {
   } else if (const auto nodelist = lookup(env, "SLURM_JOB_NODELIST")) {
     expression = *nodelist;
   } else {
-    std::cerr << "npu_run: error: hostnames: give an expression, or run inside a Slurm job (SLURM_JOB_NODELIST)\n";
+    std::cerr << "npu_run: error: hostnames: give an expression, or run inside a Slurm job "
+                 "(SLURM_JOB_NODELIST)\n";
     return kExitUsage;
   }
   try {

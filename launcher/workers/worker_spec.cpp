@@ -72,8 +72,9 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
     spec.global_rank = assignment.rank_offset + local_rank;
     spec.device_id = cfg.devices.at(local_rank);
     spec.program = cfg.program;
-    if (cfg.mode != WorkerMode::kExecutable) spec.argv.push_back("-u");  // unbuffered, as torchrun
-    if (cfg.mode == WorkerMode::kPythonModule) spec.argv.push_back("-m");
+    if (cfg.mode != WorkerMode::kExecutable)
+      spec.argv.emplace_back("-u");  // unbuffered, as torchrun
+    if (cfg.mode == WorkerMode::kPythonModule) spec.argv.emplace_back("-m");
     if (cfg.mode != WorkerMode::kExecutable) spec.argv.push_back(cfg.entrypoint);
     for (auto& arg : substitute_local_rank(cfg.args, local_rank))
       spec.argv.push_back(std::move(arg));

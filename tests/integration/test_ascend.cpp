@@ -30,9 +30,9 @@ const std::string kCheckTable =
     " server, hashlib.sha1(text.encode()).hexdigest()[:12]))\n";
 
 std::vector<std::string> python_workers(std::vector<std::string> flags, const std::string& script) {
-  flags.push_back("--no-python");
-  flags.push_back("/usr/bin/python3");
-  flags.push_back("-c");
+  flags.emplace_back("--no-python");
+  flags.emplace_back("/usr/bin/python3");
+  flags.emplace_back("-c");
   flags.push_back(script);
   return flags;
 }

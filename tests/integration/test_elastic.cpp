@@ -38,17 +38,15 @@ std::unique_ptr<NpuRunProcess> elastic_node(int port, const std::string& nnodes,
                                    "--heartbeat-timeout",
                                    "1.5"};
   args.insert(args.end(), flags.begin(), flags.end());
-  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.push_back(a);
+  for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.emplace_back(a);
   args.push_back(script);
   return std::make_unique<NpuRunProcess>(args, EnvOverrides{{"OUT", out}});
 }
 
 // Starts `count` nodes, the first alone until it serves the rendezvous.
-std::vector<std::unique_ptr<NpuRunProcess>> start_nodes(int count, int port,
-                                                        const std::string& nnodes,
-                                                        const std::string& script,
-                                                        const std::string& out,
-                                                        std::vector<std::string> flags = {}) {
+std::vector<std::unique_ptr<NpuRunProcess>> start_nodes(
+    int count, int port, const std::string& nnodes, const std::string& script,
+    const std::string& out, const std::vector<std::string>& flags = {}) {
   std::vector<std::unique_ptr<NpuRunProcess>> nodes;
   nodes.push_back(elastic_node(port, nnodes, script, out, flags));
   nodes[0]->wait_for_output("rendezvous server on", 1, 20s, true);
@@ -57,12 +55,10 @@ std::vector<std::unique_ptr<NpuRunProcess>> start_nodes(int count, int port,
 }
 
 // start_nodes, then waits until every node's worker runs.
-std::vector<std::unique_ptr<NpuRunProcess>> start_running(int count, int port,
-                                                          const std::string& nnodes,
-                                                          const std::string& script,
-                                                          const std::string& out,
-                                                          std::vector<std::string> flags = {}) {
-  auto nodes = start_nodes(count, port, nnodes, script, out, std::move(flags));
+std::vector<std::unique_ptr<NpuRunProcess>> start_running(
+    int count, int port, const std::string& nnodes, const std::string& script,
+    const std::string& out, const std::vector<std::string>& flags = {}) {
+  auto nodes = start_nodes(count, port, nnodes, script, out, flags);
   for (auto& n : nodes) n->wait_for_output("ready", 1, 20s);
   return nodes;
 }

@@ -14,7 +14,7 @@ namespace {
 const std::string kPrintBoth = "echo out-$RANK; echo err-$RANK >&2";
 
 std::vector<std::string> with_workers(std::vector<std::string> flags, const std::string& script) {
-  for (const char* a : {"--no-python", "/bin/sh", "-c"}) flags.push_back(a);
+  for (const char* a : {"--no-python", "/bin/sh", "-c"}) flags.emplace_back(a);
   flags.push_back(script);
   return flags;
 }

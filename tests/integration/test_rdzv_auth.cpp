@@ -168,7 +168,7 @@ TEST_CASE("rdzv auth: token files must be private and both token flags are refus
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args = {"--nnodes", "2", "--master-port", "29999"};
     args.insert(args.end(), flags.begin(), flags.end());
-    for (const char* a : {"--no-python", "/bin/true"}) args.push_back(a);
+    for (const char* a : {"--no-python", "/bin/true"}) args.emplace_back(a);
     const Finished f = run_npu_run(args);
     INFO(f.err);
     CHECK(f.exit_code == 2);

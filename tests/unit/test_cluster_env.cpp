@@ -7,19 +7,24 @@
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;
+using Catch::Matchers::Contains;
 using npu_run::testing::ScopedEnv;
 using npu_run::testing::TempDir;
-using Catch::Matchers::Contains;
 
 namespace {
 
 // What srun gives the second task of `srun -N2 --ntasks-per-node=1` (recorded on a real Slurm).
 EnvMap slurm_step(int node_id) {
-  return {{"SLURM_JOB_ID", "4711"},         {"SLURM_STEP_ID", "0"},
-          {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
-          {"SLURM_NNODES", "2"},            {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_STEP_NUM_TASKS", "2"},    {"SLURM_NODEID", std::to_string(node_id)},
-          {"SLURM_PROCID", std::to_string(node_id)}, {"SLURM_LOCALID", "0"},
+  return {{"SLURM_JOB_ID", "4711"},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_JOB_NODELIST", "n[1-2]"},
+          {"SLURM_STEP_NODELIST", "n[1-2]"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_STEP_NUM_TASKS", "2"},
+          {"SLURM_NODEID", std::to_string(node_id)},
+          {"SLURM_PROCID", std::to_string(node_id)},
+          {"SLURM_LOCALID", "0"},
           {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}};
 }
 
@@ -61,7 +66,8 @@ TEST_CASE("cluster: two srun tasks on one node are refused, with the fix", "[clu
   EnvMap env = slurm_step(0);
   env["SLURM_STEP_TASKS_PER_NODE"] = "2,1";
   CHECK_THROWS_WITH(detect_cluster(env, ClusterKind::kAuto, 1),
-                    Contains("2 agents were started on one node") && Contains("srun --ntasks-per-node=1") &&
+                    Contains("2 agents were started on one node") &&
+                        Contains("srun --ntasks-per-node=1") &&
                         Contains("SLURM_STEP_TASKS_PER_NODE=2,1"));
   // Allowed on purpose: every agent is a node of the rendezvous, on its own slice of devices.
   env["SLURM_STEP_NUM_TASKS"] = "3";
@@ -73,13 +79,16 @@ TEST_CASE("cluster: two srun tasks on one node are refused, with the fix", "[clu
   CHECK(d.agent_index == 1);
 }
 
-TEST_CASE("cluster: a multi-node batch script outside srun warns and runs on one node", "[cluster]") {
-  const EnvMap env = {{"SLURM_JOB_ID", "9"}, {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "n[1-4]"}};
+TEST_CASE("cluster: a multi-node batch script outside srun warns and runs on one node",
+          "[cluster]") {
+  const EnvMap env = {
+      {"SLURM_JOB_ID", "9"}, {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "n[1-4]"}};
   const ClusterDefaults d = detect_cluster(env, ClusterKind::kAuto, 1);
   CHECK(d.kind == ClusterKind::kSlurm);
   CHECK_FALSE(d.nnodes);
   REQUIRE(d.warnings.size() == 1);
-  CHECK_THAT(d.warnings[0], Contains("outside srun") && Contains("srun --ntasks-per-node=1 npu_run"));
+  CHECK_THAT(d.warnings[0],
+             Contains("outside srun") && Contains("srun --ntasks-per-node=1 npu_run"));
 }
 
 TEST_CASE("cluster: mpirun gives size, rank and mpirun's host", "[cluster]") {
@@ -89,14 +98,18 @@ TEST_CASE("cluster: mpirun gives size, rank and mpirun's host", "[cluster]") {
   CHECK(d.node_rank == 1);
   CHECK(d.master_addr == "10.1.2.3");
   CHECK(d.run_id == "mpi-492503041");
-  CHECK_THROWS_WITH(detect_cluster(mpirun(1, 4, 1, 2), ClusterKind::kAuto, 1),
-                    Contains("mpirun started 2 processes on this node") && Contains("--map-by ppr:1:node"));
+  CHECK_THROWS_WITH(
+      detect_cluster(mpirun(1, 4, 1, 2), ClusterKind::kAuto, 1),
+      Contains("mpirun started 2 processes on this node") && Contains("--map-by ppr:1:node"));
   CHECK(detect_cluster(mpirun(1, 2, 1, 2), ClusterKind::kAuto, 2).agent_index == 1);
 }
 
 TEST_CASE("cluster: a PyTorchJob pod gives world size, rank and master", "[cluster]") {
-  const EnvMap pod = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"WORLD_SIZE", "3"}, {"RANK", "2"},
-                      {"MASTER_ADDR", "job-master-0"},          {"MASTER_PORT", "23456"}};
+  const EnvMap pod = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                      {"WORLD_SIZE", "3"},
+                      {"RANK", "2"},
+                      {"MASTER_ADDR", "job-master-0"},
+                      {"MASTER_PORT", "23456"}};
   const ClusterDefaults d = detect_cluster(pod, ClusterKind::kAuto, 1);
   CHECK(d.kind == ClusterKind::kK8s);
   CHECK(d.nnodes == 3);
@@ -104,28 +117,35 @@ TEST_CASE("cluster: a PyTorchJob pod gives world size, rank and master", "[clust
   CHECK(d.master_addr == "job-master-0");
   CHECK(d.master_port == 23456);
   // Without Kubernetes around, RANK and WORLD_SIZE alone are not taken as a job.
-  CHECK(detect_cluster({{"WORLD_SIZE", "3"}, {"RANK", "2"}}, ClusterKind::kAuto, 1).kind == ClusterKind::kNone);
+  CHECK(detect_cluster({{"WORLD_SIZE", "3"}, {"RANK", "2"}}, ClusterKind::kAuto, 1).kind ==
+        ClusterKind::kNone);
 }
 
 TEST_CASE("cluster: --cluster forces or disables detection", "[cluster]") {
   CHECK(detect_cluster(slurm_step(1), ClusterKind::kNone, 1).kind == ClusterKind::kNone);
-  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kSlurm, 1), Contains("SLURM_JOB_ID is not set"));
-  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kMpi, 1), Contains("start npu_run with mpirun"));
-  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kK8s, 1), Contains("WORLD_SIZE and RANK are not set"));
+  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kSlurm, 1),
+                    Contains("SLURM_JOB_ID is not set"));
+  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kMpi, 1),
+                    Contains("start npu_run with mpirun"));
+  CHECK_THROWS_WITH(detect_cluster({}, ClusterKind::kK8s, 1),
+                    Contains("WORLD_SIZE and RANK are not set"));
   CHECK_THROWS_WITH(parse_cluster_kind("pbs", "--cluster"), Contains("--cluster 'pbs'"));
   EnvMap bad = slurm_step(0);
   bad["SLURM_NODEID"] = "x";
-  CHECK_THROWS_WITH(detect_cluster(bad, ClusterKind::kAuto, 1), Contains("SLURM_NODEID='x' is not a number"));
+  CHECK_THROWS_WITH(detect_cluster(bad, ClusterKind::kAuto, 1),
+                    Contains("SLURM_NODEID='x' is not a number"));
 }
 
 TEST_CASE("cluster: Slurm task counts per node", "[cluster]") {
   CHECK(parse_tasks_per_node("1(x2)", "v") == std::vector<int>{1, 1});
   CHECK(parse_tasks_per_node("2(x3),1", "v") == std::vector<int>{2, 2, 2, 1});
   CHECK(parse_tasks_per_node("4", "v") == std::vector<int>{4});
-  CHECK_THROWS_WITH(parse_tasks_per_node("2(3)", "SLURM_TASKS_PER_NODE"), Contains("SLURM_TASKS_PER_NODE='2(3)'"));
+  CHECK_THROWS_WITH(parse_tasks_per_node("2(3)", "SLURM_TASKS_PER_NODE"),
+                    Contains("SLURM_TASKS_PER_NODE='2(3)'"));
 }
 
-TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > default", "[cluster][cli]") {
+TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > default",
+          "[cluster][cli]") {
   TempDir dir;
   const std::string script = dir.write("train.py", "");
   EnvMap env = slurm_step(1);
@@ -145,14 +165,16 @@ TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > def
   CHECK(c.run_id == "4711.0");
   CHECK(c.cluster_description == "Slurm job 4711 step 0");
 
-  c = parse({"--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.9", "--master-port", "29400", "--run-id", "x"});
+  c = parse({"--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.9", "--master-port",
+             "29400", "--run-id", "x"});
   CHECK(c.max_nodes == 3);
   CHECK(c.node_rank == 2);
   CHECK(c.master_addr == "10.0.0.9");
   CHECK(c.master_port == 29400);
   CHECK(c.run_id == "x");
   {
-    ScopedEnv pet(std::map<std::string, std::optional<std::string>>{{"PET_MASTER_PORT", "29555"}, {"PET_NNODES", "5"}});
+    ScopedEnv pet(std::map<std::string, std::optional<std::string>>{{"PET_MASTER_PORT", "29555"},
+                                                                    {"PET_NNODES", "5"}});
     c = parse({});
     CHECK(c.master_port == 29555);
     CHECK(c.max_nodes == 5);

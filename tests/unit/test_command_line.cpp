@@ -24,15 +24,15 @@ struct Cli {
     return parse_command_line(args, env);
   }
 
-  LaunchConfig ok(std::vector<std::string> args) const {
-    ParseResult r = parse(std::move(args));
+  LaunchConfig ok(const std::vector<std::string>& args) const {
+    ParseResult r = parse(args);
     if (auto* e = std::get_if<EarlyExit>(&r)) FAIL("unexpected early exit: " << e->text);
     return std::get<LaunchConfig>(r);
   }
 
   // The usage error text; fails unless parsing ended with exit code 2 on stderr.
-  std::string error(std::vector<std::string> args) const {
-    ParseResult r = parse(std::move(args));
+  std::string error(const std::vector<std::string>& args) const {
+    ParseResult r = parse(args);
     REQUIRE(std::holds_alternative<EarlyExit>(r));
     const auto& e = std::get<EarlyExit>(r);
     CHECK(e.exit_code == 2);

@@ -57,7 +57,8 @@ TEST_CASE("hostlist: every case recorded from scontrol expands the same way", "[
 }
 
 TEST_CASE("hostlist: errors name the expression and the bad part", "[hostlist]") {
-  CHECK_THROWS_WITH(expand_hostlist("node[3-1]"), Contains("invalid hostlist 'node[3-1]': range '3-1' runs backwards"));
+  CHECK_THROWS_WITH(expand_hostlist("node[3-1]"),
+                    Contains("invalid hostlist 'node[3-1]': range '3-1' runs backwards"));
   CHECK_THROWS_WITH(expand_hostlist("node[a-c]"), Contains("'a-c' is not a number or a range"));
   CHECK_THROWS_WITH(expand_hostlist("node[1-2]x"), Contains("has 'x' after its last ']'"));
   CHECK_THROWS_WITH(expand_hostlist("node[1-3"), Contains("opens a '[' it never closes"));

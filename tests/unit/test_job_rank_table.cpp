@@ -7,7 +7,8 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-rdzv::PeerInfo peer(int rank, int offset, const std::string& addr, std::vector<int> devices) {
+rdzv::PeerInfo peer(int rank, int offset, const std::string& addr,
+                    const std::vector<int>& devices) {
   rdzv::PeerInfo p;
   p.node_rank = rank;
   p.rank_offset = offset;

@@ -40,8 +40,8 @@ TEST_CASE("line prefixer prefixes complete lines and keeps partial ones", "[pref
 TEST_CASE("line prefixer flushes an endless line in bounded pieces", "[prefix]") {
   LinePrefixer p(">");
   std::string out;
-  p.feed(std::string(200 * 1024, 'a'), out);
+  p.feed(std::string(size_t{200} * 1024, 'a'), out);
   // Pieces are flushed as soon as they reach the bound, so memory stays bounded.
-  CHECK(out.size() >= 128 * 1024);
+  CHECK(out.size() >= size_t{128} * 1024);
   CHECK(out.front() == '>');
 }

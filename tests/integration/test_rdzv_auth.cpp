@@ -215,3 +215,17 @@ TEST_CASE("rdzv auth: inside a Slurm step every node derives the same token by i
   require_no_strays(*a);
   require_no_strays(*b);
 }
+
+TEST_CASE("rdzv auth: the dry-run plan says where the token comes from, never what it is",
+          "[integration][auth]") {
+  const Finished text = run_npu_run(
+      {"--nnodes", "2", "--rdzv-token", kToken, "--dry-run", "--no-python", "/bin/true"});
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Contains("rendezvous token: --rdzv-token"));
+  const Finished json =
+      run_npu_run({"--nnodes", "2", "--dry-run", "--json", "--no-python", "/bin/true"},
+                  {{"NPU_RUN_RDZV_TOKEN", kToken}});
+  CHECK(json.exit_code == 0);
+  CHECK_THAT(json.out, Contains("\"rdzv_token_source\": \"NPU_RUN_RDZV_TOKEN\""));
+  for (const Finished& f : {text, json}) CHECK((f.out + f.err).find(kToken) == std::string::npos);
+}

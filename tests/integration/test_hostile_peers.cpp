@@ -298,8 +298,9 @@ TEST_CASE("hostile peers: duplicates of a real agent's hello", "[integration][ho
       expect(c != nullptr, "a duplicate hello got no challenge", problems);
       if (c) nonces.push_back(c->nonce);
     }
-    std::sort(nonces.begin(), nonces.end());
-    expect(std::unique(nonces.begin(), nonces.end()) == nonces.end(),
+    std::vector<std::string> sorted = nonces;  // nonces[i] stays connection i's
+    std::sort(sorted.begin(), sorted.end());
+    expect(std::unique(sorted.begin(), sorted.end()) == sorted.end(),
            "two connections got the same challenge", problems);
     // ... so a proof recorded on one connection is refused on another,
     if (nonces.size() == copies.size()) {

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     else
       args.back().push_back(static_cast<char>(data[i]));
   }
-  // A fixed environment: no scheduler, nothing from the machine the fuzzer runs on.
+  // A fixed environment for detection (no scheduler); CLI11 itself still reads PET_ variables
+  // from the process environment, which CI does not set.
   const npu_run::EnvMap env = {{"PATH", "/usr/bin:/bin"}};
   (void)npu_run::parse_command_line(args, env);
   (void)npu_run::parse_server_command(args);

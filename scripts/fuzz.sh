@@ -43,9 +43,7 @@ fi
 run_one() {
   local t=$1
   mkdir -p "$build/fuzz-corpus/$t"
-  # Workers inherit this environment: the command-line target must not see a real scheduler.
-  env -u SLURM_JOB_ID -u OMPI_COMM_WORLD_SIZE \
-    "$build/fuzz/$t" -max_total_time="$seconds" -max_len="$(max_len "$t")" -rss_limit_mb=2048 \
+  "$build/fuzz/$t" -max_total_time="$seconds" -max_len="$(max_len "$t")" -rss_limit_mb=2048 \
       -timeout=10 -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t-" \
       "$build/fuzz-corpus/$t" "$root/fuzz/corpus/$t" > "$build/fuzz-artifacts/$t.log" 2>&1
 }

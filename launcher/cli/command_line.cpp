@@ -1131,7 +1131,9 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
       cmd.settings.token = read_token_file(token_file, "--rdzv-token-file");
     } else if (token_opt->count() > 0) {
       if (token.empty() || token.size() > kMaxTokenBytes)
-        throw UsageError(fmt::format("the rendezvous token must be 1 to {} bytes", kMaxTokenBytes));
+        throw UsageError(fmt::format(
+            "--rdzv-token (or {}) must be 1 to {} bytes; give the same token as the agents",
+            kTokenVariable, kMaxTokenBytes));
       cmd.settings.token = token;
     }
     if (max_restarts < 0)

@@ -44,8 +44,11 @@ void check_private(const std::string& path, const std::string& source) {
                     "/dev/urandom | base64 > {})",
                     source, path, std::strerror(errno), path));
   }
-  if (!S_ISREG(st.st_mode))
-    throw UsageError(fmt::format("{} {}: not a regular file", source, path));
+  if (!S_ISREG(st.st_mode)) {
+    throw UsageError(
+        fmt::format("{} {}: not a regular file; point it at the file whose first line is the token",
+                    source, path));
+  }
   if (st.st_uid != ::geteuid()) {
     throw UsageError(
         fmt::format("{} {}: owned by uid {}, not by you (uid {}); a token must be your own file",
@@ -81,8 +84,9 @@ void create_secret(const std::filesystem::path& path) {
   const int link_errno = errno;
   ::unlink(temp.c_str());
   if (!linked && !(written && link_errno == EEXIST)) {
-    throw UsageError(fmt::format("cannot create the rendezvous secret {}: {}", path.string(),
-                                 std::strerror(written ? link_errno : EIO)));
+    throw UsageError(fmt::format(
+        "cannot create the rendezvous secret {}: {}; give a token with --rdzv-token-file or {}",
+        path.string(), std::strerror(written ? link_errno : EIO), kTokenVariable));
   }
 }
 

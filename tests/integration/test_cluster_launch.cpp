@@ -11,31 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "support/harness.hpp"
+#include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
-
-namespace {
-
-// What srun sets for task `node_id` of a one-task-per-node step over n1,n2 in job 4242.
-EnvOverrides slurm_step_env(int node_id, int tasks_per_node = 1) {
-  const std::string tasks = std::to_string(tasks_per_node);
-  return {{"SLURM_JOB_ID", "4242"},
-          {"SLURM_STEP_ID", "0"},
-          {"SLURM_JOB_NODELIST", "n[1-2]"},
-          {"SLURM_STEP_NODELIST", "n[1-2]"},
-          {"SLURM_NNODES", "2"},
-          {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_NODEID", std::to_string(node_id)},
-          {"SLURM_PROCID", std::to_string(node_id * tasks_per_node)},
-          {"SLURM_LOCALID", "0"},
-          {"SLURM_STEP_TASKS_PER_NODE", tasks + "(x2)"},
-          {"SLURM_TASKS_PER_NODE", tasks + "(x2)"},
-          {"SLURM_NTASKS", std::to_string(2 * tasks_per_node)}};
-}
-
-}  // namespace
 
 TEST_CASE("hostnames: prints one host per line like scontrol", "[integration][cluster]") {
   const Finished f = run_npu_run({"hostnames", "node[08-10],gpu[1,3]"});

@@ -182,17 +182,8 @@ TEST_CASE("rdzv auth: inside a Slurm step every node derives the same token by i
   TempDir dir;
   const int port = unused_port();
   auto slurm_node = [&](int node_id) {
-    const EnvOverrides env = {{"SLURM_JOB_ID", "4243"},
-                              {"SLURM_STEP_ID", "0"},
-                              {"SLURM_STEP_NODELIST", "n[1-2]"},
-                              {"SLURM_STEP_NUM_NODES", "2"},
-                              {"SLURM_NNODES", "2"},
-                              {"SLURM_NODEID", std::to_string(node_id)},
-                              {"SLURM_PROCID", std::to_string(node_id)},
-                              {"SLURM_LOCALID", "0"},
-                              {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
-                              {"SLURM_NTASKS", "2"},
-                              {"XDG_CONFIG_HOME", dir.path()}};
+    EnvOverrides env = slurm_step_env(node_id, 1, "4243");
+    env["XDG_CONFIG_HOME"] = dir.path();
     return std::make_unique<NpuRunProcess>(
         std::vector<std::string>{"--master-addr", "127.0.0.1", "--master-port",
                                  std::to_string(port), "--no-python", "/bin/true"},

@@ -18,4 +18,9 @@ std::unique_ptr<NpuRunProcess> start_node(int port, int nnodes, int nproc,
                                           std::vector<std::string> flags = {},
                                           const EnvOverrides& env = {});
 
+// What srun sets for task `node_id` of a step over n1,n2 in `job_id` (step 0), with
+// `tasks_per_node` tasks on each node.
+EnvOverrides slurm_step_env(int node_id, int tasks_per_node = 1,
+                            const std::string& job_id = "4242");
+
 }  // namespace npu_run::testing

@@ -20,48 +20,34 @@ work=$(mktemp -d)
 marker="mpi-e2e-$$-$RANDOM"
 train="$source_dir/examples/train_ddp.py"
 
-job_processes() {  # pids whose environment carries this run's marker
-  { grep -l "NPU_RUN_TEST_MARKER=$marker" /proc/[0-9]*/environ 2>/dev/null || true; } | cut -d/ -f3
-}
+# shellcheck source=lib.sh
+source "$source_dir/tests/e2e/lib.sh"
 mpirun_pid=""
 cleanup() {
   [ -n "$mpirun_pid" ] && kill -9 "$mpirun_pid" 2>/dev/null
-  for p in $(job_processes); do kill -9 "$p" 2>/dev/null || true; done
+  kill_job_processes
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-fail() {  # message [output file]
-  echo "FAIL: $1" >&2
-  [ -n "${2:-}" ] && [ -f "$2" ] && { echo "---- $2" >&2; cat "$2" >&2; }
-  exit 1
-}
-expect_in() {  # file text...
-  local file=$1
-  shift
-  for text in "$@"; do
-    grep -qF -- "$text" "$file" || fail "'$text' missing from the output" "$file"
-  done
-}
-check_no_strays() {  # what: processes already exiting get a bounded moment
-  for _ in $(seq 50); do
-    [ -z "$(job_processes)" ] && return 0
-    sleep 0.1
-  done
-  fail "processes of $1 survived: $(job_processes | tr '\n' ' ')"
-}
 
 # The marker goes to the agents (and so the workers) through mpirun's -x, never into this
 # script's own environment, where the grep looking for it would find itself.
 mpirun=(mpirun --allow-run-as-root --oversubscribe -n 2 -x PYTHON_EXEC=/usr/bin/python3
   -x "NPU_RUN_TEST_MARKER=$marker")
-mpi=(timeout 120 "${mpirun[@]}")
 agent=("$npu_run" --master-addr 127.0.0.1 --nproc-per-node 2)
+
+run_mpi() {  # output file, npu_run arguments...: sets rc; a hung job fails naming its processes
+  local file=$1
+  shift
+  "${mpirun[@]}" "${agent[@]}" "$@" >"$file" 2>&1 &
+  mpirun_pid=$!
+  wait_bounded 120 "$mpirun_pid" "mpirun" "$file"
+  mpirun_pid=""
+}
 
 echo "== 1. mpirun -n 2 forms one 2-node job"
 out="$work/ddp.out"
-rc=0
-"${mpi[@]}" "${agent[@]}" --agents-per-node 2 "$train" --steps 10 >"$out" 2>&1 || rc=$?
+run_mpi "$out" --agents-per-node 2 "$train" --steps 10
 [ "$rc" -eq 0 ] || fail "mpirun exited $rc" "$out"
 expect_in "$out" "nnodes = 2 (OMPI_COMM_WORLD_SIZE)" "node rank = 1 (OMPI_COMM_WORLD_RANK)" \
   "ranks 0-1 of 4, node 0 of 2" "ranks 2-3 of 4, node 1 of 2" "ranks agree: True"
@@ -69,35 +55,27 @@ check_no_strays "the DDP job"
 
 echo "== 2. two agents on one node are refused without --agents-per-node"
 out="$work/refused.out"
-rc=0
-"${mpi[@]}" "${agent[@]}" --no-python /bin/true >"$out" 2>&1 || rc=$?
+run_mpi "$out" --no-python /bin/true
 [ "$rc" -eq 2 ] || fail "mpirun exited $rc, expected 2" "$out"
 expect_in "$out" "--map-by ppr:1:node"
 check_no_strays "the refused job"
 
 echo "== 3. a failing rank: mpirun exits with the worker's code"
 out="$work/fail.out"
-rc=0
-"${mpi[@]}" "${agent[@]}" --agents-per-node 2 "$train" --steps 50 --fail-rank 2 --fail-step 2 \
-  >"$out" 2>&1 || rc=$?
+run_mpi "$out" --agents-per-node 2 "$train" --steps 50 --fail-rank 2 --fail-step 2
 [ "$rc" -eq 1 ] || fail "mpirun exited $rc, expected 1" "$out"
 expect_in "$out" "root cause: rank 2" "rank 2 fails at step 2"
 check_no_strays "the failing job"
 
 echo "== 4. SIGTERM to mpirun stops every agent and worker"
 out="$work/term.out"
-# Not under timeout(1): on SIGTERM it signals its whole process group, not just mpirun.
 "${mpirun[@]}" "${agent[@]}" --agents-per-node 2 "$train" --steps 100000 --step-seconds 0.05 \
   >"$out" 2>&1 &
 mpirun_pid=$!
-for _ in $(seq 600); do grep -qF "step  10" "$out" && break; sleep 0.1; done
-grep -qF "step  10" "$out" || fail "training did not start" "$out"
+wait_for 60 "training to start" output_has "$out" "step  10"
 # mpirun forwards SIGTERM to both agents and waits for them.
 kill -TERM "$mpirun_pid"
-for _ in $(seq 300); do kill -0 "$mpirun_pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$mpirun_pid" 2>/dev/null && fail "mpirun still running 30 s after SIGTERM" "$out"
-rc=0
-wait "$mpirun_pid" || rc=$?
+wait_bounded 30 "$mpirun_pid" "mpirun after SIGTERM" "$out"
 mpirun_pid=""
 [ "$rc" -ne 0 ] || fail "mpirun exited 0 after SIGTERM" "$out"
 check_no_strays "the terminated job"

@@ -21,18 +21,21 @@ marker="netns-ddp-$$-$RANDOM"
 work=$(mktemp -d)
 pids=()
 
-# Processes of this job, found by the marker in their environment (grep fails on vanished or
-# unreadable /proc entries and when nothing matches; neither is an error here).
-job_processes() {
-  { grep -l "NPU_RUN_TEST_MARKER=$marker" /proc/[0-9]*/environ 2>/dev/null || true; } | cut -d/ -f3
+# shellcheck source=lib.sh
+source "$source_dir/tests/e2e/lib.sh"
+extra_failure_info() {
+  for i in 0 1; do
+    echo "---- node $i stdout"
+    cat "$work/node$i.out"
+    echo "---- node $i stderr"
+    cat "$work/node$i.err"
+  done
 }
 
 cleanup() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   # Anything of the job still alive is a failure already reported; do not leave it running.
-  for p in $(job_processes); do
-    kill -9 "$p" 2>/dev/null || true
-  done
+  kill_job_processes
   ip netns del "$ns_a" 2>/dev/null || true
   ip netns del "$ns_b" 2>/dev/null || true
   rm -rf "$work"
@@ -63,29 +66,13 @@ run_node() {  # ns ifname node_rank
 
 run_node "$ns_a" "${tag}va" 0
 run_node "$ns_b" "${tag}vb" 1
-status=0
 for i in 0 1; do
-  if ! wait "${pids[$i]}"; then
-    echo "node $i failed"
-    status=1
-  fi
+  wait_bounded 120 "${pids[$i]}" "node $i"
+  [ "$rc" -eq 0 ] || fail "node $i exited $rc"
 done
-for i in 0 1; do
-  echo "---- node $i stdout"
-  cat "$work/node$i.out"
-  echo "---- node $i stderr"
-  cat "$work/node$i.err"
-done
-
-grep -q "ranks agree: True" "$work/node0.out" || { echo "FAIL: rank 0 did not report agreeing ranks"; status=1; }
-[ "$(cat "$work"/node*.out | { grep -o 'weights checksum' || true; } | wc -l)" = 4 ] || { echo "FAIL: expected 4 workers' checksums"; status=1; }
-grep -q "workers' store at 10.231.77.1:" "$work/node1.err" || { echo "FAIL: node 1 did not use node 0's address"; status=1; }
-grep -q "ranks 2-3 of 4, node 1 of 2" "$work/node1.err" || { echo "FAIL: node 1 did not get ranks 2-3"; status=1; }
-
-left=$(job_processes | wc -l)
-if [ "$left" != 0 ]; then
-  echo "FAIL: $left process(es) of the job survived"
-  status=1
-fi
-[ $status = 0 ] && echo "PASS: DDP across two network namespaces"
-exit $status
+expect_in "$work/node0.out" "ranks agree: True"
+[ "$(cat "$work"/node*.out | { grep -o 'weights checksum' || true; } | wc -l)" = 4 ] ||
+  fail "expected 4 workers' checksums"
+expect_in "$work/node1.err" "workers' store at 10.231.77.1:" "ranks 2-3 of 4, node 1 of 2"
+check_no_strays "the DDP job"
+echo "PASS: DDP across two network namespaces"

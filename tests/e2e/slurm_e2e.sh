@@ -28,59 +28,24 @@ cluster="$work/cluster"
 marker="slurm-e2e-$$-$RANDOM"
 templates="$source_dir/scripts/slurm"
 
-job_processes() {  # pids whose environment carries this run's marker
-  { grep -l "NPU_RUN_TEST_MARKER=$marker" /proc/[0-9]*/environ 2>/dev/null || true; } | cut -d/ -f3
-}
-
+# shellcheck source=lib.sh
+source "$source_dir/tests/e2e/lib.sh"
 cleanup() {
   bash "$templates/test_cluster.sh" stop "$cluster" || true
-  for p in $(job_processes); do kill -9 "$p" 2>/dev/null || true; done
+  kill_job_processes
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-fail() {  # message [output file]
-  echo "FAIL: $1" >&2
-  if [ -n "${2:-}" ] && [ -f "$2" ]; then
-    echo "---- $2" >&2
-    cat "$2" >&2
-  fi
-  echo "---- slurmctld log (tail)" >&2
-  tail -20 "$cluster/log/slurmctld.log" >&2 || true
-  exit 1
-}
-
-expect_in() {  # file text...
-  local file=$1
-  shift
-  for text in "$@"; do
-    grep -qF -- "$text" "$file" || fail "'$text' missing from the job output" "$file"
-  done
+extra_failure_info() {
+  echo "---- slurmctld log (tail)"
+  tail -20 "$cluster/log/slurmctld.log"
 }
 
 job_field() {  # job_id field -> value, e.g. JobState
   scontrol show job "$1" -o | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
-
-wait_for() {  # seconds description command...: polls the command every 0.1 s
-  local seconds=$1 what=$2
-  shift 2
-  for _ in $(seq $((seconds * 10))); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  fail "timed out after ${seconds}s waiting for $what" "${out:-}"
-}
-
 job_is() { [ "$(job_field "$1" JobState)" = "$2" ]; }
-output_has() { grep -qF -- "$2" "$1" 2>/dev/null; }
-no_job_processes() { [ -z "$(job_processes)" ]; }
-
-# No process of the job may outlive it. Slurm's own cleanup is slower than npu_run's, so allow
-# a bounded moment for processes that are already exiting.
-check_no_strays() {  # what
-  wait_for 10 "every process of $1 to exit (left: $(job_processes | tr '\n' ' '))" no_job_processes
-}
 
 eval "$(bash "$templates/test_cluster.sh" start "$cluster")"
 export NPU_RUN="$npu_run" PYTHON_EXEC=/usr/bin/python3 NPROC_PER_NODE=2

@@ -100,8 +100,9 @@ NpuRunProcess::NpuRunProcess(const std::vector<std::string>& args, const EnvOver
   // Slurm job, a pod, mpirun) must not leak into the npu_run under test.
   for (auto it = full.begin(); it != full.end();) {
     const std::string& name = it->first;
-    const bool launcher = name.rfind("SLURM_", 0) == 0 || name.rfind("OMPI_", 0) == 0 || name.rfind("PMIX_", 0) == 0 ||
-                          name.rfind("PET_", 0) == 0 || name == "KUBERNETES_SERVICE_HOST" || name == "WORLD_SIZE" ||
+    const bool launcher = name.rfind("SLURM_", 0) == 0 || name.rfind("OMPI_", 0) == 0 ||
+                          name.rfind("PMIX_", 0) == 0 || name.rfind("PET_", 0) == 0 ||
+                          name == "KUBERNETES_SERVICE_HOST" || name == "WORLD_SIZE" ||
                           name == "RANK" || name == "MASTER_ADDR" || name == "MASTER_PORT";
     it = launcher ? full.erase(it) : std::next(it);
   }
@@ -195,7 +196,10 @@ std::vector<Finished> NpuRunProcess::wait_all(const std::vector<NpuRunProcess*>&
   while (!all_exited()) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left <= 0ms) {
-      std::string outputs;
+      // Where everything is blocked, looked at before anything is killed.
+      std::string outputs = "processes of the test:\n";
+      for (const NpuRunProcess* p : processes)
+        outputs += describe_processes(processes_with_marker(p->marker()));
       for (size_t i = 0; i < processes.size(); ++i) {
         ::kill(processes[i]->pid(), SIGKILL);
         outputs += "---- process " + std::to_string(i) +
@@ -239,8 +243,10 @@ Finished NpuRunProcess::wait(milliseconds timeout) {
   while (!state_->exited) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     if (left <= 0ms) {
+      const std::string blocked = describe_processes(processes_with_marker(marker_));
       ::kill(pid(), SIGKILL);
-      FAIL("npu_run did not exit within " << timeout.count() << " ms; stdout:\n"
+      FAIL("npu_run did not exit within " << timeout.count() << " ms; its processes:\n"
+                                          << blocked << "stdout:\n"
                                           << state_->out << "\nstderr:\n"
                                           << state_->err);
     }
@@ -316,8 +322,12 @@ std::string describe_processes(const std::vector<pid_t>& pids) {
       if (line.rfind("State:", 0) == 0) state = line.substr(7);
       if (line.rfind("PPid:", 0) == 0) ppid = line.substr(6);
     }
-    text +=
-        "pid " + std::to_string(pid) + " (" + cmdline + ") state " + state + " ppid " + ppid + "\n";
+    // The kernel's wait channel says where a hung process is blocked (futex, pipe, epoll).
+    std::ifstream wchan_file(dir + "/wchan");
+    std::string wchan;
+    std::getline(wchan_file, wchan);
+    text += "pid " + std::to_string(pid) + " (" + cmdline + ") state " + state + " ppid " + ppid +
+            " wchan " + (wchan.empty() ? "-" : wchan) + "\n";
   }
   return text;
 }

@@ -1,0 +1,83 @@
+# Shared by the end-to-end scripts (sourced, not run): find a job's processes by its marker,
+# fail with everything needed to diagnose, and wait with a deadline. A script sets `marker` before
+# it calls any of these and may define `extra_failure_info` to add its own context (a daemon's log).
+
+# Pids whose environment carries this run's marker. grep fails on vanished or unreadable /proc
+# entries and when nothing matches; neither is an error here.
+job_processes() {
+  { grep -l "NPU_RUN_TEST_MARKER=$marker" /proc/[0-9]*/environ 2>/dev/null || true; } | cut -d/ -f3
+}
+
+# One line per live process of the job: where it is blocked (state, kernel wait channel) and what
+# it is, so a hang in CI says whether the agent, a worker or the library under it stopped moving.
+describe_job_processes() {
+  local p stat
+  for p in $(job_processes); do
+    stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    # Fields after the parenthesised name: state ppid pgrp ...
+    set -- ${stat##*) }
+    printf 'pid %s ppid %s pgrp %s state %s wchan %s: %s\n' "$p" "$2" "$3" "$1" \
+      "$(cat "/proc/$p/wchan" 2>/dev/null || echo '?')" \
+      "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)"
+  done
+}
+
+kill_job_processes() {
+  local p
+  for p in $(job_processes); do kill -9 "$p" 2>/dev/null || true; done
+}
+
+fail() {  # message [output file]
+  echo "FAIL: $1" >&2
+  if [ -n "${2:-}" ] && [ -f "$2" ]; then
+    echo "---- $2" >&2
+    cat "$2" >&2
+  fi
+  local alive
+  alive=$(describe_job_processes)
+  [ -z "$alive" ] || printf -- '---- processes of the job still alive\n%s\n' "$alive" >&2
+  if declare -F extra_failure_info >/dev/null; then extra_failure_info >&2 || true; fi
+  exit 1
+}
+
+expect_in() {  # file text...
+  local file=$1
+  shift
+  for text in "$@"; do
+    grep -qF -- "$text" "$file" || fail "'$text' missing from the output" "$file"
+  done
+}
+
+wait_for() {  # seconds description command...: polls the command every 0.1 s
+  local seconds=$1 what=$2
+  shift 2
+  for _ in $(seq $((seconds * 10))); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  fail "timed out after ${seconds}s waiting for $what" "${out:-}"
+}
+
+output_has() { grep -qF -- "$2" "$1" 2>/dev/null; }  # file text
+no_job_processes() { [ -z "$(job_processes)" ]; }
+
+# No process of the job may outlive it; processes already exiting get a bounded moment.
+check_no_strays() {  # what
+  wait_for 10 "every process of $1 to exit (left: $(job_processes | tr '\n' ' '))" no_job_processes
+}
+
+# Waits for the background job `pid` for at most `seconds` and sets `rc` to its exit status. On
+# the deadline it fails, naming where each of the job's processes is blocked before killing them
+# (timeout(1) would kill first and leave nothing to look at).
+wait_bounded() {  # seconds pid description [output file]
+  local seconds=$1 pid=$2 what=$3 file=${4:-}
+  for _ in $(seq $((seconds * 10))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "$what did not end within ${seconds}s" "$file"
+  fi
+  rc=0
+  wait "$pid" || rc=$?
+}

@@ -190,9 +190,15 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
                                wait](boost::system::error_code wait_ec) {
       auto self = weak.lock();
       if (wait_ec || !self || self->done || conn != self->connection || self->welcomed) return;
+      // A wait the join deadline cut short says nothing new ("within 0.0 s"): the error of the
+      // attempt before it stays the one reported.
+      const bool cut_short = wait < self->options.welcome_timeout && !self->last_error.empty();
       self->drop_and_retry(
-          fmt::format("no answer to the hello within {:.1f} s; is another program using that port?",
-                      seconds(wait)));
+          cut_short
+              ? self->last_error
+              : fmt::format("no answer to the hello within {:.1f} s; is another program using "
+                            "that port?",
+                            seconds(wait)));
     });
   }
 

@@ -19,7 +19,8 @@ using namespace npu_run::rdzv;
 namespace {
 
 int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -34,7 +35,8 @@ struct Stats {
 
 class SimulatedAgent {
  public:
-  SimulatedAgent(boost::asio::io_context& io, const ClientOptions& options, int index, int nnodes, Stats& stats)
+  SimulatedAgent(boost::asio::io_context& io, const ClientOptions& options, int index, int nnodes,
+                 Stats& stats)
       : client_(io, options), index_(index), nnodes_(nnodes), stats_(stats) {}
 
   void start() {

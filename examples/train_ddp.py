@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -28,6 +29,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 # "Checkpointed, run me again": the batch script requeues the job on this code.
 REQUEUE_EXIT_CODE = 85
+# What must not be destroyed before the process ends: see exit_without_teardown.
+KEEP_UNTIL_EXIT = []
 
 
 def parse_args():
@@ -66,7 +69,8 @@ def must_stop(requested_here):
     return bool(flag.item())
 
 
-def save_and_exit(path, model, optimizer, step, first_loss, rank):
+def save_checkpoint(path, model, optimizer, step, first_loss, rank):
+    """Saves the state on rank 0 and returns REQUEUE_EXIT_CODE once every rank knows it is saved."""
     if rank == 0:
         # Written aside and renamed, so a kill during the save never leaves half a checkpoint.
         torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
@@ -75,7 +79,7 @@ def save_and_exit(path, model, optimizer, step, first_loss, rank):
         say(f"checkpoint saved to {path} at step {step}; exiting {REQUEUE_EXIT_CODE} to be requeued")
     dist.barrier()  # nobody exits before the file is complete
     dist.destroy_process_group()
-    sys.exit(REQUEUE_EXIT_CODE)
+    return REQUEUE_EXIT_CODE
 
 
 @record  # writes the exception to TORCHELASTIC_ERROR_FILE, which npu_run's summary shows
@@ -90,6 +94,7 @@ def main():
     # Same model init everywhere (DDP also broadcasts rank 0's weights); different data per rank.
     torch.manual_seed(0)
     model = DDP(nn.Linear(8, 1))
+    KEEP_UNTIL_EXIT.append(model)  # its Reducer holds the process group
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     true_w = torch.arange(1.0, 9.0)
     data = torch.Generator().manual_seed(1000 + rank)
@@ -112,7 +117,7 @@ def main():
 
     for step in range(start_step, args.steps):
         if args.checkpoint and must_stop(stop_requested[0]):
-            save_and_exit(args.checkpoint, model, optimizer, step, first_loss, rank)
+            return save_checkpoint(args.checkpoint, model, optimizer, step, first_loss, rank)
         if rank == args.fail_rank and step == args.fail_step:
             raise RuntimeError(f"rank {rank} fails at step {step} as asked by --fail-rank")
         x, y = make_batch(data, args.batch, true_w, 0.5)
@@ -147,5 +152,21 @@ def main():
     return 0 if agree and improved else 1
 
 
+def exit_without_teardown(code):
+    """Ends the process without running destructors. Debian's torch 1.13 can deadlock when the
+    DDP model, the last holder of a gloo process group, is destroyed: the main thread joins gloo's
+    worker threads while holding the GIL, and a worker needs the GIL to free a tensor (seen here
+    about 1 run in 100; pytorch/pytorch#56297, fixed in later releases). So the model stays in
+    KEEP_UNTIL_EXIT, and the process ends here with its work done and on disk."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        exit_code = main()
+    except Exception:  # @record has written the error file; print what Python would print
+        traceback.print_exc()
+        exit_code = 1
+    exit_without_teardown(exit_code)

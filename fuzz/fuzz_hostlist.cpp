@@ -1,6 +1,6 @@
 // libFuzzer target: Slurm hostlist expansion. Bad expressions are UsageErrors; good ones expand
-// to non-empty names, and the first host is the first expansion (an expression naming no host,
-// like "" or ",", has no first host: that is a UsageError too).
+// to as many non-empty names as count_hosts says, and the first host is the first expansion (an
+// expression naming no host, like "" or ",", has no first host: that is a UsageError too).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const auto hosts = npu_run::expand_hostlist(text);
+    if (npu_run::count_hosts(text) != hosts.size()) std::abort();
     if (hosts.empty()) {
       bool refused = false;
       try {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,5 +16,9 @@ std::vector<std::string_view> split(std::string_view text, char separator);
 // The whole of `text` as a decimal integer within [min, max]; nullopt otherwise (empty text,
 // trailing characters, overflow, out of range).
 std::optional<long long> parse_integer(std::string_view text, long long min, long long max);
+
+// `text` safe to print in a message: control characters (a NUL would cut the message short, a
+// newline or escape sequence would forge log lines) become \xNN; everything else is kept.
+std::string printable(std::string_view text);
 
 }  // namespace npu_run

@@ -1,5 +1,7 @@
 #include "npu_run/text.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
 namespace npu_run {
@@ -22,6 +24,19 @@ std::optional<long long> parse_integer(std::string_view text, long long min, lon
     return std::nullopt;
   }
   return value;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out += c;
+  }
+  return out;
 }
 
 }  // namespace npu_run

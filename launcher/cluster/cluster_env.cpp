@@ -74,7 +74,7 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
   const auto node_count =
       first_of(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}, count_var);
   const int nodes = node_count ? int_var(env, count_var, 1, 1'000'000).value()
-                               : static_cast<int>(nodelist ? expand_hostlist(*nodelist).size() : 1);
+                               : static_cast<int>(nodelist ? count_hosts(*nodelist) : 1);
   std::string tasks_var;
   const auto tasks =
       first_of(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, tasks_var);

@@ -2,19 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
+#include "npu_run/text.hpp"
 #include "npu_run/usage_error.hpp"
 
 namespace npu_run {
 
 namespace {
 
-// Slurm's limits: one range holds at most 64Ki hosts. The total cap is ours, so that a hostile
-// expression like a[1-65536]b[1-65536] cannot exhaust memory; no cluster comes near it.
+// Slurm's limits: one range holds at most 64Ki hosts. The total cap is ours: no job has more
+// nodes than --nnodes accepts, and an expression is counted before any name is made, so a
+// hostile one like a[1-65536]b[1-65536] is refused without allocating (found by fuzzing: the
+// names of a 4Mi-host cap filled 2 GB first).
 constexpr unsigned long kMaxRange = 64UL * 1024;
-constexpr size_t kMaxHosts = size_t{4} * 1024 * 1024;
+constexpr size_t kMaxHosts = 1'000'000;
 
 struct Range {
   unsigned long lo = 0;
@@ -26,14 +30,32 @@ class Expander {
  public:
   explicit Expander(std::string_view expression) : expression_(expression) {}
 
-  std::vector<std::string> run() {
-    for (std::string_view token : tokens()) expand_token(token);
+  // Checks the whole expression and says how many hosts it names, without making any name.
+  size_t count() const {
+    size_t total = 0;
+    for (std::string_view token : tokens()) {
+      total += count_token(token);
+      if (total > kMaxHosts)
+        fail(fmt::format("it names more than {} hosts, more than any job can have", kMaxHosts));
+    }
+    return total;
+  }
+
+  // The first `limit` hosts, in scontrol's order; the whole expression is checked first.
+  std::vector<std::string> run(size_t limit) {
+    limit_ = std::min(limit, count());
+    hosts_.reserve(limit_);
+    for (std::string_view token : tokens()) {
+      if (full()) break;
+      expand_token(token);
+    }
     return std::move(hosts_);
   }
 
  private:
+  // The expression comes from the environment and may hold anything: it is printed escaped.
   [[noreturn]] void fail(const std::string& why) const {
-    throw UsageError(fmt::format("invalid hostlist '{}': {}", expression_, why));
+    throw UsageError(printable(fmt::format("invalid hostlist '{}': {}", expression_, why)));
   }
 
   // Items are separated by commas, spaces or tabs, except inside brackets.
@@ -112,16 +134,48 @@ class Expander {
     }
   }
 
-  void push(std::string host) {
-    if (hosts_.size() >= kMaxHosts)
-      fail(fmt::format("it expands to more than {} hosts", kMaxHosts));
-    hosts_.push_back(std::move(host));
+  // Past kMaxHosts the exact number does not matter: counts stop growing there, so that no
+  // product of them can overflow.
+  static size_t count_ranges(const std::vector<Range>& ranges) {
+    size_t n = 0;
+    for (const Range& r : ranges) n = std::min(n + (r.hi - r.lo + 1), kMaxHosts + 1);
+    return n;
   }
+
+  // Mirrors push_with_prefix: each bracket group it would expand multiplies the count.
+  size_t count_with_prefix(const std::string_view prefix, size_t so_far) const {
+    const auto open = prefix.rfind('[');
+    const auto close = open == std::string::npos ? std::string::npos : prefix.rfind(']');
+    if (open == std::string::npos || close == std::string::npos || close < open) return so_far;
+    const size_t values = count_ranges(range_list(prefix.substr(open + 1, close - open - 1)));
+    return count_with_prefix(prefix.substr(0, open), std::min(so_far * values, kMaxHosts + 1));
+  }
+
+  size_t count_token(std::string_view token) const {
+    const auto open = token.rfind('[');
+    if (open == std::string_view::npos) return 1;
+    check_token_end(token, open);
+    const size_t own = count_ranges(range_list(token.substr(open + 1, token.size() - open - 2)));
+    return count_with_prefix(token.substr(0, open), own);
+  }
+
+  void check_token_end(std::string_view token, size_t open) const {
+    const auto close = token.find(']', open);
+    if (close == std::string_view::npos)
+      fail(fmt::format("'{}' opens a '[' it never closes", token));
+    if (close + 1 != token.size()) {
+      fail(
+          fmt::format("'{}' has '{}' after its last ']'; text may only come between bracket groups",
+                      token, token.substr(close + 1)));
+    }
+  }
+
+  bool full() const { return hosts_.size() >= limit_; }
 
   void push_numbers(const std::string& prefix, const std::vector<Range>& ranges) {
     for (const Range& r : ranges) {
-      for (unsigned long n = r.lo; n <= r.hi; ++n)
-        push(fmt::format("{}{:0{}}", prefix, n, r.width));
+      for (unsigned long n = r.lo; n <= r.hi && !full(); ++n)
+        hosts_.push_back(fmt::format("{}{:0{}}", prefix, n, r.width));
     }
   }
 
@@ -138,7 +192,7 @@ class Expander {
     const std::string between = prefix.substr(close + 1);
     const bool more = before.find('[') != std::string::npos;
     for (const Range& r : range_list(std::string_view(prefix).substr(open + 1, close - open - 1))) {
-      for (unsigned long n = r.lo; n <= r.hi; ++n) {
+      for (unsigned long n = r.lo; n <= r.hi && !full(); ++n) {
         const std::string longer = fmt::format("{}{:0{}}{}", before, n, r.width, between);
         if (more)
           push_with_prefix(longer, ranges);
@@ -148,37 +202,36 @@ class Expander {
     }
   }
 
+  // count() has checked the token.
   void expand_token(std::string_view token) {
     const auto open = token.rfind('[');
     if (open == std::string_view::npos) {
-      push(std::string(token));
+      hosts_.emplace_back(token);
       return;
     }
-    const auto close = token.find(']', open);
-    if (close == std::string_view::npos)
-      fail(fmt::format("'{}' opens a '[' it never closes", token));
-    if (close + 1 != token.size()) {
-      fail(
-          fmt::format("'{}' has '{}' after its last ']'; text may only come between bracket groups",
-                      token, token.substr(close + 1)));
-    }
     push_with_prefix(std::string(token.substr(0, open)),
-                     range_list(token.substr(open + 1, close - open - 1)));
+                     range_list(token.substr(open + 1, token.size() - open - 2)));
   }
 
   std::string_view expression_;
   std::vector<std::string> hosts_;
+  size_t limit_ = 0;
 };
 
 }  // namespace
 
 std::vector<std::string> expand_hostlist(std::string_view expression) {
-  return Expander(expression).run();
+  return Expander(expression).run(kMaxHosts);
+}
+
+size_t count_hosts(std::string_view expression) {
+  return Expander(expression).count();
 }
 
 std::string first_host(std::string_view expression) {
-  const auto hosts = expand_hostlist(expression);
-  if (hosts.empty()) throw UsageError(fmt::format("hostlist '{}' names no host", expression));
+  const auto hosts = Expander(expression).run(1);
+  if (hosts.empty())
+    throw UsageError(printable(fmt::format("hostlist '{}' names no host", expression)));
   return hosts.front();
 }
 

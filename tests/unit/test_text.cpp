@@ -24,3 +24,9 @@ TEST_CASE("parse_integer takes the whole text, in range, or nothing", "[text]") 
   CHECK_FALSE(parse_integer("-1", 0, 100));
   CHECK_FALSE(parse_integer("99999999999999999999999", 0, 100));
 }
+
+TEST_CASE("printable escapes control characters and keeps the rest", "[text]") {
+  CHECK(printable("node[1-2]") == "node[1-2]");
+  CHECK(printable(std::string_view("a\0b\nc\x1b[31m\x7f", 11)) == "a\\x00b\\x0ac\\x1b[31m\\x7f");
+  CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");  // UTF-8 stays readable
+}

@@ -1,6 +1,9 @@
 // libFuzzer target: Slurm hostlist expansion. Bad expressions are UsageErrors; good ones expand
 // to as many non-empty names as count_hosts says, and the first host is the first expansion (an
 // expression naming no host, like "" or ",", has no first host: that is a UsageError too).
+// Lists of more than kExpandAtMost hosts are counted and their first host taken, not expanded:
+// a million names per input would make the fuzzer slow and its memory (ASan keeps freed blocks)
+// grow towards the RSS limit. The unit tests expand the 1,000,000-host boundary itself.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,11 +12,20 @@
 #include "npu_run/hostlist.hpp"
 #include "npu_run/usage_error.hpp"
 
+namespace {
+constexpr size_t kExpandAtMost = 65536;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
+    const size_t count = npu_run::count_hosts(text);
+    if (count > kExpandAtMost) {
+      if (npu_run::first_host(text).empty()) std::abort();
+      return 0;
+    }
     const auto hosts = npu_run::expand_hostlist(text);
-    if (npu_run::count_hosts(text) != hosts.size()) std::abort();
+    if (count != hosts.size()) std::abort();
     if (hosts.empty()) {
       bool refused = false;
       try {

@@ -61,7 +61,14 @@ wait_for() {  # seconds description command...: polls the command every 0.1 s
 output_has() { grep -qF -- "$2" "$1" 2>/dev/null; }  # file text
 no_job_processes() { [ -z "$(job_processes)" ]; }
 
-# No process of the job may outlive it; processes already exiting get a bounded moment.
+# When the agents themselves were waited for, nothing of the job may be left at all: an agent
+# reaps its workers and its guardian before it exits.
+require_no_job_processes() {  # what
+  no_job_processes || fail "processes of $1 outlived its agents: $(job_processes | tr '\n' ' ')"
+}
+
+# No process of the job may outlive it; processes already exiting (a scheduler's cleanup is slower
+# than npu_run's) get a bounded moment.
 check_no_strays() {  # what
   wait_for 10 "every process of $1 to exit (left: $(job_processes | tr '\n' ' '))" no_job_processes
 }

@@ -74,5 +74,5 @@ expect_in "$work/node0.out" "ranks agree: True"
 [ "$(cat "$work"/node*.out | { grep -o 'weights checksum' || true; } | wc -l)" = 4 ] ||
   fail "expected 4 workers' checksums"
 expect_in "$work/node1.err" "workers' store at 10.231.77.1:" "ranks 2-3 of 4, node 1 of 2"
-check_no_strays "the DDP job"
+require_no_job_processes "the DDP job"
 echo "PASS: DDP across two network namespaces"

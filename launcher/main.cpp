@@ -5,11 +5,13 @@
 
 #include "commands/commands.hpp"
 #include "npu_run/usage_error.hpp"
+#include "workers/descriptors.hpp"
 
 namespace {
 
 int report_early_exit(const npu_run::EarlyExit& early) {
-  (early.to_stderr ? std::cerr : std::cout) << early.text;
+  (early.to_stderr ? std::cerr : std::cout)
+      << (early.version ? npu_run::version_report() : early.text);
   return early.exit_code;
 }
 
@@ -46,6 +48,9 @@ void hide_token_arguments(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Whatever npu_run inherited (a scheduler's or a shell's descriptors) must not reach the
+  // workers, on any kernel: the children's close_range is missing before Linux 5.9.
+  npu_run::set_cloexec_from(3);
   std::vector<std::string> args(argv + 1, argv + argc);
   hide_token_arguments(argc, argv);
   if (!args.empty() && args.front() == "rdzv-server") {

@@ -19,6 +19,7 @@ struct EarlyExit {
   int exit_code = 0;
   std::string text;
   bool to_stderr = false;
+  bool version = false;  // --version: the caller prints the build and kernel facts instead
 };
 
 using ParseResult = std::variant<LaunchConfig, EarlyExit>;

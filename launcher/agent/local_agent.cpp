@@ -95,13 +95,13 @@ struct LocalAgent::Impl {
   }
 
   void watch_parent() {
-    const bool watching = parent_watch.start([this] {
+    parent_watch.start([this] {
       stop_job(SIGTERM,
                fmt::format("{} (pid {}), which started npu_run, exited without stopping it",
                            parent_watch.parent_name(), parent_watch.parent()));
     });
-    if (!watching)
-      spdlog::debug("cannot watch the parent process (no pidfd_open): an orphaned job runs on");
+    spdlog::debug("watching the parent {} (pid {}) through {}", parent_watch.parent_name(),
+                  parent_watch.parent(), to_string(parent_watch.mechanism()));
   }
 
   void on_signal(int sig) {

@@ -1024,7 +1024,7 @@ ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMa
   } catch (const CLI::CallForHelp&) {
     return EarlyExit{0, cli.app().help(), false};
   } catch (const CLI::CallForVersion&) {
-    return EarlyExit{0, std::string("npu_run ") + kVersion + "\n", false};
+    return EarlyExit{0, std::string("npu_run ") + kVersion + "\n", false, true};
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     return usage_error(what + env_hint(cli, what));

@@ -22,4 +22,8 @@ int doctor(const DoctorCommand& command);
 // `npu_run rank-table ...`: writes a rank table (or a merged one). Returns 0.
 int make_rank_table(const RankTableCommand& command);
 
+// `npu_run --version`: version, git commit, build type and linkage, architecture, and what the
+// running kernel offers (pidfd_open, clone3, close_range, getrandom).
+std::string version_report();
+
 }  // namespace npu_run

@@ -21,7 +21,9 @@
 #include "npu_run/run_directory.hpp"
 #include "npu_run/tcp_rendezvous.hpp"
 #include "npu_run/worker_spec.hpp"
+#include "workers/child_exits.hpp"
 #include "workers/guardian.hpp"
+#include "workers/kernel_features.hpp"
 
 namespace npu_run {
 
@@ -108,6 +110,8 @@ int launch(const LaunchConfig& parsed, const EnvMap& env) {
   const LaunchConfig cfg = with_derived_token(parsed);
   const std::string host = asio::ip::host_name();
   configure_agent_logging(cfg.log_level, host, cfg.node_rank);
+  spdlog::debug("kernel {}: worker exits observed through {}", describe_kernel(kernel_features()),
+                to_string(ChildExits::preferred()));
   if (!cfg.cluster_description.empty()) {
     spdlog::info("{}{}{}", cfg.cluster_description, cfg.cluster_detected.empty() ? "" : ": ",
                  fmt::join(cfg.cluster_detected, "; "));

@@ -2,7 +2,15 @@
 // 1.81's headers use boost::optional, boost::io::quoted and boost's type traits (unqualified,
 // inside namespace boost) without including them; this supplies them first, so the order of
 // the includes below matters and clang-format must not sort them.
+//
+// Boost.Process only forks and execs here. Its process handle waits on a pidfd chosen at build
+// time, and before Linux 5.3 its constructor throws ("assign: Bad file descriptor") with the
+// child already running. So its pidfd is switched off; ChildExits decides at run time.
 #pragma once
+
+#ifndef BOOST_PROCESS_V2_DISABLE_PIDFD_OPEN
+#define BOOST_PROCESS_V2_DISABLE_PIDFD_OPEN 1
+#endif
 
 // clang-format off
 #include <boost/io/quoted.hpp>

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "descriptors.hpp"
+
 namespace npu_run {
 namespace {
 
@@ -29,9 +31,9 @@ namespace {
     read_fd = moved;
   }
   // Hold nothing of the agent's open: a test or a shell waiting for EOF on the agent's stdout
-  // must not wait for the guardian, and the agent's sockets must close when it dies.
-  if (read_fd > 3) ::close_range(3, static_cast<unsigned>(read_fd) - 1, 0);
-  ::close_range(static_cast<unsigned>(read_fd) + 1, ~0U, 0);
+  // must not wait for the guardian, and the agent's sockets must close when it dies. (The agent
+  // is single-threaded when it forks the guardian, so the fallback's allocations are safe.)
+  close_descriptors_from(3, read_fd);
   for (int fd = 0; fd < 3; ++fd) {
     const int null_fd = ::open("/dev/null", O_RDWR);
     if (null_fd >= 0 && null_fd != fd) {

@@ -58,12 +58,19 @@ void OutputRelay::start() {
 }
 
 void OutputRelay::read_more() {
+  read_in_flight_ = true;
   pipe_.async_read_some(
       boost::asio::buffer(buffer_),
       [this, self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+        read_in_flight_ = false;
+        if (closed_) return;
         if (n > 0) deliver(std::string_view(buffer_.data(), n));
-        if (!ec && !closed_) read_more();
-        // EOF or cancellation: nothing more will come; drain_and_close() finishes up.
+        if (draining_) {
+          drain_now();
+        } else if (!ec) {
+          read_more();
+        }
+        // EOF: nothing more will come; drain_and_close() finishes up.
       });
 }
 
@@ -81,7 +88,20 @@ void OutputRelay::deliver(std::string_view data) {
 }
 
 void OutputRelay::drain_and_close() {
-  if (closed_) return;
+  if (closed_ || draining_) return;
+  draining_ = true;
+  if (read_in_flight_) {
+    // The pending read may already hold bytes in buffer_ whose handler has not run yet (the
+    // exit and the last output arrive in the same reactor pass): reading now would overwrite
+    // them. Its handler, run at once by the cancellation if it holds nothing, drains instead.
+    boost::system::error_code ignored;
+    pipe_.cancel(ignored);
+    return;
+  }
+  drain_now();
+}
+
+void OutputRelay::drain_now() {
   boost::system::error_code ec;
   while (true) {
     const size_t n = pipe_.read_some(boost::asio::buffer(buffer_), ec);

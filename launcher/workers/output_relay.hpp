@@ -40,11 +40,14 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
 
   void start();
   // Called once the worker has exited: copies what is still in the pipe without waiting for
-  // EOF (a grandchild may hold the write end open), then closes everything.
+  // EOF (a grandchild may hold the write end open), then closes everything. With a read in
+  // flight this completes in that read's handler, which the io_context runs before anything
+  // posted after this call.
   void drain_and_close();
 
  private:
   void read_more();
+  void drain_now();
   void deliver(std::string_view data);
   void finish();
 
@@ -53,6 +56,8 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   int console_fd_;
   LinePrefixer prefixer_;
   std::array<char, size_t{64} * 1024> buffer_{};
+  bool read_in_flight_ = false;
+  bool draining_ = false;
   bool closed_ = false;
 };
 

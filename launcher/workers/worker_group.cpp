@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "boost_process.hpp"
+#include "child_exits.hpp"
 #include "guardian.hpp"
 #include "output_relay.hpp"
 
@@ -84,7 +85,6 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
 
   struct Worker {
     WorkerSpec spec;
-    std::unique_ptr<bp::process> process;
     std::vector<std::shared_ptr<OutputRelay>> relays;
     WorkerOutcome outcome;
     bool running = false;
@@ -92,7 +92,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
 
   Impl(asio::io_context& io_context, std::vector<WorkerSpec> specs, StopPolicy stop_policy,
        Guardian* g)
-      : io(io_context), policy(stop_policy), guardian(g), timer(io_context) {
+      : io(io_context), policy(stop_policy), guardian(g), exits(io_context), timer(io_context) {
     workers.reserve(specs.size());
     for (WorkerSpec& spec : specs) {
       Worker w;
@@ -225,20 +225,22 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
       return false;
     }
 
-    w.process = std::make_unique<bp::process>(std::move(proc));
-    w.outcome.pid = w.process->id();
+    // Boost's handle is not kept: the child is reaped by `exits`, pidfd or SIGCHLD.
+    w.outcome.pid = proc.id();
+    proc.detach();
     w.running = true;
     ++alive;
     for (auto& relay : w.relays) relay->start();
-    w.process->async_wait([self = shared_from_this(), index](bp::error_code wait_ec, int) {
-      self->on_exit(index, wait_ec);
-    });
+    exits.watch(w.outcome.pid,
+                [self = shared_from_this(), index](bp::error_code wait_ec, int wait_status) {
+                  self->on_exit(index, wait_ec, wait_status);
+                });
     spdlog::debug("started local rank {} (rank {}, device {}) as pid {}", w.spec.local_rank,
                   w.spec.global_rank, w.spec.device_id, w.outcome.pid);
     return true;
   }
 
-  void on_exit(size_t index, bp::error_code ec) {
+  void on_exit(size_t index, bp::error_code ec, int wait_status) {
     Worker& w = workers[index];
     if (!w.running) return;  // given up on after SIGKILL; this is the cancelled wait
     w.running = false;
@@ -248,7 +250,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
                     ec.message());
       w.outcome.status = ExitStatus::exited(1);
     } else {
-      w.outcome.status = ExitStatus::from_wait_status(w.process->native_exit_code());
+      w.outcome.status = ExitStatus::from_wait_status(wait_status);
     }
     w.outcome.finished_at = std::chrono::system_clock::now();
     w.outcome.stopped_by_agent = phase == Phase::kStopping || phase == Phase::kKilling;
@@ -322,8 +324,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
       w.outcome.survived_kill = true;
       w.outcome.stopped_by_agent = true;
       --alive;
-      // Detached, the handle no longer SIGKILLs and blocks in waitpid() when destroyed.
-      w.process->detach();
+      exits.forget(w.outcome.pid);
     }
     finish();
   }
@@ -359,6 +360,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   StopPolicy policy;
   Guardian* guardian;
+  ChildExits exits;
   asio::steady_timer timer;
   std::vector<Worker> workers;
   DoneHandler on_done;

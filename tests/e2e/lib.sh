@@ -48,13 +48,17 @@ expect_in() {  # file text...
   done
 }
 
-wait_for() {  # seconds description command...: polls the command every 0.1 s
+# The deadline is the clock's, not a count of tries: one try may itself take seconds (scontrol
+# retrying an unreachable controller).
+wait_for() {  # seconds description command...: checks the command every 0.1 s
   local seconds=$1 what=$2
   shift 2
-  for _ in $(seq $((seconds * 10))); do
+  local deadline=$((SECONDS + seconds))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     "$@" && return 0
     sleep 0.1
   done
+  "$@" && return 0
   fail "timed out after ${seconds}s waiting for $what" "${out:-}"
 }
 
@@ -78,7 +82,8 @@ check_no_strays() {  # what
 # (timeout(1) would kill first and leave nothing to look at).
 wait_bounded() {  # seconds pid description [output file]
   local seconds=$1 pid=$2 what=$3 file=${4:-}
-  for _ in $(seq $((seconds * 10))); do
+  local deadline=$((SECONDS + seconds))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

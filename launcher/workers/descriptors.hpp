@@ -1,0 +1,17 @@
+// Descriptor hygiene that must work on every kernel: close_range where it exists (Linux 5.9,
+// its close-on-exec flag 5.11), else the list in /proc/self/fd, else every number up to the
+// open-files limit. Chosen at run time from kernel_features().
+#pragma once
+
+namespace npu_run {
+
+// Marks every descriptor from `lowest` up close-on-exec. Called once at start-up, so that what
+// npu_run inherited (a scheduler's or a shell's descriptors) never reaches a worker, as under
+// torchrun, whose subprocesses close every descriptor but stdio.
+void set_cloexec_from(int lowest);
+
+// Closes every descriptor from `lowest` up except `keep` (-1: none). For a forked helper that
+// must hold nothing of its parent; only call it in a single-threaded process (it may allocate).
+void close_descriptors_from(int lowest, int keep);
+
+}  // namespace npu_run

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "commands/commands.hpp"
+#include "commands/static_runtime.hpp"
 #include "npu_run/usage_error.hpp"
 #include "workers/descriptors.hpp"
 
@@ -48,6 +49,7 @@ void hide_token_arguments(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  npu_run::prepare_static_runtime();
   // Whatever npu_run inherited (a scheduler's or a shell's descriptors) must not reach the
   // workers, on any kernel: the children's close_range is missing before Linux 5.9.
   npu_run::set_cloexec_from(3);

@@ -25,4 +25,5 @@
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/start_dir.hpp>
 #include <boost/process/v2/stdio.hpp>
+#include <boost/process/v2/posix/fork_and_forget_launcher.hpp>
 // clang-format on

@@ -22,7 +22,21 @@ int ExitStatus::as_exit_code() const {
     case Kind::kSignaled:
       return 128 + signal;
     case Kind::kNotStarted:
-      return code == ENOENT ? 127 : code == EACCES ? 126 : 1;
+      // As a shell answers: 127 for a program that is not there, 126 for one found but not
+      // executable (permission, not a binary or script, busy); 1 for anything else (no fork).
+      switch (code) {
+        case ENOENT:
+          return 127;
+        case EACCES:
+        case ENOEXEC:
+        case ETXTBSY:
+        case EISDIR:
+        case ELIBBAD:
+        case EPERM:
+          return 126;
+        default:
+          return 1;
+      }
     case Kind::kRunning:
       return 1;
   }

@@ -17,6 +17,7 @@
 
 #include "boost_process.hpp"
 #include "child_exits.hpp"
+#include "exec_report.hpp"
 #include "guardian.hpp"
 #include "output_relay.hpp"
 
@@ -64,13 +65,38 @@ struct WorkerProcessSetup {
         return bp::error_code(errno, boost::system::system_category());
       }
     }
-    // Ignored signals and the signal mask survive exec; the worker must start with defaults.
+    // The agent forked with every signal blocked. Its handlers (Asio's, which write to the
+    // agent's signal pipe) must not run here for a signal meant for this worker: back to the
+    // defaults first, as posix_spawn does, then unblock. Exec would reset them too, but only
+    // later. Ignored signals and the mask survive exec; SIGPIPE is ignored by the agent only.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction current {};
+      if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &current) != 0) continue;
+      if (current.sa_handler != SIG_DFL && (current.sa_handler != SIG_IGN || sig == SIGPIPE))
+        (void)::signal(sig, SIG_DFL);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    (void)::signal(SIGPIPE, SIG_DFL);
     return {};
   }
+};
+
+// Blocks every signal of this thread for a scope: around fork, so that the child starts with
+// none pending against the agent's handlers (WorkerProcessSetup resets them first).
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_{};
 };
 
 void signal_process_group(pid_t pgid, int sig) {
@@ -85,6 +111,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
 
   struct Worker {
     WorkerSpec spec;
+    std::unique_ptr<ExecReport> exec_report;  // whether it reached exec, read once it exits
     std::vector<std::shared_ptr<OutputRelay>> relays;
     WorkerOutcome outcome;
     bool running = false;
@@ -201,7 +228,8 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     }
 
     bp::error_code ec;
-    bp::default_process_launcher launcher;
+    // Does not wait for the exec: its outcome is read from `exec_report` when the worker exits.
+    bp::posix::fork_and_forget_launcher launcher;
     // The launcher's env pointer is set directly: Boost 1.81's process_environment is not
     // usable header-only (its on_setup is never compiled in).
     const std::vector<std::string> env_strings = to_envp(w.spec.env);
@@ -210,24 +238,34 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     for (const std::string& kv : env_strings) envp.push_back(kv.c_str());
     envp.push_back(nullptr);
     launcher.env = envp.data();
-    auto proc = launcher(
-        io.get_executor(), ec, std::filesystem::path(w.spec.program), w.spec.argv,
-        bp::process_stdio{nullptr, out_fd, err_fd},
-        WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1});
+    w.exec_report = std::make_unique<ExecReport>();
+    std::optional<bp::process> proc;
+    {
+      const AllSignalsBlocked blocked;
+      proc.emplace(launcher(
+          spawn_context.get_executor(), ec, std::filesystem::path(w.spec.program), w.spec.argv,
+          bp::process_stdio{nullptr, out_fd, err_fd},
+          WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1},
+          *w.exec_report));
+    }
+    w.exec_report->forked();
     for (int fd : to_close) ::close(fd);  // the child has its copies; pipes see EOF when it ends
-    if (ec) {
-      // The child exited right after failing to exec: reap it so it does not linger as a zombie.
-      if (launcher.pid > 0) ::waitpid(launcher.pid, nullptr, 0);
+    if (ec) {                             // no child: the pipes or the fork failed
       w.relays.clear();
+      w.exec_report.reset();
       w.outcome.status = ExitStatus::not_started(ec.value());
-      w.outcome.start_error = fmt::format("cannot execute {}: {}", w.spec.program, ec.message());
+      w.outcome.start_error = fmt::format("cannot start {}: {}", w.spec.program, ec.message());
       spdlog::error("cannot start local rank {}: {}", w.spec.local_rank, w.outcome.start_error);
       return false;
     }
 
     // Boost's handle is not kept: the child is reaped by `exits`, pidfd or SIGCHLD.
-    w.outcome.pid = proc.id();
-    proc.detach();
+    w.outcome.pid = proc->id();
+    proc->detach();
+    // The child makes its own process group, but this launcher does not wait for it: a stop
+    // signalled to the group before the child got there would find none and be lost. Made from
+    // both sides, as shells do; the second call fails harmlessly (EACCES once it has exec'd).
+    (void)::setpgid(w.outcome.pid, w.outcome.pid);
     w.running = true;
     ++alive;
     for (auto& relay : w.relays) relay->start();
@@ -245,7 +283,12 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     if (!w.running) return;  // given up on after SIGKILL; this is the cancelled wait
     w.running = false;
     --alive;
-    if (ec) {
+    if (const auto exec_error = w.exec_report->exec_error()) {
+      w.outcome.status = ExitStatus::not_started(*exec_error);
+      w.outcome.start_error =
+          fmt::format("cannot execute {}: {}", w.spec.program, std::strerror(*exec_error));
+      spdlog::error("cannot start local rank {}: {}", w.spec.local_rank, w.outcome.start_error);
+    } else if (ec) {
       spdlog::error("lost track of local rank {} (pid {}): {}", w.spec.local_rank, w.outcome.pid,
                     ec.message());
       w.outcome.status = ExitStatus::exited(1);
@@ -358,6 +401,10 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   }
 
   asio::io_context& io;
+  // Handed to Boost's launcher instead of `io`, and never run: the launcher tells its context
+  // about each fork, and a forked child would otherwise rebuild the agent's whole epoll set
+  // (one epoll_ctl per relay pipe, pidfd and socket) just before exec, O(workers) per spawn.
+  asio::io_context spawn_context;
   StopPolicy policy;
   Guardian* guardian;
   ChildExits exits;

@@ -183,6 +183,25 @@ TEST_CASE("supervision: a worker that cannot be started is the root cause, later
   CHECK(count_occurrences(f.out, "started-2") == 0);
 }
 
+TEST_CASE("supervision: a worker whose exec fails is the root cause with the errno and 126",
+          "[integration][supervision]") {
+  // Executable, but neither ELF nor "#!": the checks before the launch pass, execve fails with
+  // ENOEXEC in the forked child, and the agent learns it through the exec-status pipe.
+  TempDir dir;
+  const std::string program = dir.write("not-a-program",
+                                        "\x7f"
+                                        "garbage without a shebang\n",
+                                        true);
+  NpuRunProcess p({"--nproc-per-node", "2", "--no-python", program});
+  const Finished f = p.wait(15s);
+  INFO(f.err);
+  CHECK(f.exit_code == 126);
+  CHECK_THAT(f.err, Contains("cannot start local rank 0: cannot execute " + program +
+                             ": Exec format error"));
+  CHECK_THAT(f.err, Contains("not started: Exec format error"));
+  require_no_strays(p);
+}
+
 TEST_CASE("supervision: SIGKILL to npu_run leaves no worker, not even their children",
           "[integration][supervision]") {
   // Each worker starts two background children in its process group: PR_SET_PDEATHSIG only

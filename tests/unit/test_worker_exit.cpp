@@ -22,6 +22,8 @@ TEST_CASE("exit statuses decode wait statuses and map to npu_run's exit code", "
   CHECK_FALSE(ExitStatus::signaled(SIGTERM).success());
   CHECK(ExitStatus::not_started(ENOENT).as_exit_code() == 127);
   CHECK(ExitStatus::not_started(EACCES).as_exit_code() == 126);
+  CHECK(ExitStatus::not_started(ENOEXEC).as_exit_code() == 126);
+  CHECK(ExitStatus::not_started(ETXTBSY).as_exit_code() == 126);
   CHECK(ExitStatus::not_started(EAGAIN).as_exit_code() == 1);
   CHECK(ExitStatus::not_started(ENOENT).describe() == "not started: No such file or directory");
   CHECK(signal_name(SIGTERM) == "SIGTERM");

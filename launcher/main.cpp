@@ -10,25 +10,6 @@
 
 namespace {
 
-int report_early_exit(const npu_run::EarlyExit& early) {
-  (early.to_stderr ? std::cerr : std::cout)
-      << (early.version ? npu_run::version_report() : early.text);
-  return early.exit_code;
-}
-
-template <typename Command>
-int run_guarded(Command command) {
-  try {
-    return command();
-  } catch (const npu_run::UsageError& e) {
-    std::cerr << "npu_run: error: " << e.what() << "\n";
-    return npu_run::kExitUsage;
-  } catch (const std::exception& e) {
-    std::cerr << "npu_run: error: " << e.what() << "\n";
-    return 1;
-  }
-}
-
 // `--rdzv-token SECRET` would show in `ps` for as long as the agent runs. The arguments were copied
 // into `args` before parsing, so the originals (what /proc/PID/cmdline shows) can be blanked.
 // Workers never see them: their command lines are built from the parsed copy.
@@ -55,27 +36,15 @@ int main(int argc, char** argv) {
   npu_run::set_cloexec_from(3);
   std::vector<std::string> args(argv + 1, argv + argc);
   hide_token_arguments(argc, argv);
-  if (!args.empty() && args.front() == "rdzv-server") {
-    auto parsed = npu_run::parse_server_command({args.begin() + 1, args.end()});
-    if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed)) return report_early_exit(*early);
-    return run_guarded([&] { return npu_run::serve(std::get<npu_run::ServerCommand>(parsed)); });
-  }
   const npu_run::EnvMap env = npu_run::current_environment();
-  if (!args.empty() && args.front() == "hostnames") {
-    return npu_run::print_hostnames({args.begin() + 1, args.end()}, env);
-  }
-  if (!args.empty() && args.front() == "doctor") {
-    auto parsed = npu_run::parse_doctor_command({args.begin() + 1, args.end()}, env);
-    if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed)) return report_early_exit(*early);
-    return run_guarded([&] { return npu_run::doctor(std::get<npu_run::DoctorCommand>(parsed)); });
-  }
-  if (!args.empty() && args.front() == "rank-table") {
-    auto parsed = npu_run::parse_rank_table_command({args.begin() + 1, args.end()}, env);
-    if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed)) return report_early_exit(*early);
-    return run_guarded(
-        [&] { return npu_run::make_rank_table(std::get<npu_run::RankTableCommand>(parsed)); });
+  if (!args.empty()) {
+    for (const npu_run::Subcommand& sub : npu_run::subcommands()) {
+      if (args.front() == sub.name) return sub.run({args.begin() + 1, args.end()}, env);
+    }
   }
   npu_run::ParseResult parsed = npu_run::parse_command_line(args, env);
-  if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed)) return report_early_exit(*early);
-  return run_guarded([&] { return npu_run::launch(std::get<npu_run::LaunchConfig>(parsed), env); });
+  if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed))
+    return npu_run::report_early_exit(*early);
+  return npu_run::run_guarded(
+      [&] { return npu_run::launch(std::get<npu_run::LaunchConfig>(parsed), env); });
 }

@@ -106,10 +106,12 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
                                                        const tcp::resolver::results_type& results) {
                              if (self->done) return;
                              if (ec) {
+                               self->unresolved = true;
                                self->retry(fmt::format("cannot resolve '{}': {}",
                                                        self->options.server_host, ec.message()));
                                return;
                              }
+                             self->unresolved = false;
                              self->connect(results);
                            });
   }
@@ -146,11 +148,16 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     last_error = error;
     const auto now = Clock::now();
     if (now >= deadline) {
+      // A name nothing resolves needs another fix than a server that does not answer.
+      const char* fix =
+          unresolved
+              ? "give --master-addr as an IP address, or make the name resolvable here (/etc/hosts "
+                "or DNS; the static npu_run uses no other name service)"
+              : "is node 0's npu_run (or npu_run rdzv-server) running there, and is "
+                "--master-addr/--master-port right?";
       fail(fmt::format(
-          "cannot reach the rendezvous server at {} within {:.0f} s (last error: {}); is node 0's "
-          "npu_run (or npu_run rdzv-server) running there, and is --master-addr/--master-port "
-          "right?",
-          endpoint(), seconds(options.connect_timeout), error));
+          "cannot reach the rendezvous server at {} within {:.0f} s (last error: {}); {}",
+          endpoint(), seconds(options.connect_timeout), error, fix));
       return;
     }
     if (attempts++ == 0 || now - last_waiting_log >= kWaitingLogInterval) {
@@ -398,6 +405,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   milliseconds backoff = kFirstRetry;
   int attempts = 0;
   std::string last_error;
+  bool unresolved = false;  // the last attempt failed to resolve the server's name
   std::string local_addr;
   std::array<char, 4096> buffer{};  // large frames (peer tables) arrive in pieces
   FrameDecoder decoder{Limits::kMaxServerFrame};

@@ -30,14 +30,15 @@ configure() {
 stage_asan() {
   configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
   cmake --build "$root/build-asan" -j "$(nproc)"
-  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j 2)
+  # Not the suite's second run as Linux 3.10: the same code behind a seccomp filter.
+  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j 2 -LE old-kernel)
 }
 
 stage_tsan() {
   configure "$root/build-tsan" -DNPU_RUN_SANITIZE=thread
   cmake --build "$root/build-tsan" -j "$(nproc)" --target npu_run unit_tests integration_tests
-  (cd "$root/build-tsan" && ctest --output-on-failure --timeout 600 -j 2 \
-    -R 'rdzv|protocol|multi-node|elastic|hostile|auth|supervision|signals')
+  (cd "$root/build-tsan" && ctest --output-on-failure --timeout 600 -j 2 -LE old-kernel \
+    -R 'rdzv|protocol|multi-node|elastic|hostile|auth|supervision|signals|child exits')
 }
 
 stage_tidy() {

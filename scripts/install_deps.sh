@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Installs every build, test and example dependency of npu_run from Debian 12 packages.
-# Safe to run repeatedly: it only calls apt-get when a package is missing.
+# Installs npu_run's dependencies from Debian 12 packages. Safe to run repeatedly: it only calls
+# apt-get when a package is missing.
+#   scripts/install_deps.sh             build, test and example dependencies
+#   scripts/install_deps.sh --cross     and the aarch64 cross toolchain, the :arm64 -dev
+#                                       packages and qemu-user-static (scripts/release.sh)
+#   scripts/install_deps.sh --release   and help2man, rpmbuild and debootstrap (packages, and
+#                                       the test in another distribution's chroot)
 set -euo pipefail
 
 packages=(
@@ -14,21 +19,39 @@ packages=(
   openmpi-bin                                 # mpirun for tests/e2e/mpi_e2e.sh
   python3-matplotlib                          # plots of scripts/bench/run_all.sh
 )
+cross=0
+for arg in "$@"; do
+  case $arg in
+    --cross)
+      cross=1
+      packages+=(crossbuild-essential-arm64 qemu-user-static
+                 libboost1.81-dev:arm64 libssl-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64)
+      ;;
+    --release) packages+=(help2man rpm cpio debootstrap file) ;;
+    *) echo "install_deps: unknown option $arg (known: --cross, --release)" >&2; exit 2 ;;
+  esac
+done
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install packages" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+new_architecture=0
+if [ $cross -eq 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  "${sudo_cmd[@]}" dpkg --add-architecture arm64
+  new_architecture=1
+fi
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ $new_architecture -eq 0 ]; then
   echo "install_deps: all ${#packages[@]} packages present"
   exit 0
 fi
 
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
-  sudo_cmd=(sudo)
-fi
 echo "install_deps: installing ${missing[*]}"
 "${sudo_cmd[@]}" apt-get update -q
 # The whole list, not only what is missing: alone, python3-matplotlib makes apt's resolver pick

@@ -61,6 +61,19 @@ struct DoctorCommand {
 std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
                                                             const EnvMap& env);
 
+// The options of one command as its CLI11 table defines them, for `npu_run completion bash`.
+struct OptionCompletion {
+  std::vector<std::string> names;  // "-t", "--tee", ...
+  bool takes_value = false;
+  std::string type_name;  // FILE, DIR, {a,b,...}, or what CLI11 shows (TEXT, INT, ...)
+};
+struct CommandCompletion {
+  std::string name;  // "" for the launch command, else the subcommand
+  std::vector<OptionCompletion> options;
+};
+// The launch command first, then every subcommand that has options.
+std::vector<CommandCompletion> command_completions();
+
 // `args` excludes "npu_run rank-table".
 std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
     const std::vector<std::string>& args, const EnvMap& env);

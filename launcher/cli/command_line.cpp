@@ -32,6 +32,10 @@ namespace fs = std::filesystem;
 constexpr int kMaxWorkersPerNode = 1024;
 constexpr int kMaxNodes = 1'000'000;
 
+// Type names shown in --help, and read by `npu_run completion bash`: FILE and DIR complete paths,
+// {a,b,...} completes these words.
+constexpr const char* kLogLevels = "{trace,debug,info,warn,error,critical,off}";
+
 const char* const kFooter = R"(Examples:
   npu_run --nproc-per-node 8 train.py --cfg a.yaml
   npu_run --nproc-per-node auto --devices 4-7 train.py          # 4 workers on NPUs 4..7
@@ -134,7 +138,8 @@ class CommandLine {
     rdzv_backend_ = add("--rdzv-backend", raw_.rdzv_backend,
                         "Accepted for torchrun compatibility (static, c10d, etcd, etcd-v2); "
                         "npu_run always uses its own TCP rendezvous",
-                        shape);
+                        shape)
+                        ->type_name("{static,c10d,etcd,etcd-v2}");
     rdzv_endpoint_ =
         add("--rdzv-endpoint", raw_.rdzv_endpoint,
             "HOST[:PORT] of the rendezvous; same as --master-addr/--master-port", shape);
@@ -157,7 +162,8 @@ class CommandLine {
     rdzv_token_file_ = add("--rdzv-token-file", raw_.rdzv_token_file,
                            "File whose first line is the rendezvous token (mode 600, yours). "
                            "Inside a Slurm step a per-job token is derived when none is given",
-                           shape);
+                           shape)
+                           ->type_name("FILE");
     standalone_ = add_flag("--standalone", raw_.standalone,
                            "Single-node job with its own local rendezvous", shape);
     rdzv_timeout_ = add("--rdzv-timeout", raw_.rdzv_timeout,
@@ -188,7 +194,8 @@ class CommandLine {
         add("--cluster", raw_.cluster,
             "Read nnodes, node rank, master and run id from this launcher's environment: auto "
             "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
-            shape);
+            shape)
+            ->type_name("{auto,slurm,mpi,k8s,none}");
     agents_per_node_ =
         add("--agents-per-node", raw_.agents_per_node,
             "Agents allowed on one node (default 1: a second srun/mpirun task on a node is "
@@ -199,16 +206,19 @@ class CommandLine {
     soc_ = add("--soc", raw_.soc,
                "Enforce the device topology rules of a server series: atlas-training, atlas-a2, "
                "atlas-a3, none (default)",
-               ascend);
+               ascend)
+               ->type_name("{atlas-training,atlas-a2,atlas-a3,none}");
     rank_table_ =
         add("--rank-table", raw_.rank_table,
             "HCCL rank table: a file to check against the job and export as RANK_TABLE_FILE, "
             "or auto to build one through the rendezvous",
-            ascend);
+            ascend)
+            ->type_name("FILE");
     hccn_conf_ = add("--hccn-conf", raw_.hccn_conf,
                      "Device addresses for --rank-table auto (default $NPU_RUN_HCCN_CONF, else "
                      "/etc/hccn.conf)",
-                     ascend);
+                     ascend)
+                     ->type_name("FILE");
 
     auto* what = "What workers run";
     module_ =
@@ -222,7 +232,8 @@ class CommandLine {
                  "Accepted for torchrun compatibility; the script runs as python -u SCRIPT", what);
     start_method_ =
         add("--start-method", raw_.start_method,
-            "Accepted for torchrun compatibility (spawn, fork, forkserver); ignored", what);
+            "Accepted for torchrun compatibility (spawn, fork, forkserver); ignored", what)
+            ->type_name("{spawn,fork,forkserver}");
 
     auto* supervise = "Supervision";
     max_restarts_ =
@@ -247,7 +258,8 @@ class CommandLine {
     log_dir_ = add("--log-dir", raw_.log_dir,
                    "Write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log (implies "
                    "--tee 3 unless -r/-t say otherwise)",
-                   logs);
+                   logs)
+                   ->type_name("DIR");
     redirects_ =
         app_.add_option("-r,--redirects", raw_.redirects,
                         "Streams sent only to log files: 0 none, 1 stdout, 2 stderr, 3 both, "
@@ -269,7 +281,8 @@ class CommandLine {
 
     auto* agent = "Agent";
     log_level_ = add("--log-level", raw_.log_level,
-                     "Agent log level: trace, debug, info, warn, error, critical, off", agent);
+                     "Agent log level: trace, debug, info, warn, error, critical, off", agent)
+                     ->type_name(kLogLevels);
     dry_run_ =
         add_flag("--dry-run", raw_.dry_run,
                  "Print the resolved plan (nodes, ranks, commands, environment) and exit", agent);
@@ -1049,12 +1062,8 @@ ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMa
   }
 }
 
-std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args) {
-  CLI::App app(
-      "npu_run rdzv-server --port PORT --nnodes N [OPTIONS]\n\nRun the rendezvous server alone, on "
-      "a "
-      "host of its own; every agent then joins it with --master-addr/--master-port.",
-      "npu_run rdzv-server");
+// The raw values of `npu_run rdzv-server`, as CLI11 fills them.
+struct ServerRaw {
   std::string host = "0.0.0.0";
   int port = 29500;
   std::string nnodes = "1";
@@ -1070,30 +1079,54 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
   std::string token;
   std::string token_file;
   double handshake_timeout = 10;
-  app.add_option("--port,--master-port,--master_port", port, "Port to listen on")->required();
-  app.add_option("--handshake-timeout,--handshake_timeout", handshake_timeout,
-                 "Seconds a new connection has to say hello and prove the token (default 10)");
-  auto* token_opt = app.add_option("--rdzv-token,--rdzv_token", token,
-                                   "The agents' rendezvous token (prefer NPU_RUN_RDZV_TOKEN)")
-                        ->envname(kTokenVariable);
-  auto* token_file_opt = app.add_option("--rdzv-token-file,--rdzv_token_file", token_file,
-                                        "File holding the agents' rendezvous token (mode 600)");
-  app.add_option("--host", host, "Address to listen on (default 0.0.0.0: every IPv4 address)");
-  app.add_option("--nnodes", nnodes, "Number of nodes, as the agents' --nnodes")->required();
-  app.add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", run_id, "The agents' --run-id");
-  app.add_option("--max-restarts,--max_restarts", max_restarts, "The agents' --max-restarts");
-  app.add_option("--rdzv-timeout,--rdzv_timeout", rdzv_timeout, "Seconds for all nodes to join");
-  app.add_option("--rdzv-last-call,--rdzv_last_call", last_call,
-                 "Elastic MIN:MAX: seconds to wait for more nodes once MIN joined (default 30)");
-  app.add_option("--rdzv-backlog,--rdzv_backlog", backlog, "Listen backlog (default somaxconn)");
-  app.add_option("--heartbeat-interval,--heartbeat_interval", heartbeat_interval,
-                 "Seconds between agents' heartbeats");
-  app.add_option("--heartbeat-timeout,--heartbeat_timeout", heartbeat_timeout,
-                 "Seconds of silence after which a node is lost");
-  app.add_option("--exit-barrier-timeout,--exit_barrier_timeout", exit_barrier_timeout,
-                 "Seconds to wait for agents to hear the end of the job");
-  app.add_option("--log-level,--log_level", log_level,
-                 "trace, debug, info, warn, error, critical, off");
+  CLI::Option* token_opt = nullptr;
+  CLI::Option* token_file_opt = nullptr;
+};
+
+std::unique_ptr<CLI::App> server_app(ServerRaw& raw) {
+  auto app = std::make_unique<CLI::App>(
+      "npu_run rdzv-server --port PORT --nnodes N [OPTIONS]\n\nRun the rendezvous server alone, on "
+      "a "
+      "host of its own; every agent then joins it with --master-addr/--master-port.",
+      "npu_run rdzv-server");
+  app->add_option("--port,--master-port,--master_port", raw.port, "Port to listen on")->required();
+  app->add_option("--handshake-timeout,--handshake_timeout", raw.handshake_timeout,
+                  "Seconds a new connection has to say hello and prove the token (default 10)");
+  raw.token_opt = app->add_option("--rdzv-token,--rdzv_token", raw.token,
+                                  "The agents' rendezvous token (prefer NPU_RUN_RDZV_TOKEN)")
+                      ->envname(kTokenVariable);
+  raw.token_file_opt = app->add_option("--rdzv-token-file,--rdzv_token_file", raw.token_file,
+                                       "File holding the agents' rendezvous token (mode 600)")
+                           ->type_name("FILE");
+  app->add_option("--host", raw.host, "Address to listen on (default 0.0.0.0: every IPv4 address)");
+  app->add_option("--nnodes", raw.nnodes, "Number of nodes, as the agents' --nnodes")->required();
+  app->add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", raw.run_id, "The agents' --run-id");
+  app->add_option("--max-restarts,--max_restarts", raw.max_restarts, "The agents' --max-restarts");
+  app->add_option("--rdzv-timeout,--rdzv_timeout", raw.rdzv_timeout,
+                  "Seconds for all nodes to join");
+  app->add_option("--rdzv-last-call,--rdzv_last_call", raw.last_call,
+                  "Elastic MIN:MAX: seconds to wait for more nodes once MIN joined (default 30)");
+  app->add_option("--rdzv-backlog,--rdzv_backlog", raw.backlog,
+                  "Listen backlog (default somaxconn)");
+  app->add_option("--heartbeat-interval,--heartbeat_interval", raw.heartbeat_interval,
+                  "Seconds between agents' heartbeats");
+  app->add_option("--heartbeat-timeout,--heartbeat_timeout", raw.heartbeat_timeout,
+                  "Seconds of silence after which a node is lost");
+  app->add_option("--exit-barrier-timeout,--exit_barrier_timeout", raw.exit_barrier_timeout,
+                  "Seconds to wait for agents to hear the end of the job");
+  app->add_option("--log-level,--log_level", raw.log_level,
+                  "trace, debug, info, warn, error, critical, off")
+      ->type_name(kLogLevels);
+  return app;
+}
+
+std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args) {
+  ServerRaw raw;
+  const auto app_owner = server_app(raw);
+  CLI::App& app = *app_owner;
+  auto& [host, port, nnodes, run_id, max_restarts, rdzv_timeout, last_call, backlog,
+         heartbeat_interval, heartbeat_timeout, exit_barrier_timeout, log_level, token, token_file,
+         handshake_timeout, token_opt, token_file_opt] = raw;
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -1161,39 +1194,58 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
   }
 }
 
-std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
-    const std::vector<std::string>& args, const EnvMap& env) {
-  CLI::App app(
+// The raw values of `npu_run rank-table`, as CLI11 fills them.
+struct RankTableRaw {
+  RankTableCommand cmd;
+  std::string devices;
+  std::string device_ips;
+  std::string super_device_ids;
+};
+
+std::unique_ptr<CLI::App> rank_table_app(RankTableRaw& raw) {
+  auto app = std::make_unique<CLI::App>(
       "npu_run rank-table [--devices IDS] [OPTIONS]\n       npu_run rank-table --merge A.json "
       "B.json ... [-o FILE]\n\n"
       "Write the HCCL rank table (RANK_TABLE_FILE) of this server, as hccl_tools.py does, or merge "
       "the tables "
       "of several servers into one, renumbering rank ids in the order given.",
       "npu_run rank-table");
-  RankTableCommand cmd;
-  std::string devices;
-  std::string device_ips;
-  std::string super_device_ids;
-  app.add_option("--devices,--device_num", devices,
-                 "Physical device ids in rank order: 0-7, 0,2,4,6 or the classic [0,8) (default: "
-                 "the NPUs found)");
-  app.add_option(
-      "--hccn-conf,--hccn_conf", cmd.hccn_conf,
-      "File with the devices' addresses (default $NPU_RUN_HCCN_CONF, else /etc/hccn.conf)");
-  app.add_option("--device-ips,--device_ips", device_ips,
-                 "Device addresses in device order, instead of hccn.conf");
-  app.add_option("--server-id,--server_id,--server-ip,--server_ip", cmd.server_id,
-                 "server_id of this server (default: this host's primary address)");
-  app.add_option("-o,--output", cmd.output,
-                 "Output file (default: hccl_<n>p_<ids>_<server>.json; - for stdout)");
-  app.add_option("--version", cmd.version,
-                 "Rank table version: 1.0, or 1.2 for Atlas A3 SuperPoDs");
-  app.add_option("--super-pod-id,--super_pod_id", cmd.super_pod_id,
-                 "1.2: the SuperPoD of this server (default 0)");
-  app.add_option("--super-device-ids,--super_device_ids", super_device_ids,
-                 "1.2: each device's super device id (SDID), in device order");
-  app.add_option("--merge", cmd.merge_inputs, "Merge these rank tables, in this order")
-      ->expected(1, -1);
+  RankTableCommand& cmd = raw.cmd;
+  app->add_option("--devices,--device_num", raw.devices,
+                  "Physical device ids in rank order: 0-7, 0,2,4,6 or the classic [0,8) (default: "
+                  "the NPUs found)");
+  app->add_option(
+         "--hccn-conf,--hccn_conf", cmd.hccn_conf,
+         "File with the devices' addresses (default $NPU_RUN_HCCN_CONF, else /etc/hccn.conf)")
+      ->type_name("FILE");
+  app->add_option("--device-ips,--device_ips", raw.device_ips,
+                  "Device addresses in device order, instead of hccn.conf");
+  app->add_option("--server-id,--server_id,--server-ip,--server_ip", cmd.server_id,
+                  "server_id of this server (default: this host's primary address)");
+  app->add_option("-o,--output", cmd.output,
+                  "Output file (default: hccl_<n>p_<ids>_<server>.json; - for stdout)")
+      ->type_name("FILE");
+  app->add_option("--version", cmd.version,
+                  "Rank table version: 1.0, or 1.2 for Atlas A3 SuperPoDs")
+      ->type_name("{1.0,1.2}");
+  app->add_option("--super-pod-id,--super_pod_id", cmd.super_pod_id,
+                  "1.2: the SuperPoD of this server (default 0)");
+  app->add_option("--super-device-ids,--super_device_ids", raw.super_device_ids,
+                  "1.2: each device's super device id (SDID), in device order");
+  app->add_option("--merge", cmd.merge_inputs, "Merge these rank tables, in this order")
+      ->expected(1, -1)
+      ->type_name("FILE");
+  return app;
+}
+
+std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
+    const std::vector<std::string>& args, const EnvMap& env) {
+  RankTableRaw raw;
+  const auto app_owner = rank_table_app(raw);
+  CLI::App& app = *app_owner;
+  RankTableCommand& cmd = raw.cmd;
+  auto& [unused_cmd, devices, device_ips, super_device_ids] = raw;
+  (void)unused_cmd;
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -1269,29 +1321,45 @@ std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
   }
 }
 
-std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
-                                                            const EnvMap& env) {
-  CLI::App app(
+// The raw values of `npu_run doctor`, as CLI11 fills them.
+struct DoctorRaw {
+  DoctorCommand cmd;
+  std::string nnodes = "1";
+};
+
+std::unique_ptr<CLI::App> doctor_app(DoctorRaw& raw) {
+  auto app = std::make_unique<CLI::App>(
       "npu_run doctor [--nnodes N] [OPTIONS]\n\nCheck this host for large or Ascend jobs: kernel "
       "queues, "
       "HCCL's reserved ports, open files, the master port, devices and hccn.conf. Each check "
       "prints ok, warn "
       "or fail with the command that fixes it; the exit status is 1 when a check fails.",
       "npu_run doctor");
-  DoctorCommand cmd;
+  DoctorCommand& cmd = raw.cmd;
+  app->add_option("--nnodes", raw.nnodes,
+                  "Nodes of the planned job, N or MIN:MAX: scales the recommendations");
+  app->add_option("--master-addr,--master_addr", cmd.settings.master_addr,
+                  "Rendezvous host to check the port on");
+  app->add_option("--master-port,--master_port", cmd.settings.master_port,
+                  "Rendezvous port that must be free");
+  app->add_option("--hccn-conf,--hccn_conf", cmd.settings.hccn_conf,
+                  "Device addresses file (default /etc/hccn.conf)")
+      ->type_name("FILE");
+  app->add_option("--proc-root", cmd.settings.proc_root,
+                  "Read kernel settings under this /proc (tests)")
+      ->type_name("DIR");
+  app->add_flag("--json", cmd.json, "Print the checks as JSON");
+  return app;
+}
+
+std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env) {
+  DoctorRaw raw;
+  const auto app_owner = doctor_app(raw);
+  CLI::App& app = *app_owner;
+  DoctorCommand& cmd = raw.cmd;
+  std::string& nnodes = raw.nnodes;
   cmd.settings.env = env;
-  std::string nnodes = "1";
-  app.add_option("--nnodes", nnodes,
-                 "Nodes of the planned job, N or MIN:MAX: scales the recommendations");
-  app.add_option("--master-addr,--master_addr", cmd.settings.master_addr,
-                 "Rendezvous host to check the port on");
-  app.add_option("--master-port,--master_port", cmd.settings.master_port,
-                 "Rendezvous port that must be free");
-  app.add_option("--hccn-conf,--hccn_conf", cmd.settings.hccn_conf,
-                 "Device addresses file (default /etc/hccn.conf)");
-  app.add_option("--proc-root", cmd.settings.proc_root,
-                 "Read kernel settings under this /proc (tests)");
-  app.add_flag("--json", cmd.json, "Print the checks as JSON");
   cmd.settings.proc_root = lookup(env, "NPU_RUN_PROC_ROOT").value_or("/proc");
   cmd.settings.hccn_conf = lookup(env, "NPU_RUN_HCCN_CONF").value_or(kDefaultHccnConf);
   try {
@@ -1326,6 +1394,33 @@ std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<st
   } catch (const UsageError& e) {
     return usage_error(std::string(e.what()) + " (npu_run doctor)");
   }
+}
+
+namespace {
+
+CommandCompletion completion_of(std::string name, const CLI::App& app) {
+  CommandCompletion command{std::move(name), {}};
+  for (const CLI::Option* opt : app.get_options()) {
+    OptionCompletion option;
+    for (const auto& s : opt->get_snames()) option.names.push_back("-" + s);
+    for (const auto& l : opt->get_lnames()) option.names.push_back("--" + l);
+    option.takes_value = opt->get_expected_max() > 0;  // 0 for a flag
+    option.type_name = opt->get_type_name();
+    command.options.push_back(std::move(option));
+  }
+  return command;
+}
+
+}  // namespace
+
+std::vector<CommandCompletion> command_completions() {
+  CommandLine launch;
+  ServerRaw server;
+  RankTableRaw rank_table;
+  DoctorRaw doctor;
+  return {completion_of("", launch.app()), completion_of("rdzv-server", *server_app(server)),
+          completion_of("rank-table", *rank_table_app(rank_table)),
+          completion_of("doctor", *doctor_app(doctor))};
 }
 
 }  // namespace npu_run

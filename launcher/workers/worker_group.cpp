@@ -122,13 +122,12 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
       : io(io_context), policy(stop_policy), guardian(g), exits(io_context), timer(io_context) {
     workers.reserve(specs.size());
     for (WorkerSpec& spec : specs) {
-      Worker w;
+      Worker& w = workers.emplace_back();
       w.outcome.local_rank = spec.local_rank;
       w.outcome.global_rank = spec.global_rank;
       w.outcome.stderr_log = spec.err.file;
       w.outcome.error_file = spec.error_file;
       w.spec = std::move(spec);
-      workers.push_back(std::move(w));
     }
   }
 

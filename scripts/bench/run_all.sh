@@ -15,6 +15,11 @@ smoke=${1:-}
 bash "$root/scripts/install_deps.sh" >/dev/null
 NPU_RUN_BUILD_DIR="$root/build-release" NPU_RUN_BUILD_TYPE=Release bash "$root/scripts/build.sh" >/dev/null
 bin="$root/build-release"
+# The release's static-pie binary and a plain -static one, for the start-up comparison.
+for kind in static-pie:ON plain-static:OFF; do
+  NPU_RUN_BUILD_DIR="$root/build-bench-${kind%%:*}" NPU_RUN_BUILD_TYPE=Release bash "$root/scripts/build.sh" \
+    -DNPU_RUN_STATIC=ON -DNPU_RUN_STATIC_PIE="${kind#*:}" -DNPU_RUN_BUILD_TESTS=OFF >/dev/null
+done
 
 if [ "$smoke" = --smoke ]; then
   out=${BENCH_OUT:-$(mktemp -d)/BENCHMARKS.md}
@@ -23,6 +28,7 @@ if [ "$smoke" = --smoke ]; then
   scale=(--sizes 64 --runs 1 --small-backlog 4)
   store=(--sizes 64 --runs 1)
   train=(--runs 1)
+  startup=(--runs 3)
 else
   out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
   single=(--nproc 1,8,32 --runs 5)
@@ -30,6 +36,7 @@ else
   scale=(--sizes 256,1024,4096,16384 --runs 3)
   store=(--sizes 256,1024,4096 --runs 3)
   train=(--runs 3)
+  startup=(--runs 200)
 fi
 
 {
@@ -39,7 +46,10 @@ fi
   echo "same invocation on the same machine, one after the other, so ratios compare like with like."
   echo "Figures are medians with min-max in parentheses. Machine: $(nproc) cores,"
   echo "$(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r);"
-  echo "npu_run $("$bin/npu_run" --version | awk '{print $2}') Release; torchrun from Debian's python3-torch."
+  echo "npu_run $("$bin/npu_run" --version | head -1 | awk '{print $2}') Release; torchrun from Debian's python3-torch."
+  echo
+  "$py" "$bench/startup.py" --static "$root/build-bench-static-pie/npu_run" --dynamic "$bin/npu_run" \
+    --plain-static "$root/build-bench-plain-static/npu_run" "${startup[@]}"
   echo
   "$py" "$bench/single_node.py" --npu-run "$bin/npu_run" "${single[@]}"
   echo

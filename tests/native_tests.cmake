@@ -1,0 +1,122 @@
+# The tests that need this machine's own architecture: the real npu_run binary started as a
+# subprocess (integration), behind the old-kernel wrapper, end to end with PyTorch, Slurm and
+# Open MPI, and the benchmark smokes. Included by tests/CMakeLists.txt unless cross-building.
+
+# Integration and end-to-end tests: the real npu_run binary, real worker processes, real PyTorch.
+file(GLOB integration_sources CONFIGURE_DEPENDS integration/*.cpp)
+add_executable(integration_tests ${integration_sources} support/harness.cpp support/nodes.cpp
+                                 support/temp_dir.cpp)
+target_include_directories(integration_tests PRIVATE ${PROJECT_SOURCE_DIR}/launcher ${CMAKE_CURRENT_SOURCE_DIR})
+target_compile_definitions(integration_tests PRIVATE NPU_RUN_BINARY="$<TARGET_FILE:npu_run>"
+                                                     NPU_RUN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+target_link_libraries(integration_tests PRIVATE npu_run_core npu_run_test_main npu_run_warnings)
+add_dependencies(integration_tests npu_run)
+catch_discover_tests(integration_tests TEST_PREFIX "integration: " EXTRA_ARGS --warn NoTests
+                     PROPERTIES LABELS integration)
+
+# Old kernels: as_old_kernel makes the system calls a kernel lacks fail with ENOSYS (seccomp), and
+# npu_run-as-linux-3.10 is npu_run behind it, a drop-in for the binary (CentOS 7's kernel: no
+# pidfd_open, clone3, close_range or getrandom). The whole integration suite, end-to-end tests
+# included, runs a second time through it. Not under an emulator: qemu-user would apply the
+# filter to its own, host-architecture system calls. Label integration-old-kernel: selected by
+# `-L integration` and by `-L old-kernel` (labels are regular expressions).
+add_executable(as_old_kernel tools/as_old_kernel.cpp)
+target_link_libraries(as_old_kernel PRIVATE npu_run_warnings)
+set(old_kernel_npu_run ${CMAKE_CURRENT_BINARY_DIR}/npu_run-as-linux-3.10)
+file(GENERATE OUTPUT ${old_kernel_npu_run}
+     CONTENT "#!/bin/sh\n# npu_run as on Linux 3.10: newer system calls fail with ENOSYS.\nexec '$<TARGET_FILE:as_old_kernel>' --linux 3.10 '$<TARGET_FILE:npu_run>' \"$@\"\n"
+     FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ
+                      WORLD_EXECUTE)
+add_dependencies(integration_tests as_old_kernel)
+target_compile_definitions(integration_tests PRIVATE NPU_RUN_AS_OLD_KERNEL="$<TARGET_FILE:as_old_kernel>")
+if(CMAKE_CROSSCOMPILING)
+  set(NPU_RUN_OLD_KERNEL_SUITE OFF)
+else()
+  set(NPU_RUN_OLD_KERNEL_SUITE ON)
+endif()
+if(NPU_RUN_OLD_KERNEL_SUITE)
+  # EXTRA_ARGS differ from the first discovery's (--name only names the run), so Catch's
+  # generated test lists do not collide.
+  catch_discover_tests(integration_tests TEST_PREFIX "linux 3.10: integration: "
+                       EXTRA_ARGS --warn NoTests --name linux-3.10
+                       PROPERTIES LABELS integration-old-kernel
+                                  ENVIRONMENT "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
+endif()
+
+# End to end, with the binary and behind the Linux 3.10 wrapper (need root / mpirun; skipped
+# otherwise): across two network namespaces, a real Slurm (controller and two slurmd on this
+# machine) running the sbatch templates, and Open MPI's mpirun starting two agents.
+set(e2e_binaries "$<TARGET_FILE:npu_run>")
+set(e2e_prefixes "e2e")
+if(NPU_RUN_OLD_KERNEL_SUITE)
+  list(APPEND e2e_binaries ${old_kernel_npu_run})
+  list(APPEND e2e_prefixes "linux 3.10: e2e")
+endif()
+foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
+  set(labels "e2e;integration")
+  if(NOT prefix STREQUAL "e2e")
+    list(APPEND labels integration-old-kernel)
+  endif()
+  add_test(NAME "${prefix}: PyTorch DDP across two network namespaces"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh ${binary} ${PROJECT_SOURCE_DIR})
+  # Each kind holds a machine-wide resource (namespace names, the test cluster's ports, mpirun's
+  # session): with ctest -j the two runs of one kind must not overlap.
+  set_tests_properties("${prefix}: PyTorch DDP across two network namespaces"
+                       PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 300
+                                  RESOURCE_LOCK netns)
+  add_test(NAME "${prefix}: Slurm jobs on a real two-node test cluster"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/slurm_e2e.sh ${binary} ${PROJECT_SOURCE_DIR})
+  set_tests_properties("${prefix}: Slurm jobs on a real two-node test cluster"
+                       PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 400
+                                  RESOURCE_LOCK slurm)
+  add_test(NAME "${prefix}: mpirun -n 2 forms one two-node job"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/mpi_e2e.sh ${binary} ${PROJECT_SOURCE_DIR})
+  set_tests_properties("${prefix}: mpirun -n 2 forms one two-node job"
+                       PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 300
+                                  RESOURCE_LOCK mpirun)
+endforeach()
+
+# Smoke run of the start-up benchmark (this build's binary and the for-loop only).
+add_test(NAME "bench smoke: start-up against the shell for-loop"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/startup.py
+                 --dynamic $<TARGET_FILE:npu_run> --runs 3)
+set_tests_properties("bench smoke: start-up against the shell for-loop"
+                     PROPERTIES LABELS "bench" TIMEOUT 60 PASS_REGULAR_EXPRESSION "\\| npu_run dynamic \\| [0-9.]+ ms")
+
+# Smoke runs of the single-node benchmark and the TCPStore anchor, so the scripts never rot.
+add_test(NAME "bench smoke: single-node launch, idle cost and failure against torchrun"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/single_node.py
+                 --npu-run $<TARGET_FILE:npu_run> --nproc 2 --runs 1 --idle-seconds 1 --idle-runs 1)
+set_tests_properties("bench smoke: single-node launch, idle cost and failure against torchrun"
+                     PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "Supervision cost")
+add_test(NAME "bench smoke: TCPStore barrier anchor"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/tcpstore_barrier.py --sizes 16 --runs 1)
+set_tests_properties("bench smoke: TCPStore barrier anchor"
+                     PROPERTIES LABELS "bench" TIMEOUT 120 PASS_REGULAR_EXPRESSION "\\| 16 \\| [0-9.]+ s")
+
+add_test(NAME "bench smoke: time to the first DDP step against torchrun"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/training_start.py
+                 --npu-run $<TARGET_FILE:npu_run> --runs 1)
+set_tests_properties("bench smoke: time to the first DDP step against torchrun"
+                     PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9.]+ s")
+
+add_test(NAME "bench smoke: figures and targets from docs/BENCHMARKS.md"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/plots.py
+                 ${PROJECT_SOURCE_DIR}/docs/BENCHMARKS.md ${CMAKE_CURRENT_BINARY_DIR}/bench_plots)
+set_tests_properties("bench smoke: figures and targets from docs/BENCHMARKS.md"
+                     PROPERTIES LABELS "bench" TIMEOUT 60 PASS_REGULAR_EXPRESSION "launch.png")
+
+# Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
+add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/multi_node.py
+                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2)
+set_tests_properties("bench smoke: multi-node launch and failure against torchrun"
+                     PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
+
+# Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
+add_test(NAME "bench smoke: rendezvous scale"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/rendezvous_scale.py
+                 --npu-run $<TARGET_FILE:npu_run> --loadgen $<TARGET_FILE:npu_run_rdzv_loadgen>
+                 --sizes 64 --runs 1 --small-backlog 4)
+set_tests_properties("bench smoke: rendezvous scale" PROPERTIES LABELS "bench" TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "\\| 64 \\| 4 \\|.*\\| 0 \\|")

@@ -13,16 +13,26 @@ py=/usr/bin/python3
 smoke=${1:-}
 
 bash "$root/scripts/install_deps.sh" >/dev/null
-NPU_RUN_BUILD_DIR="$root/build-release" NPU_RUN_BUILD_TYPE=Release bash "$root/scripts/build.sh" >/dev/null
+# A build's output (the static links warn about glibc's NSS, as expected) goes to its log; only a
+# failure shows it.
+build_quietly() {  # dir [cmake options]
+  local dir=$1
+  shift
+  mkdir -p "$dir"
+  NPU_RUN_BUILD_DIR="$dir" NPU_RUN_BUILD_TYPE=Release bash "$root/scripts/build.sh" "$@" \
+    >"$dir/bench-build.log" 2>&1 || { tail -30 "$dir/bench-build.log" >&2; exit 1; }
+}
+build_quietly "$root/build-release"
 bin="$root/build-release"
 # The release's static-pie binary and a plain -static one, for the start-up comparison.
 for kind in static-pie:ON plain-static:OFF; do
-  NPU_RUN_BUILD_DIR="$root/build-bench-${kind%%:*}" NPU_RUN_BUILD_TYPE=Release bash "$root/scripts/build.sh" \
-    -DNPU_RUN_STATIC=ON -DNPU_RUN_STATIC_PIE="${kind#*:}" -DNPU_RUN_BUILD_TESTS=OFF >/dev/null
+  build_quietly "$root/build-bench-${kind%%:*}" -DNPU_RUN_STATIC=ON -DNPU_RUN_STATIC_PIE="${kind#*:}" \
+    -DNPU_RUN_BUILD_TESTS=OFF
 done
 
 if [ "$smoke" = --smoke ]; then
   out=${BENCH_OUT:-$(mktemp -d)/BENCHMARKS.md}
+  mkdir -p "$(dirname "$out")"
   single=(--nproc 1,8 --runs 1 --idle-seconds 1 --idle-runs 1)
   multi=(--sizes 2 --runs 1 --straggle 2)
   scale=(--sizes 64 --runs 1 --small-backlog 4)

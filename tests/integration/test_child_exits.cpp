@@ -23,8 +23,8 @@ pid_t spawn_child(int code, int sig = 0, std::chrono::milliseconds delay = 0ms) 
   if (pid == 0) {
     if (delay > 0ms) ::usleep(static_cast<useconds_t>(delay.count() * 1000));
     if (sig != 0) {
-      ::signal(sig, SIG_DFL);
-      ::raise(sig);
+      (void)::signal(sig, SIG_DFL);
+      (void)::raise(sig);
     }
     ::_exit(code);
   }

@@ -60,13 +60,13 @@ TEST_CASE("completion: the bash script parses and offers every option of every c
   for (const std::string command : {"", "rdzv-server", "rank-table", "doctor"}) {
     INFO("command '" << command << "'");
     std::vector<std::string> help_args;
-    if (!command.empty()) help_args.push_back(command);
-    help_args.push_back("--help");
+    if (!command.empty()) help_args.emplace_back(command);
+    help_args.emplace_back("--help");
     const std::set<std::string> in_help = options_in_help(run_npu_run(help_args).out);
     CHECK(in_help.size() > 5);
     std::vector<std::string> words = {"npu_run"};
-    if (!command.empty()) words.push_back(command);
-    words.push_back("-");
+    if (!command.empty()) words.emplace_back(command);
+    words.emplace_back("-");
     const std::string offered = complete(script, words);
     for (const std::string& option : in_help) {
       INFO(option);

@@ -52,10 +52,11 @@ const std::map<std::string, unsigned> kByName = {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "as_old_kernel: %s\nusage: as_old_kernel (--linux VERSION | --deny CALL,CALL...) "
-               "PROGRAM [ARGS...]\n",
-               why);
+  (void)std::fprintf(
+      stderr,
+      "as_old_kernel: %s\nusage: as_old_kernel (--linux VERSION | --deny CALL,CALL...) "
+      "PROGRAM [ARGS...]\n",
+      why);
   std::_Exit(2);
 }
 
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
     // seeded pool). UNAME26 makes uname() report "2.6.x", which is as old as they look.
     if (std::string(argv[2]).rfind("3.", 0) == 0 &&
         personality(static_cast<unsigned long>(UNAME26)) == -1) {
-      std::fprintf(stderr, "as_old_kernel: personality(UNAME26): %s\n", std::strerror(errno));
+      (void)std::fprintf(stderr, "as_old_kernel: personality(UNAME26): %s\n", std::strerror(errno));
       return 1;
     }
   } else if (mode == "--deny") {
@@ -118,11 +119,12 @@ int main(int argc, char** argv) {
   // Without no_new_privs an unprivileged process may not install a filter.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0) {
-    std::fprintf(stderr, "as_old_kernel: cannot install the seccomp filter: %s\n",
-                 std::strerror(errno));
+    (void)std::fprintf(stderr, "as_old_kernel: cannot install the seccomp filter: %s\n",
+                       std::strerror(errno));
     return 1;
   }
   execvp(argv[3], argv + 3);
-  std::fprintf(stderr, "as_old_kernel: cannot execute %s: %s\n", argv[3], std::strerror(errno));
+  (void)std::fprintf(stderr, "as_old_kernel: cannot execute %s: %s\n", argv[3],
+                     std::strerror(errno));
   return 127;
 }

@@ -12,7 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "npu_run/rdzv_client.hpp"
+#include "rendezvous/client.hpp"
 
 using namespace npu_run::rdzv;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "npu_run/command_line.hpp"
+#include "cli/command_line.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The arguments after "npu_run" (or after the subcommand's name).

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "npu_run/rdzv_protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 using npu_run::rdzv::FrameDecoder;
 

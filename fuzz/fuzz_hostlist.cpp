@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "npu_run/hostlist.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "cluster/hostlist.hpp"
 
 namespace {
 constexpr size_t kExpandAtMost = 65536;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "npu_run/rdzv_protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 using namespace npu_run::rdzv;
 

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "npu_run/hccn_conf.hpp"
-#include "npu_run/rank_table.hpp"
-#include "npu_run/usage_error.hpp"
+#include "ascend/hccn_conf.hpp"
+#include "ascend/rank_table.hpp"
+#include "basics/usage_error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

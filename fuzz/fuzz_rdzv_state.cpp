@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "npu_run/rdzv_auth.hpp"
-#include "npu_run/rdzv_state.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/state.hpp"
 
 using namespace npu_run::rdzv;
 

@@ -3,10 +3,10 @@
 #include <iostream>
 #include <string_view>
 
+#include "basics/descriptors.hpp"
+#include "basics/usage_error.hpp"
 #include "commands/commands.hpp"
 #include "commands/static_runtime.hpp"
-#include "npu_run/usage_error.hpp"
-#include "workers/descriptors.hpp"
 
 namespace {
 

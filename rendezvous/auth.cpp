@@ -1,3 +1,5 @@
+#include "rendezvous/auth.hpp"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -5,8 +7,6 @@
 
 #include <array>
 #include <stdexcept>
-
-#include "npu_run/rdzv_auth.hpp"
 
 namespace npu_run::rdzv {
 

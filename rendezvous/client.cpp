@@ -1,3 +1,5 @@
+#include "rendezvous/client.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -10,9 +12,8 @@
 #include <deque>
 #include <random>
 
-#include "npu_run/rdzv_auth.hpp"
-#include "npu_run/rdzv_client.hpp"
-#include "npu_run/rdzv_protocol.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace npu_run::rdzv {
 

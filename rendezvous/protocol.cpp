@@ -1,8 +1,8 @@
+#include "rendezvous/protocol.hpp"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-
-#include "npu_run/rdzv_protocol.hpp"
 
 namespace npu_run::rdzv {
 

@@ -1,3 +1,5 @@
+#include "rendezvous/server.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -11,10 +13,9 @@
 #include <fstream>
 #include <unordered_map>
 
-#include "npu_run/kernel_limits.hpp"
-#include "npu_run/rdzv_protocol.hpp"
-#include "npu_run/rdzv_server.hpp"
-#include "stranger_log.hpp"
+#include "net/kernel_limits.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/stranger_log.hpp"
 
 namespace npu_run::rdzv {
 

@@ -1,10 +1,11 @@
+#include "rendezvous/state.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "npu_run/rdzv_auth.hpp"
-#include "npu_run/rdzv_state.hpp"
+#include "rendezvous/auth.hpp"
 
 namespace npu_run::rdzv {
 

@@ -6,10 +6,10 @@
 file(GLOB integration_sources CONFIGURE_DEPENDS integration/*.cpp)
 add_executable(integration_tests ${integration_sources} support/harness.cpp support/nodes.cpp
                                  support/temp_dir.cpp)
-target_include_directories(integration_tests PRIVATE ${PROJECT_SOURCE_DIR}/launcher ${CMAKE_CURRENT_SOURCE_DIR})
+target_include_directories(integration_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_definitions(integration_tests PRIVATE NPU_RUN_BINARY="$<TARGET_FILE:npu_run>"
                                                      NPU_RUN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-target_link_libraries(integration_tests PRIVATE npu_run_core npu_run_test_main npu_run_warnings)
+target_link_libraries(integration_tests PRIVATE npu_run_all npu_run_test_main npu_run_warnings)
 add_dependencies(integration_tests npu_run)
 catch_discover_tests(integration_tests TEST_PREFIX "integration: " EXTRA_ARGS --warn NoTests
                      PROPERTIES LABELS integration)

@@ -1,4 +1,4 @@
-#include "npu_run/agent_log.hpp"
+#include "agent/agent_log.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>

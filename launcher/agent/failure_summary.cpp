@@ -1,4 +1,4 @@
-#include "npu_run/failure_summary.hpp"
+#include "agent/failure_summary.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>

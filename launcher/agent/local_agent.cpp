@@ -1,4 +1,4 @@
-#include "npu_run/local_agent.hpp"
+#include "agent/local_agent.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,16 +10,16 @@
 #include <csignal>
 #include <fstream>
 
-#include "npu_run/agent_log.hpp"
-#include "npu_run/failure_summary.hpp"
-#include "npu_run/host_address.hpp"
-#include "npu_run/job_rank_table.hpp"
-#include "npu_run/topology.hpp"
-#include "npu_run/usage_error.hpp"
-#include "npu_run/worker_env.hpp"
-#include "npu_run/worker_group.hpp"
-#include "npu_run/worker_spec.hpp"
-#include "parent_watch.hpp"
+#include "agent/agent_log.hpp"
+#include "agent/failure_summary.hpp"
+#include "agent/job_rank_table.hpp"
+#include "agent/parent_watch.hpp"
+#include "agent/worker_env.hpp"
+#include "agent/worker_plan.hpp"
+#include "ascend/topology.hpp"
+#include "basics/usage_error.hpp"
+#include "net/host_address.hpp"
+#include "workers/worker_group.hpp"
 
 namespace npu_run {
 
@@ -244,7 +244,7 @@ struct LocalAgent::Impl {
       group->stop(SIGTERM);
       return;
     }
-    finish(rdzv::kExitRendezvous);
+    finish(kExitRendezvous);
   }
 
   std::string error_file_message(const GroupResult& result) const {
@@ -274,7 +274,7 @@ struct LocalAgent::Impl {
     }
     if (!rendezvous_failure.empty()) {
       print_summary(result, "the lost rendezvous");
-      finish(rdzv::kExitRendezvous);
+      finish(kExitRendezvous);
       return;
     }
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};

@@ -1,4 +1,4 @@
-#include "parent_watch.hpp"
+#include "agent/parent_watch.hpp"
 
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
@@ -9,7 +9,7 @@
 #include <csignal>
 #include <fstream>
 
-#include "workers/kernel_features.hpp"
+#include "basics/kernel_features.hpp"
 
 namespace npu_run {
 

@@ -1,10 +1,10 @@
-#include "npu_run/plan_printer.hpp"
+#include "agent/plan_printer.hpp"
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
-#include "npu_run/device_list.hpp"
+#include "devices/device_list.hpp"
 
 namespace npu_run {
 namespace {

@@ -1,4 +1,4 @@
-#include "npu_run/run_directory.hpp"
+#include "agent/run_directory.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
 
 namespace npu_run {
 

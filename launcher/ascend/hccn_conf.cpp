@@ -1,4 +1,4 @@
-#include "npu_run/hccn_conf.hpp"
+#include "ascend/hccn_conf.hpp"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "npu_run/text.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
 
 namespace npu_run {
 

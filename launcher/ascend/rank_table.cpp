@@ -1,4 +1,4 @@
-#include "npu_run/rank_table.hpp"
+#include "ascend/rank_table.hpp"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "npu_run/text.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
 
 namespace npu_run {
 

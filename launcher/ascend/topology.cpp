@@ -1,11 +1,11 @@
-#include "npu_run/topology.hpp"
+#include "ascend/topology.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "npu_run/device_list.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "devices/device_list.hpp"
 
 namespace npu_run {
 

@@ -1,4 +1,4 @@
-#include "npu_run/command_line.hpp"
+#include "cli/command_line.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -11,15 +11,15 @@
 #include <filesystem>
 #include <thread>
 
-#include "npu_run/cluster_env.hpp"
-#include "npu_run/device_discovery.hpp"
-#include "npu_run/device_list.hpp"
-#include "npu_run/hccn_conf.hpp"
-#include "npu_run/line_prefix.hpp"
-#include "npu_run/rank_table.hpp"
-#include "npu_run/rdzv_token.hpp"
-#include "npu_run/text.hpp"
-#include "npu_run/usage_error.hpp"
+#include "ascend/hccn_conf.hpp"
+#include "ascend/rank_table.hpp"
+#include "basics/text.hpp"
+#include "basics/token_file.hpp"
+#include "basics/usage_error.hpp"
+#include "cluster/cluster_env.hpp"
+#include "config/line_prefix.hpp"
+#include "devices/device_discovery.hpp"
+#include "devices/device_list.hpp"
 #include "npu_run/version.hpp"
 
 namespace npu_run {

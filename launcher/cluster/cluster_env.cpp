@@ -1,13 +1,13 @@
-#include "npu_run/cluster_env.hpp"
+#include "cluster/cluster_env.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <functional>
 
-#include "npu_run/hostlist.hpp"
-#include "npu_run/text.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
+#include "cluster/hostlist.hpp"
 
 namespace npu_run {
 

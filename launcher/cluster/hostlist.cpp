@@ -1,4 +1,4 @@
-#include "npu_run/hostlist.hpp"
+#include "cluster/hostlist.hpp"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <cctype>
 #include <optional>
 
-#include "npu_run/text.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
 
 namespace npu_run {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "npu_run/command_line.hpp"
+#include "cli/command_line.hpp"
 
 namespace npu_run {
 

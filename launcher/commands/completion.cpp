@@ -6,8 +6,8 @@
 #include <iostream>
 #include <set>
 
-#include "commands.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "commands/commands.hpp"
 #include "npu_run/version.hpp"
 
 namespace npu_run {

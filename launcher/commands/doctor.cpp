@@ -1,8 +1,8 @@
-#include "npu_run/doctor.hpp"
+#include "doctor/doctor.hpp"
 
 #include <iostream>
 
-#include "commands.hpp"
+#include "commands/commands.hpp"
 
 namespace npu_run {
 

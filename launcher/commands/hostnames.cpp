@@ -1,8 +1,8 @@
 #include <iostream>
 
-#include "commands.hpp"
-#include "npu_run/hostlist.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "cluster/hostlist.hpp"
+#include "commands/commands.hpp"
 
 namespace npu_run {
 

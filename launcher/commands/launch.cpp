@@ -10,20 +10,21 @@
 #include <random>
 #include <thread>
 
-#include "commands.hpp"
-#include "npu_run/agent_log.hpp"
-#include "npu_run/held_port.hpp"
-#include "npu_run/local_agent.hpp"
-#include "npu_run/local_rendezvous.hpp"
-#include "npu_run/plan_printer.hpp"
-#include "npu_run/rdzv_server.hpp"
-#include "npu_run/rdzv_token.hpp"
-#include "npu_run/run_directory.hpp"
-#include "npu_run/tcp_rendezvous.hpp"
-#include "npu_run/worker_spec.hpp"
+#include "agent/agent_log.hpp"
+#include "agent/job_token.hpp"
+#include "agent/local_agent.hpp"
+#include "agent/local_rendezvous.hpp"
+#include "agent/plan_printer.hpp"
+#include "agent/run_directory.hpp"
+#include "agent/tcp_rendezvous.hpp"
+#include "agent/worker_plan.hpp"
+#include "basics/kernel_features.hpp"
+#include "basics/token_file.hpp"
+#include "commands/commands.hpp"
+#include "net/held_port.hpp"
+#include "rendezvous/server.hpp"
 #include "workers/child_exits.hpp"
 #include "workers/guardian.hpp"
-#include "workers/kernel_features.hpp"
 
 namespace npu_run {
 

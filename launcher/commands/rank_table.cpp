@@ -1,14 +1,14 @@
-#include "npu_run/rank_table.hpp"
+#include "ascend/rank_table.hpp"
 
 #include <fmt/format.h>
 
 #include <fstream>
 #include <iostream>
 
-#include "commands.hpp"
-#include "npu_run/hccn_conf.hpp"
-#include "npu_run/host_address.hpp"
-#include "npu_run/usage_error.hpp"
+#include "ascend/hccn_conf.hpp"
+#include "basics/usage_error.hpp"
+#include "commands/commands.hpp"
+#include "net/host_address.hpp"
 
 namespace npu_run {
 

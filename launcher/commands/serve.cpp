@@ -5,9 +5,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 
-#include "commands.hpp"
-#include "npu_run/agent_log.hpp"
-#include "npu_run/rdzv_server.hpp"
+#include "agent/agent_log.hpp"
+#include "commands/commands.hpp"
+#include "rendezvous/server.hpp"
 
 namespace npu_run {
 
@@ -16,7 +16,7 @@ int serve(const ServerCommand& command) {
   (void)std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the server
   boost::asio::io_context io;
   rdzv::RendezvousServer server(io, command.settings, command.options);
-  int exit_code = rdzv::kExitRendezvous;
+  int exit_code = kExitRendezvous;
   server.start([&](const rdzv::Decision& decision) {
     exit_code = decision.exit_code;
     io.stop();

@@ -1,4 +1,4 @@
-#include "static_runtime.hpp"
+#include "commands/static_runtime.hpp"
 
 #if defined(NPU_RUN_STATIC_BUILD)
 #include <nss.h>

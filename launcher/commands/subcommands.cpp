@@ -1,8 +1,8 @@
 // The table of subcommands: main() dispatches from it, and `npu_run completion bash` lists it.
 #include <iostream>
 
-#include "commands.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "commands/commands.hpp"
 
 namespace npu_run {
 

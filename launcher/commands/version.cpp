@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "commands.hpp"
+#include "basics/kernel_features.hpp"
+#include "commands/commands.hpp"
 #include "npu_run/build_info.hpp"
-#include "workers/kernel_features.hpp"
 
 namespace npu_run {
 

@@ -1,4 +1,4 @@
-#include "npu_run/doctor.hpp"
+#include "doctor/doctor.hpp"
 
 #include <fmt/format.h>
 
@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "npu_run/device_discovery.hpp"
-#include "npu_run/device_list.hpp"
-#include "npu_run/hccn_conf.hpp"
-#include "npu_run/kernel_limits.hpp"
-#include "npu_run/text.hpp"
-#include "npu_run/usage_error.hpp"
+#include "ascend/hccn_conf.hpp"
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
+#include "devices/device_discovery.hpp"
+#include "devices/device_list.hpp"
+#include "net/kernel_limits.hpp"
 
 namespace npu_run {
 

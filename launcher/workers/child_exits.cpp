@@ -1,4 +1,4 @@
-#include "child_exits.hpp"
+#include "workers/child_exits.hpp"
 
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernel_features.hpp"
+#include "basics/kernel_features.hpp"
 
 namespace npu_run {
 

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "boost_process.hpp"
+#include "workers/boost_process.hpp"
 
 namespace npu_run {
 

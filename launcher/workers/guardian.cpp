@@ -1,4 +1,4 @@
-#include "guardian.hpp"
+#include "workers/guardian.hpp"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "descriptors.hpp"
+#include "basics/descriptors.hpp"
 
 namespace npu_run {
 namespace {

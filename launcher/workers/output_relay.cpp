@@ -1,4 +1,4 @@
-#include "output_relay.hpp"
+#include "workers/output_relay.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

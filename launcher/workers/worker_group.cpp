@@ -1,4 +1,4 @@
-#include "npu_run/worker_group.hpp"
+#include "workers/worker_group.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -15,11 +15,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "boost_process.hpp"
-#include "child_exits.hpp"
-#include "exec_report.hpp"
-#include "guardian.hpp"
-#include "output_relay.hpp"
+#include "workers/boost_process.hpp"
+#include "workers/child_exits.hpp"
+#include "workers/exec_report.hpp"
+#include "workers/guardian.hpp"
+#include "workers/output_relay.hpp"
 
 namespace npu_run {
 

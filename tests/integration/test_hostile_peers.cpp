@@ -14,8 +14,8 @@
 #include <random>
 #include <thread>
 
-#include "npu_run/rdzv_auth.hpp"
-#include "npu_run/rdzv_protocol.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/protocol.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"

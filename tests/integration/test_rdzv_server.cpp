@@ -10,9 +10,9 @@
 #include <fstream>
 #include <set>
 
-#include "npu_run/rdzv_client.hpp"
-#include "npu_run/rdzv_protocol.hpp"
-#include "npu_run/rdzv_server.hpp"
+#include "rendezvous/client.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/server.hpp"
 
 using namespace npu_run::rdzv;
 using namespace std::chrono_literals;

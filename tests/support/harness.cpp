@@ -18,7 +18,7 @@
 #include <random>
 #include <sstream>
 
-#include "npu_run/environment.hpp"
+#include "basics/environment.hpp"
 #include "workers/boost_process.hpp"
 
 namespace npu_run::testing {

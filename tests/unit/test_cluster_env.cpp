@@ -1,9 +1,9 @@
 // Cluster detection (Slurm, Open MPI, Kubernetes) and its precedence below flags and PET_.
 #include <catch2/catch.hpp>
 
-#include "npu_run/cluster_env.hpp"
-#include "npu_run/command_line.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "cli/command_line.hpp"
+#include "cluster/cluster_env.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;

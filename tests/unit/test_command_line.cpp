@@ -2,7 +2,7 @@
 #include <csignal>
 #include <thread>
 
-#include "npu_run/command_line.hpp"
+#include "cli/command_line.hpp"
 #include "npu_run/version.hpp"
 #include "support/temp_dir.hpp"
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/device_discovery.hpp"
+#include "devices/device_discovery.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;

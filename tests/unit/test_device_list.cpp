@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/device_list.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "devices/device_list.hpp"
 
 using Catch::Matchers::Contains;
 using npu_run::format_device_list;

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "npu_run/doctor.hpp"
+#include "doctor/doctor.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;

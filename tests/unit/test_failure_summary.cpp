@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
-#include "npu_run/failure_summary.hpp"
+#include "agent/failure_summary.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;

@@ -5,8 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
-#include "npu_run/held_port.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "net/held_port.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <set>
 
-#include "npu_run/hostlist.hpp"
-#include "npu_run/usage_error.hpp"
+#include "basics/usage_error.hpp"
+#include "cluster/hostlist.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/job_rank_table.hpp"
+#include "agent/job_rank_table.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/line_prefix.hpp"
+#include "config/line_prefix.hpp"
 #include "workers/output_relay.hpp"
 
 using namespace npu_run;

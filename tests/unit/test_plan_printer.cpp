@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "npu_run/local_rendezvous.hpp"
-#include "npu_run/plan_printer.hpp"
+#include "agent/local_rendezvous.hpp"
+#include "agent/plan_printer.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/rank_stream_map.hpp"
+#include "config/rank_stream_map.hpp"
 
 using Catch::Matchers::Contains;
 using npu_run::RankStreamMap;

@@ -2,9 +2,9 @@
 // and tables serialized by Python's json.dump(indent=4).
 #include <catch2/catch.hpp>
 
-#include "npu_run/hccn_conf.hpp"
-#include "npu_run/rank_table.hpp"
-#include "npu_run/usage_error.hpp"
+#include "ascend/hccn_conf.hpp"
+#include "ascend/rank_table.hpp"
+#include "basics/usage_error.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;

@@ -1,10 +1,11 @@
 // Framing and message codec of the rendezvous protocol.
 #include <catch2/catch.hpp>
 
-#include "npu_run/rdzv_protocol.hpp"
+#include "rendezvous/protocol.hpp"
 
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
+using npu_run::kExitRendezvous;
 
 namespace {
 

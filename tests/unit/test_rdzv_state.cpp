@@ -1,11 +1,12 @@
 // The rendezvous state machine, driven directly: no sockets, time passed in.
 #include <catch2/catch.hpp>
 
-#include "npu_run/rdzv_auth.hpp"
-#include "npu_run/rdzv_state.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/state.hpp"
 
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
+using npu_run::kExitRendezvous;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/text.hpp"
+#include "basics/text.hpp"
 
 using namespace npu_run;
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/topology.hpp"
-#include "npu_run/usage_error.hpp"
+#include "ascend/topology.hpp"
+#include "basics/usage_error.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/worker_env.hpp"
+#include "agent/worker_env.hpp"
 
 using namespace npu_run;
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
-#include "npu_run/worker_exit.hpp"
+#include "workers/group_result.hpp"
 
 using namespace npu_run;
 

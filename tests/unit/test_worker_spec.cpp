@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "npu_run/worker_spec.hpp"
+#include "agent/worker_plan.hpp"
 
 using namespace npu_run;
 

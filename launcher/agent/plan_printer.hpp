@@ -1,0 +1,22 @@
+// --dry-run output: the resolved plan (node, ranks, each worker's command, environment and
+// output routing) as text for people or JSON for scripts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/assignment.hpp"
+#include "agent/worker_plan.hpp"
+#include "config/launch_config.hpp"
+
+namespace npu_run {
+
+std::string format_plan_text(const LaunchConfig& cfg, const Assignment& assignment,
+                             const std::vector<WorkerSpec>& specs, const std::string& run_dir);
+std::string format_plan_json(const LaunchConfig& cfg, const Assignment& assignment,
+                             const std::vector<WorkerSpec>& specs, const std::string& run_dir);
+
+// Quotes an argument for a POSIX shell only when it needs it.
+std::string shell_quote(const std::string& arg);
+
+}  // namespace npu_run

@@ -1,0 +1,36 @@
+// The interface through which the agent takes part in a job: join a round, get an Assignment,
+// report the round's result, and hear the job's decision. The agent depends only on this; a
+// single node uses LocalRendezvous (the state machine in-process), multi-node jobs a TCP client.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "agent/assignment.hpp"
+#include "rendezvous/messages.hpp"
+
+namespace npu_run {
+
+class Rendezvous {
+ public:
+  struct Handlers {
+    std::function<void(const Assignment&)> assigned;
+    std::function<void(const rdzv::FailureReport&)> stop_workers;  // a failure on another node
+    std::function<void(const rdzv::Decision&)> decided;            // restart, or finish with a code
+    std::function<void(const rdzv::Progress&)> progress;           // while waiting for others
+    std::function<void(const std::string&)> failed;                // fatal: timeout, refused, lost
+  };
+
+  virtual ~Rendezvous() = default;
+  // Connects (if there is anything to connect to); handlers run from the agent's io_context.
+  virtual void start(Handlers handlers) = 0;
+  // Joins the next round: the first one, and again after a restart decision.
+  virtual void join() = 0;
+  virtual void report(const rdzv::Report& report) = 0;
+  // Leaves the job: what was sent is delivered, then nothing more is heard.
+  virtual void close() = 0;
+  // "127.0.0.1:29500", or "in-process" for a single node; for messages.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace npu_run

@@ -1,0 +1,106 @@
+#include "agent/tcp_rendezvous.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/local_rendezvous.hpp"
+
+namespace npu_run {
+
+namespace {
+
+rdzv::ClientOptions client_options(const LaunchConfig& cfg) {
+  rdzv::ClientOptions options;
+  options.server_host = cfg.master_addr;
+  options.server_port = cfg.master_port;
+  options.connect_timeout = cfg.rdzv_timeout;
+  options.hello = rdzv::Hello{rdzv::kMagic, rdzv::kProtocolVersion, cfg.run_id, ""};
+  options.token = cfg.rdzv_token;
+  return options;
+}
+
+// The server ends a round that does not form after --rdzv-timeout and says who is missing; the
+// agent's own deadline is a little later so that message normally arrives first.
+constexpr std::chrono::seconds kDeadlineSlack{5};
+
+}  // namespace
+
+struct TcpRendezvous::JoinDeadline {
+  explicit JoinDeadline(boost::asio::io_context& io) : timer(io) {}
+  boost::asio::steady_timer timer;
+};
+
+TcpRendezvous::TcpRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
+                             const std::string& hccl_if_base_port)
+    : cfg_(cfg),
+      host_(std::move(host)),
+      worker_port_(io, ports_to_avoid(hccl_if_base_port, cfg.master_port)),
+      client_(io, client_options(cfg)),
+      join_deadline_(std::make_unique<JoinDeadline>(io)) {}
+
+TcpRendezvous::~TcpRendezvous() = default;
+
+std::string TcpRendezvous::describe() const {
+  return client_.endpoint();
+}
+
+void TcpRendezvous::start(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  client_.start(rdzv::RendezvousClient::Handlers{
+      [this](const std::string& local_addr) {
+        connected_ = true;
+        addr_ = cfg_.local_addr.value_or(local_addr);
+        spdlog::debug("joined the rendezvous at {} as {}", client_.endpoint(), addr_);
+        if (join_wanted_) send_join();
+      },
+      [this](const rdzv::ServerMessage& message) { on_message(message); },
+      [this](const std::string& why) {
+        join_deadline_->timer.cancel();
+        handlers_.failed(why);
+      }});
+}
+
+void TcpRendezvous::join() {
+  join_wanted_ = true;
+  // The connection itself is bounded by --rdzv-timeout in the client; this bounds the round.
+  join_deadline_->timer.expires_after(cfg_.rdzv_timeout + kDeadlineSlack);
+  join_deadline_->timer.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    client_.close();
+    handlers_.failed(fmt::format("no rendezvous round formed at {} within {:.0f} s",
+                                 client_.endpoint(),
+                                 std::chrono::duration<double>(cfg_.rdzv_timeout).count()));
+  });
+  if (connected_) send_join();
+}
+
+void TcpRendezvous::send_join() {
+  join_wanted_ = false;
+  rdzv::Join join;
+  join.node = this_node(cfg_, host_, addr_, worker_port_.port());
+  join.node_rank = cfg_.node_rank;
+  join.min_nodes = cfg_.min_nodes;
+  join.max_nodes = cfg_.max_nodes;
+  join.max_restarts = cfg_.max_restarts;
+  join.want_peers = cfg_.wants_peers();
+  client_.send(join);
+}
+
+void TcpRendezvous::report(const rdzv::Report& report) {
+  client_.send(report);
+}
+
+void TcpRendezvous::close() {
+  join_deadline_->timer.cancel();
+  client_.close();
+}
+
+void TcpRendezvous::on_message(const rdzv::ServerMessage& message) {
+  if (std::holds_alternative<rdzv::Assigned>(message)) join_deadline_->timer.cancel();
+  deliver_to_agent(handlers_, message, host_);
+}
+
+}  // namespace npu_run

@@ -1,0 +1,44 @@
+// The rendezvous of a multi-node job, seen from one agent: a RendezvousClient to the server on
+// --master-addr:--master-port. It holds a worker port in case this node becomes node 0, and
+// gives up on a round that does not form within --rdzv-timeout.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "agent/rendezvous.hpp"
+#include "config/launch_config.hpp"
+#include "net/held_port.hpp"
+#include "rendezvous/client.hpp"
+
+namespace npu_run {
+
+class TcpRendezvous : public Rendezvous {
+ public:
+  TcpRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
+                const std::string& hccl_if_base_port);
+  ~TcpRendezvous() override;
+
+  void start(Handlers handlers) override;
+  void join() override;
+  void report(const rdzv::Report& report) override;
+  void close() override;
+  std::string describe() const override;
+
+ private:
+  void send_join();
+  void on_message(const rdzv::ServerMessage& message);
+
+  const LaunchConfig& cfg_;
+  std::string host_;
+  std::string addr_;  // what peers use to reach this node
+  HeldPort worker_port_;
+  rdzv::RendezvousClient client_;
+  struct JoinDeadline;  // a steady_timer; Asio stays out of this header
+  std::unique_ptr<JoinDeadline> join_deadline_;
+  Handlers handlers_;
+  bool connected_ = false;
+  bool join_wanted_ = false;
+};
+
+}  // namespace npu_run

@@ -1,0 +1,55 @@
+#include "agent/worker_env.hpp"
+
+#include "basics/token_file.hpp"
+
+namespace npu_run {
+
+bool omp_threads_defaulted(const LaunchConfig& cfg, const EnvMap& agent_env) {
+  return cfg.nproc_per_node > 1 && !agent_env.count("OMP_NUM_THREADS");
+}
+
+EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const WorkerSlot& slot,
+                           const EnvMap& agent_env) {
+  const int rank = a.rank_offset + slot.local_rank;
+  const std::string world = std::to_string(a.world_size);
+  EnvMap env{
+      {"RANK", std::to_string(rank)},
+      {"RANK_ID", std::to_string(rank)},  // Ascend's name for the global rank
+      {"LOCAL_RANK", std::to_string(slot.local_rank)},
+      {"WORLD_SIZE", world},
+      {"RANK_SIZE", world},
+      {"LOCAL_WORLD_SIZE", std::to_string(cfg.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(a.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(a.nnodes)},
+      // One role per job, so role ranks are the global ranks (as torchrun with a single role).
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", world},
+      {"ROLE_NAME", cfg.role},
+      {"DEVICE_ID", std::to_string(cfg.devices.at(slot.local_rank))},
+      {"MASTER_ADDR", a.worker_master_addr},
+      {"MASTER_PORT", std::to_string(a.worker_master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(slot.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(cfg.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", cfg.run_id},
+      // Worker rank 0 hosts torch's store itself; "True" would make every rank a client of an
+      // agent store that npu_run does not serve.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+  };
+  if (!slot.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = slot.error_file;
+  if (!a.rank_table_file.empty()) env["RANK_TABLE_FILE"] = a.rank_table_file;
+  if (!agent_env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+    env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  if (omp_threads_defaulted(cfg, agent_env)) env["OMP_NUM_THREADS"] = "1";
+  return env;
+}
+
+EnvMap merged_worker_env(const EnvMap& agent_env, const EnvMap& contract) {
+  EnvMap env = agent_env;
+  // The rendezvous token is the agents' secret: a worker (and anyone reading its
+  // /proc/PID/environ or `ps e`) must not see it.
+  env.erase(kTokenVariable);
+  for (const auto& [name, value] : contract) env[name] = value;
+  return env;
+}
+
+}  // namespace npu_run

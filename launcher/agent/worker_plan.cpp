@@ -1,0 +1,99 @@
+#include "agent/worker_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "agent/worker_env.hpp"
+#include "config/line_prefix.hpp"
+
+namespace npu_run {
+namespace {
+
+StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, int local_rank,
+                         bool is_stdout) {
+  auto selects = [&](const RankStreamMap& map) {
+    const StdStreams s = map.for_rank(local_rank);
+    return is_stdout ? has_stdout(s) : has_stderr(s);
+  };
+  const bool redirected = selects(cfg.redirects);
+  const bool teed = selects(cfg.tee);
+  const bool console_allowed =
+      !cfg.local_ranks_filter || cfg.local_ranks_filter->count(local_rank) > 0;
+  // With a log directory, output filtered off the console still reaches the rank's files: that
+  // is the Ascend habit "rank 0 on the console, every rank in files" with one flag.
+  const bool filtered_to_file = !console_allowed && layout.log_files;
+
+  StreamRoute route;
+  route.to_console = console_allowed && !redirected;
+  if ((redirected || teed || filtered_to_file) && layout.log_files) {
+    route.file = fmt::format("{}/{}", attempt_rank_dir(layout, local_rank),
+                             is_stdout ? "stdout.log" : "stderr.log");
+  }
+  const bool explicit_prefix = cfg.prefix_template.has_value();
+  if (route.to_console && (!route.file.empty() || explicit_prefix)) {
+    route.sink = StreamSink::kRelay;
+  } else if (route.to_console) {
+    route.sink = StreamSink::kInherit;
+  } else if (!route.file.empty()) {
+    route.sink = StreamSink::kFile;
+  } else {
+    route.sink = StreamSink::kDiscard;
+  }
+  return route;
+}
+
+}  // namespace
+
+std::string attempt_rank_dir(const AttemptLayout& layout, int local_rank) {
+  return fmt::format("{}/attempt_{}/{}", layout.run_dir, layout.attempt, local_rank);
+}
+
+std::vector<std::string> substitute_local_rank(const std::vector<std::string>& args,
+                                               int local_rank) {
+  static const std::string kMacro = "${local_rank}";
+  std::vector<std::string> out = args;
+  for (std::string& arg : out) {
+    for (auto pos = arg.find(kMacro); pos != std::string::npos; pos = arg.find(kMacro, pos)) {
+      const std::string value = std::to_string(local_rank);
+      arg.replace(pos, kMacro.size(), value);
+      pos += value.size();
+    }
+  }
+  return out;
+}
+
+std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignment& assignment,
+                                          const AttemptLayout& layout, const EnvMap& agent_env) {
+  std::vector<WorkerSpec> specs;
+  specs.reserve(cfg.nproc_per_node);
+  const std::string prefix_template = cfg.prefix_template.value_or(kDefaultPrefixTemplate);
+  for (int local_rank = 0; local_rank < cfg.nproc_per_node; ++local_rank) {
+    WorkerSpec spec;
+    spec.local_rank = local_rank;
+    spec.global_rank = assignment.rank_offset + local_rank;
+    spec.device_id = cfg.devices.at(local_rank);
+    spec.program = cfg.program;
+    if (cfg.mode != WorkerMode::kExecutable)
+      spec.argv.emplace_back("-u");  // unbuffered, as torchrun
+    if (cfg.mode == WorkerMode::kPythonModule) spec.argv.emplace_back("-m");
+    if (cfg.mode != WorkerMode::kExecutable) spec.argv.push_back(cfg.entrypoint);
+    for (auto& arg : substitute_local_rank(cfg.args, local_rank))
+      spec.argv.push_back(std::move(arg));
+
+    if (!layout.run_dir.empty()) {
+      spec.log_dir = attempt_rank_dir(layout, local_rank);
+      spec.error_file = spec.log_dir + "/error.json";
+    }
+    spec.contract_env = worker_contract_env(
+        cfg, assignment, WorkerSlot{local_rank, layout.attempt, spec.error_file}, agent_env);
+    spec.env = merged_worker_env(agent_env, spec.contract_env);
+    spec.out = route_stream(cfg, layout, local_rank, true);
+    spec.err = route_stream(cfg, layout, local_rank, false);
+    spec.console_prefix = expand_prefix_template(
+        prefix_template, PrefixValues{spec.global_rank, local_rank, assignment.node_rank, cfg.role,
+                                      assignment.host});
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+}  // namespace npu_run

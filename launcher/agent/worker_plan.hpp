@@ -1,0 +1,32 @@
+// The worker plan of one attempt: a WorkerSpec per local rank, from the LaunchConfig, the
+// Assignment the rendezvous gave this node, and where the attempt's files go.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/assignment.hpp"
+#include "basics/environment.hpp"
+#include "config/launch_config.hpp"
+#include "workers/worker_spec.hpp"
+
+namespace npu_run {
+
+// Where files of one attempt go: <run_dir>/attempt_<n>/<local_rank>/.
+struct AttemptLayout {
+  std::string run_dir;     // empty: no log files and no error files
+  bool log_files = false;  // false: run_dir only holds error files
+  int attempt = 0;
+};
+
+std::string attempt_rank_dir(const AttemptLayout& layout, int local_rank);
+
+// One spec per local rank.
+std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignment& assignment,
+                                          const AttemptLayout& layout, const EnvMap& agent_env);
+
+// torchrun's "${local_rank}" substitution in the user's arguments.
+std::vector<std::string> substitute_local_rank(const std::vector<std::string>& args,
+                                               int local_rank);
+
+}  // namespace npu_run

@@ -1,0 +1,84 @@
+#include "basics/descriptors.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "basics/kernel_features.hpp"
+
+namespace npu_run {
+namespace {
+
+// The open descriptors from `lowest` up, read from /proc/self/fd before any is touched (the
+// directory's own descriptor is among them while it is read); empty if /proc is not mounted.
+std::vector<int> open_descriptors(int lowest, bool& listed) {
+  std::vector<int> fds;
+  DIR* dir = ::opendir("/proc/self/fd");
+  listed = dir != nullptr;
+  if (dir == nullptr) return fds;
+  const int own = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd < lowest || fd == own || fd > INT_MAX) continue;
+    fds.push_back(static_cast<int>(fd));
+  }
+  ::closedir(dir);
+  return fds;
+}
+
+// Applies `action` to each open descriptor from `lowest` up except `keep`, without close_range.
+void for_each_descriptor(int lowest, int keep, const std::function<void(int)>& action) {
+  bool listed = false;
+  const std::vector<int> fds = open_descriptors(lowest, listed);
+  if (listed) {
+    for (int fd : fds) {
+      if (fd != keep) action(fd);
+    }
+    return;
+  }
+  // No /proc (a bare chroot): every possible number, as far as the open-files limit goes.
+  const long limit = ::sysconf(_SC_OPEN_MAX);
+  for (long fd = lowest; fd < (limit > 0 ? limit : 1024); ++fd) {
+    if (fd != keep) action(static_cast<int>(fd));
+  }
+}
+
+void mark_cloexec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0 && !(flags & FD_CLOEXEC)) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+}  // namespace
+
+void set_cloexec_from(int lowest) {
+  if (kernel_features().close_range_cloexec &&
+      ::syscall(SYS_close_range, static_cast<unsigned>(lowest), ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    return;
+  for_each_descriptor(lowest, -1, mark_cloexec);
+}
+
+void close_descriptors_from(int lowest, int keep) {
+  if (kernel_features().close_range) {
+    const auto first = static_cast<unsigned>(lowest);
+    bool ok = true;
+    if (keep < lowest) {
+      ok = ::syscall(SYS_close_range, first, ~0U, 0) == 0;
+    } else {
+      const auto kept = static_cast<unsigned>(keep);
+      if (kept > first) ok = ::syscall(SYS_close_range, first, kept - 1, 0) == 0;
+      ok = ok && ::syscall(SYS_close_range, kept + 1, ~0U, 0) == 0;
+    }
+    if (ok) return;
+  }
+  for_each_descriptor(lowest, keep, [](int fd) { ::close(fd); });
+}
+
+}  // namespace npu_run

@@ -1,0 +1,42 @@
+#include "basics/text.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace npu_run {
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> items;
+  while (true) {
+    const auto at = text.find(separator);
+    items.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return items;
+    text.remove_prefix(at + 1);
+  }
+}
+
+std::optional<long long> parse_integer(std::string_view text, long long min, long long max) {
+  long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
+      value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out += c;
+  }
+  return out;
+}
+
+}  // namespace npu_run

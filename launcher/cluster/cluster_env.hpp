@@ -1,0 +1,51 @@
+// What a cluster's launcher environment says about this agent's place in a job: Slurm steps
+// (srun), Open MPI (mpirun) and Kubernetes pods (Kubeflow PyTorchJob). These values are
+// defaults: a command-line flag or PET_ variable always wins.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "basics/environment.hpp"
+
+namespace npu_run {
+
+enum class ClusterKind { kAuto, kNone, kSlurm, kMpi, kK8s };
+
+// "slurm", "mpi", "k8s", "none", "auto"; throws UsageError naming `source`.
+ClusterKind parse_cluster_kind(const std::string& name, const std::string& source);
+std::string cluster_kind_name(ClusterKind kind);
+
+// Master ports derived from a job id fall in [kDerivedPortBase, kDerivedPortBase +
+// kDerivedPortCount): below the kernel's ephemeral range and far from HCCL's ports, and the same on
+// every node.
+inline constexpr int kDerivedPortBase = 20000;
+inline constexpr int kDerivedPortCount = 10000;
+
+struct ClusterDefaults {
+  ClusterKind kind = ClusterKind::kNone;
+  std::string description;  // "Slurm job 123 step 0", for the log
+  std::optional<int> nnodes;
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<std::string> run_id;
+  int agent_index = 0;  // which of the agents that share this node this one is (device slice)
+  // "name = value (source)" for every value taken from the environment, logged once.
+  std::vector<std::string> detected;
+  std::vector<std::string> warnings;
+};
+
+// `agents_per_node` is --agents-per-node: more agents than that on one node is refused
+// (UsageError: the classic srun/mpirun mistake); with more than one allowed, every agent is a
+// node of the rendezvous. Throws UsageError when a forced kind finds no such environment.
+ClusterDefaults detect_cluster(const EnvMap& env, ClusterKind requested, int agents_per_node);
+
+// Slurm's "2(x3),1" task counts per node -> 2,2,2,1; throws UsageError naming `source`.
+std::vector<int> parse_tasks_per_node(const std::string& text, const std::string& source);
+
+// The port derived from a job id (documented range above).
+int port_for_job(const std::string& job_id);
+
+}  // namespace npu_run

@@ -1,0 +1,59 @@
+// What a group of workers reports when it is done: how each worker ended, the root cause, and
+// what that means for npu_run's own exit status.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "basics/exit_status.hpp"
+
+namespace npu_run {
+
+struct WorkerOutcome {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  ExitStatus status;
+  std::chrono::system_clock::time_point finished_at{};
+  bool stopped_by_agent = false;  // ended after npu_run told it to stop
+  bool survived_kill = false;     // still there after SIGKILL and the bounded wait
+  std::string stderr_log;         // its stderr log file, if any
+  std::string error_file;         // TORCHELASTIC_ERROR_FILE
+  // When the worker wrote its error file (@record does so as the exception leaves main), which
+  // can be long before the process exits: interpreter shutdown may hang on collective threads.
+  std::optional<std::chrono::system_clock::time_point> raised_at;
+  std::string start_error;  // why it could not be started (kNotStarted)
+};
+
+struct GroupResult {
+  enum class Outcome { kSucceeded, kFailed, kStopped };
+  Outcome outcome = Outcome::kSucceeded;
+  // Index into `workers` of the earliest error: see choose_root_cause.
+  std::optional<size_t> root_cause;
+  // Index of the first worker seen to fail on its own (by exiting): what started the stop.
+  std::optional<size_t> first_exit;
+  int stop_signal = 0;  // kStopped: the signal that stopped the job
+  std::vector<WorkerOutcome> workers;
+  std::chrono::steady_clock::duration elapsed{};
+};
+
+// When the worker failed: its error file's time if it wrote one, else when it ended.
+std::chrono::system_clock::time_point failed_at(const WorkerOutcome& worker);
+
+// The root cause is the earliest error, not the first exit: a rank that raised may still be
+// shutting down when the ranks it left blocked in a collective fail and exit. Candidates are
+// the first exit and every failed worker with an error file, even one npu_run had to stop;
+// the earliest failed_at wins, the first exit on a tie.
+std::optional<size_t> choose_root_cause(const std::vector<WorkerOutcome>& workers,
+                                        std::optional<size_t> first_exit);
+
+// npu_run's exit status for a finished group (see "Exit status" in docs/ARCHITECTURE.md): the
+// root cause's own status, or, when npu_run stopped it while it was exiting after its error,
+// the first exit's (its own status would only say that npu_run stopped it).
+int exit_code_for(const GroupResult& result);
+
+}  // namespace npu_run

@@ -1,0 +1,58 @@
+// WorkerGroup: the processes of one attempt on this node. Spawns every WorkerSpec (Boost.Process
+// v2, own process group, PR_SET_PDEATHSIG), observes exits as events in the agent's io_context,
+// and on the first failure or on request stops the rest: signal, grace, SIGKILL, bounded wait.
+// It reports facts (a GroupResult); restart decisions belong to the agent.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "workers/group_result.hpp"
+#include "workers/worker_spec.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run {
+
+class Guardian;
+
+struct StopPolicy {
+  std::chrono::milliseconds term_timeout{30'000};  // first signal -> SIGKILL
+  std::chrono::milliseconds kill_timeout{5'000};   // SIGKILL -> give up on a pid (D state)
+};
+
+class WorkerGroup {
+ public:
+  using DoneHandler = std::function<void(GroupResult)>;
+
+  // `guardian` may be null (tests); otherwise every worker's process group is registered with it.
+  WorkerGroup(boost::asio::io_context& io, std::vector<WorkerSpec> specs, StopPolicy policy,
+              Guardian* guardian);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Starts every worker. `on_done` runs once, from the io_context, when all have exited (or were
+  // given up on after SIGKILL). A worker that cannot be started is the root cause of a failure.
+  void start(DoneHandler on_done);
+
+  // Sends `sig` to every running worker's process group and keeps running (SIGUSR1/SIGUSR2).
+  void forward_signal(int sig);
+
+  // Stops the group: `sig` to every process group, SIGKILL after the grace. A second call
+  // escalates to SIGKILL at once (a second Ctrl-C); a first call while the group is already
+  // stopping after a failure only forwards `sig`.
+  void stop(int sig);
+
+  std::vector<pid_t> running_pids() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace npu_run

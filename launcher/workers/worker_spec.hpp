@@ -1,0 +1,41 @@
+// WorkerSpec: the blueprint of one worker (command, environment, where its output goes). The
+// agent builds specs (agent/worker_plan.hpp); WorkerGroup turns them into processes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "basics/environment.hpp"
+
+namespace npu_run {
+
+// Where one standard stream of a worker goes.
+enum class StreamSink {
+  kInherit,  // the agent's own stdout/stderr, zero copy (the default)
+  kFile,     // straight into the rank's log file, zero copy (--redirects)
+  kRelay,    // through a pipe read by the agent: log file and/or prefixed console lines (--tee)
+  kDiscard,  // /dev/null (filtered out by --local-ranks-filter, no log directory)
+};
+
+struct StreamRoute {
+  StreamSink sink = StreamSink::kInherit;
+  bool to_console = true;
+  std::string file;  // empty: no log file
+};
+
+struct WorkerSpec {
+  int local_rank = 0;
+  int global_rank = 0;
+  int device_id = 0;
+  std::string program;            // absolute path exec'd
+  std::vector<std::string> argv;  // arguments after the program
+  EnvMap env;                     // complete environment of the worker
+  EnvMap contract_env;            // the part npu_run sets (for plans and tests)
+  StreamRoute out;
+  StreamRoute err;
+  std::string console_prefix;  // put before each relayed console line
+  std::string log_dir;         // attempt_<n>/<local_rank>, empty without a log directory
+  std::string error_file;      // TORCHELASTIC_ERROR_FILE
+};
+
+}  // namespace npu_run

@@ -1,0 +1,55 @@
+// The agent's connection to the rendezvous server: connects with exponential backoff and jitter
+// until a deadline, says hello, then exchanges framed messages. Sends heartbeats at the
+// interval the server asks for and declares the server lost when it falls silent.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rendezvous/messages.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run::rdzv {
+
+struct ClientOptions {
+  std::string server_host;  // name or address
+  int server_port = 29500;
+  std::chrono::milliseconds connect_timeout{900'000};  // keep retrying until this has passed
+  std::chrono::milliseconds welcome_timeout{10'000};   // per connection: then a new one
+  Hello hello;                                         // its nonce is filled in per connection
+  std::string token;                                   // the job's rendezvous token; empty: none
+};
+
+class RendezvousClient {
+ public:
+  struct Handlers {
+    // Connected and greeted; `local_addr` is this host's address on the connection, which is
+    // the address peers can reach it at unless --local-addr says otherwise.
+    std::function<void(const std::string& local_addr)> connected;
+    std::function<void(const ServerMessage&)> message;  // everything after the welcome
+    // Fatal: never connected in time, refused, protocol error, or the server went away/silent.
+    std::function<void(const std::string& why)> failed;
+  };
+
+  RendezvousClient(boost::asio::io_context& io, ClientOptions options);
+  ~RendezvousClient();
+  RendezvousClient(const RendezvousClient&) = delete;
+  RendezvousClient& operator=(const RendezvousClient&) = delete;
+
+  void start(Handlers handlers);
+  void send(const ClientMessage& message);
+  // Sends what is queued, then closes; no handler runs afterwards.
+  void close();
+  std::string endpoint() const;  // "host:port", for messages
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace npu_run::rdzv

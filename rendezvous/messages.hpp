@@ -1,0 +1,167 @@
+// The rendezvous conversation as data: what agents send the server and what it answers. The
+// state machine works on these structs only; rdzv_protocol.hpp turns them into framed JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "basics/exit_status.hpp"  // kExitRendezvous
+
+namespace npu_run::rdzv {
+
+inline constexpr const char* kMagic = "npu_run-rdzv";
+// 2: the token is proven by an HMAC challenge (challenge/auth) instead of sent in the hello.
+inline constexpr int kProtocolVersion = 2;
+
+// What one agent tells the server about its node.
+struct NodeInfo {
+  std::string host;                     // host name, for people
+  std::string addr;                     // address peers use to reach this node
+  int nproc = 1;                        // workers on this node
+  std::vector<int> devices;             // physical device id per local rank
+  std::vector<std::string> device_ips;  // per local rank, for rank tables (may be empty)
+  int worker_port = 0;                  // port this agent holds for MASTER_PORT if it is node 0
+};
+
+// The first failure of a round, as every node will print it.
+struct FailureReport {
+  std::string host;
+  int node_rank = -1;
+  int rank = -1;  // global rank of the worker; -1 when a whole node failed
+  int local_rank = -1;
+  int pid = -1;
+  int exit_code = 1;          // what npu_run exits with because of this failure
+  std::string description;    // "exit code 3", "signal SIGKILL (9)", "agent lost: ..."
+  std::string error_message;  // from the worker's error file, if any
+  int64_t time_ms = 0;        // wall clock (ms since the epoch) when it failed
+  // The worker raised, then npu_run stopped it while it was still exiting: exit_code is not its
+  // own, and the job keeps the exit code of the failure that was reported first.
+  bool stopped_after_error = false;
+};
+
+// ---- agent -> server ----
+
+struct Hello {
+  std::string magic;
+  int version = 0;
+  std::string run_id;
+  // The agent's half of the challenge when it has a token (see rdzv_auth.hpp); empty: no token.
+  std::string nonce;
+};
+
+// The answer to a Challenge: proves the agent knows the token.
+struct Auth {
+  std::string proof;
+};
+
+struct Join {
+  NodeInfo node;
+  std::optional<int> node_rank;  // --node-rank, when given
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  bool want_peers = false;  // ask for every node's NodeInfo (rank tables)
+};
+
+struct Heartbeat {};
+
+enum class Outcome { kSucceeded, kFailed, kStopped };
+
+// The result of this node's workers for one round.
+struct Report {
+  uint64_t round = 0;
+  Outcome outcome = Outcome::kSucceeded;
+  // kFailed: this node's root cause. kStopped by a signal to the agent: what stopped it.
+  std::optional<FailureReport> failure;
+  int stop_signal = 0;  // kStopped because the agent itself was signalled (it leaves the job)
+  bool fatal = false;   // kFailed for a reason a restart cannot cure (bad rank table, topology)
+  // With stop_signal: the node leaves on purpose. An elastic job (--nnodes MIN:MAX) re-forms
+  // without it; a static one ends. The agent hosting the server never leaves this way.
+  bool leaving = false;
+};
+
+using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth>;
+
+// ---- server -> agent ----
+
+struct Welcome {
+  int64_t heartbeat_interval_ms = 0;
+  int64_t heartbeat_timeout_ms = 0;
+};
+
+// Fatal for the agent that receives it; the server closes the connection after sending it.
+struct ErrorReply {
+  std::string code;  // machine-readable, e.g. "node_rank_taken"
+  std::string message;
+};
+
+struct Progress {
+  int joined = 0;
+  int expected = 0;
+  std::vector<int> missing_node_ranks;  // when every joined agent gave --node-rank
+};
+
+struct PeerInfo {
+  int node_rank = 0;
+  int rank_offset = 0;
+  NodeInfo node;
+};
+
+struct Assigned {
+  uint64_t round = 0;
+  int restart_count = 0;
+  int node_rank = 0;
+  int nnodes = 1;
+  int world_size = 1;
+  int rank_offset = 0;
+  std::string master_addr;  // workers' store: node 0's address and held port
+  int master_port = 0;
+  std::vector<PeerInfo> peers;  // only when the Join asked for them
+};
+
+// A failure elsewhere: stop this node's workers, then Report.
+struct StopWorkers {
+  uint64_t round = 0;
+  FailureReport root_cause;
+};
+
+enum class Action { kRestart, kFinish };
+
+// What every node does once all nodes reported: run the next round, or end with exit_code.
+struct Decision {
+  uint64_t round = 0;
+  Action action = Action::kFinish;
+  int restart_count = 0;
+  int exit_code = 0;
+  std::optional<FailureReport> root_cause;
+  // kRestart because nodes joined or left an elastic job, not because of a failure: the
+  // restart count did not grow.
+  bool membership_change = false;
+};
+
+struct HeartbeatAck {};
+
+// The job has a token: the server's nonce and its proof that it knows the token too.
+struct Challenge {
+  std::string nonce;
+  std::string proof;
+};
+
+using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
+                                   HeartbeatAck, Challenge>;
+
+// The wire name of a message type ("hello", "assigned", ...), for logs and errors.
+inline const char* message_name(const ClientMessage& message) {
+  static const char* const kNames[] = {"hello", "join", "heartbeat", "report", "auth"};
+  return kNames[message.index()];
+}
+inline const char* message_name(const ServerMessage& message) {
+  static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
+                                       "stop",    "decision", "heartbeat_ack", "challenge"};
+  return kNames[message.index()];
+}
+
+}  // namespace npu_run::rdzv

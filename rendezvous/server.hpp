@@ -1,0 +1,75 @@
+// The rendezvous server: one Asio event loop that accepts continuously, frames bytes and feeds
+// RendezvousState. Hosted by node 0's agent or run alone by `npu_run rdzv-server`.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "rendezvous/state.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run::rdzv {
+
+struct ServerOptions {
+  std::string bind_addr = "0.0.0.0";  // an address of this host, or a wildcard
+  int port = 29500;                   // 0: any free port (tests)
+  int backlog = 0;                    // 0: the kernel's net.core.somaxconn
+  // After the job has ended, how long to wait for every agent to hear it and disconnect.
+  std::chrono::milliseconds exit_barrier_timeout{300'000};
+  // A connection must say hello (and prove the token) within this time, or it is closed: idle
+  // and half-sent (slowloris) connections cannot pile up.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  // Connections still in their handshake beyond this many close the oldest of them, so strangers
+  // cannot use up the descriptors real agents need. 0: max(1024, 2 x the job's nodes).
+  size_t max_unauthenticated = 0;
+};
+
+// Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe
+// another agent of the job) from everything else.
+class BindError : public std::runtime_error {
+ public:
+  BindError(const std::string& what, bool in_use, bool not_local)
+      : std::runtime_error(what), address_in_use(in_use), address_not_local(not_local) {}
+  bool address_in_use;
+  bool address_not_local;
+};
+
+class RendezvousServer {
+ public:
+  using DoneHandler = std::function<void(const Decision&)>;
+
+  // Raises RLIMIT_NOFILE, binds and listens at once; throws BindError.
+  RendezvousServer(boost::asio::io_context& io, JobSettings settings, ServerOptions options);
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  int port() const;
+  int backlog() const;
+  // Starts accepting. `on_done` runs once: the job has ended and every agent has gone (or the
+  // exit barrier timed out), or stop() was called.
+  void start(DoneHandler on_done);
+  // Closes the listener and every connection now; agents see the server as lost.
+  void stop();
+  bool job_finished() const;
+  // True while a round runs or is being stopped: node 0's agent may be done, but the other nodes
+  // still need the server to hear the job's decision.
+  bool round_in_progress() const;
+  size_t connections() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Kernel limits that cap how many agents can connect at once, and what to run when they are
+// too small for `nodes`; empty when they are fine.
+std::string kernel_limit_warning(int nodes);
+
+}  // namespace npu_run::rdzv

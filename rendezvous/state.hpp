@@ -1,0 +1,152 @@
+// The rendezvous decisions as a pure state machine: messages and the time go in, addressed
+// messages come out. No sockets, no clock of its own; the Asio server and the single-node
+// in-process rendezvous both drive it, and unit tests drive it directly.
+//
+// A job goes through rounds. JOINING collects agents until --nnodes have joined (elastic
+// MIN:MAX: MAX, or MIN once the last-call window has passed), then assigns node ranks and rank
+// offsets (RUNNING). In an elastic job an agent arriving while a round runs with room for it,
+// or a node leaving on purpose, re-forms the job: every node stops and joins the next round,
+// which does not count as a restart. The first failure anywhere tells every other node to
+// stop its workers (STOPPING). When every node has reported, the job restarts in a new round
+// (restarts left) or ends (FINISHED) with one exit code and one root cause for all nodes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rendezvous/messages.hpp"
+
+namespace npu_run::rdzv {
+
+using ClientId = uint64_t;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct JobSettings {
+  std::string run_id = "none";
+  // Shared secret agents must prove they know (rdzv_auth.hpp); empty: agents must have none.
+  std::string token;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  milliseconds heartbeat_interval{5'000};
+  milliseconds heartbeat_timeout{30'000};
+  milliseconds progress_interval{5'000};
+  milliseconds join_timeout{900'000};
+  milliseconds last_call{30'000};  // elastic: wait this long for more nodes once MIN joined
+};
+
+struct Outgoing {
+  std::vector<ClientId> to;
+  ServerMessage message;
+  bool close_after = false;  // the connections are closed once the message has been sent
+};
+
+class RendezvousState {
+ public:
+  enum class Phase { kJoining, kRunning, kStopping, kFinished };
+
+  RendezvousState(JobSettings settings, Clock::time_point now);
+  // Where challenge nonces come from (default: random_nonce()); tests make them predictable.
+  void set_nonce_source(std::function<std::string()> source) { nonce_source_ = std::move(source); }
+
+  std::vector<Outgoing> on_message(ClientId from, const ClientMessage& message,
+                                   Clock::time_point now);
+  std::vector<Outgoing> on_disconnect(ClientId who, Clock::time_point now);
+  // Heartbeat deadlines, progress reports and the join timeout.
+  std::vector<Outgoing> on_tick(Clock::time_point now);
+
+  Phase phase() const { return phase_; }
+  uint64_t round() const { return round_; }
+  int restart_count() const { return restart_count_; }
+  const JobSettings& settings() const { return settings_; }
+  // Set once the job has ended (FINISHED): what every node was told.
+  const std::optional<Decision>& final_decision() const { return final_; }
+  size_t connected_clients() const { return clients_.size(); }
+  size_t joined() const { return pending_.size(); }
+  size_t members() const { return members_.size(); }
+  // Said hello and, with a token, proved it: the connection is no longer a stranger's.
+  bool authenticated(ClientId id) const;
+  // Was sent a challenge and has not answered it yet.
+  bool awaiting_proof(ClientId id) const;
+
+ private:
+  struct Client {
+    bool greeted = false;
+    std::string agent_nonce;   // from the hello, while a challenge is outstanding
+    std::string server_nonce;  // ours, sent in the challenge; empty: none sent
+    Clock::time_point last_seen;
+  };
+  struct Joiner {
+    ClientId id;
+    Join join;
+    uint64_t arrival;
+  };
+  struct Member {
+    ClientId id;
+    NodeInfo node;
+    int node_rank = 0;
+    int rank_offset = 0;
+    bool reported = false;
+    bool lost = false;
+    bool left = false;  // left on purpose (elastic): not told the decision, not in the next round
+  };
+
+  std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
+  std::vector<Outgoing> on_auth(ClientId from, const Auth& auth);
+  Outgoing welcome(ClientId to);
+  std::vector<Outgoing> on_join(ClientId from, const Join& join, Clock::time_point now);
+  std::vector<Outgoing> on_report(ClientId from, const Report& report);
+  std::vector<Outgoing> start_round();
+  bool elastic() const { return settings_.min_nodes < settings_.max_nodes; }
+  // Members that will be in the next round: neither lost nor leaving.
+  size_t staying_members() const;
+  // Elastic: stops every running node so that the job re-forms with `why` (a node joined or
+  // left); not a failure, so no restart is counted.
+  void begin_membership_change(const FailureReport& why, std::vector<Outgoing>& out);
+  // Elastic: MIN have joined and the last call passed, or MAX have joined.
+  bool round_can_start(Clock::time_point now) const;
+  // Records `failure` as the root cause if it is the first, and stops the other nodes.
+  void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
+                      std::vector<Outgoing>& out);
+  void decide_if_complete(std::vector<Outgoing>& out);
+  std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
+  Member* member_of(ClientId id);
+  std::string describe_seats() const;
+  std::vector<int> missing_node_ranks() const;
+
+  static Outgoing reject(ClientId to, std::string code, std::string message);
+
+  JobSettings settings_;
+  std::function<std::string()> nonce_source_;
+  Phase phase_ = Phase::kJoining;
+  uint64_t round_ = 0;
+  int restart_count_ = 0;
+  // Every per-message operation is O(1) or O(log n): a 16k-node job joins, reports and leaves
+  // without any quadratic scan.
+  std::map<ClientId, Client> clients_;
+  std::unordered_map<ClientId, Joiner> pending_;     // joined the forming round
+  std::unordered_map<int, ClientId> claimed_ranks_;  // explicit --node-rank of pending joiners
+  std::vector<Member> members_;                      // indexed by node rank while RUNNING/STOPPING
+  std::unordered_map<ClientId, int> member_rank_;
+  size_t reported_ = 0;
+  std::optional<FailureReport> root_cause_;
+  bool membership_change_ = false;  // the nodes are stopping to re-form, not because of a failure
+  std::optional<Clock::time_point> min_reached_at_;  // elastic: when the forming round had MIN
+  Clock::time_point now_;                            // time of the event being handled
+  bool deliberate_stop_ = false;  // the root cause is an agent stopped by a signal: no restart
+  uint64_t arrivals_ = 0;
+  Clock::time_point joining_since_;
+  Clock::time_point next_progress_;
+  std::optional<Decision> final_;
+};
+
+const char* phase_name(RendezvousState::Phase phase);
+
+}  // namespace npu_run::rdzv

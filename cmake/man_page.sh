@@ -18,17 +18,19 @@ troff_verbatim() { sed -e 's/\\/\\e/g' -e 's/^\([.'"'"']\)/\\\&\1/'; }
   echo "[>OPTIONS]"
   echo ".SH SUBCOMMANDS"
   echo "Each subcommand has its own options; \\fBnpu_run SUBCOMMAND \\-\\-help\\fR prints them."
-  for sub in rdzv-server rank-table doctor; do
-    echo ".SS \"npu_run $sub\""
-    echo ".nf"
-    "$work/npu_run" "$sub" --help | troff_verbatim
-    echo ".fi"
-  done
-  echo ".SS \"npu_run hostnames [EXPR]\""
-  echo "Prints a Slurm hostlist expression (default \\\$SLURM_JOB_NODELIST), one host per line, as"
-  echo "\\fBscontrol show hostnames\\fR does."
-  echo ".SS \"npu_run completion bash\""
-  echo "Prints the bash completion script, generated from these option tables."
+  # The subcommands as `npu_run --help` lists them: its own --help where it has one, else the
+  # line of the listing.
+  "$work/npu_run" --help | sed -n '/^Subcommands/,$p' | sed -n 's/^  \([a-z][-a-z]*\)  *\(.*\)$/\1\t\2/p' |
+    while IFS=$'\t' read -r sub summary; do
+      echo ".SS \"npu_run $sub\""
+      if help=$("$work/npu_run" "$sub" --help 2>/dev/null); then
+        echo ".nf"
+        troff_verbatim <<<"$help"
+        echo ".fi"
+      else
+        echo "${summary^}."
+      fi
+    done
 } >"$work/npu_run.h2m"
 help2man --no-info --no-discard-stderr --section 1 --source "npu_run" \
   --name "launch multi-process distributed training, one worker per device" \

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/command_line.hpp"
+#include "cli/parse_launch.hpp"
+#include "commands/commands.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The arguments after "npu_run" (or after the subcommand's name).
@@ -17,11 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     else
       args.back().push_back(static_cast<char>(data[i]));
   }
-  // A fixed environment for detection (no scheduler); CLI11 itself still reads PET_ variables
-  // from the process environment, which CI does not set.
+  // A fixed environment (no scheduler, no PET_ variables): parsing reads nothing else.
   const npu_run::EnvMap env = {{"PATH", "/usr/bin:/bin"}};
   (void)npu_run::parse_command_line(args, env);
-  (void)npu_run::parse_server_command(args);
+  (void)npu_run::parse_server_command(args, env);
   (void)npu_run::parse_rank_table_command(args, env);
   (void)npu_run::parse_doctor_command(args, env);
   return 0;

@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
       if (args.front() == sub.name) return sub.run({args.begin() + 1, args.end()}, env);
     }
   }
-  npu_run::ParseResult parsed = npu_run::parse_command_line(args, env);
-  if (auto* early = std::get_if<npu_run::EarlyExit>(&parsed))
+  const npu_run::ParseResult parsed = npu_run::parse_command_line(args, env);
+  if (const auto* early = std::get_if<npu_run::EarlyExit>(&parsed))
     return npu_run::report_early_exit(*early);
   return npu_run::run_guarded(
-      [&] { return npu_run::launch(std::get<npu_run::LaunchConfig>(parsed), env); });
+      [&] { return npu_run::launch(std::get<npu_run::ParsedLaunch>(parsed), env); });
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "config/launch_config.hpp"
 #include "rendezvous/messages.hpp"
 
 namespace npu_run {
@@ -25,5 +26,11 @@ struct Assignment {
   std::vector<rdzv::PeerInfo> peers;  // every node, when asked for (rank tables)
   std::string rank_table_file;        // RANK_TABLE_FILE for the workers; empty: none
 };
+
+// Turns the server's answer into the agent's Assignment.
+Assignment to_assignment(const rdzv::Assigned& assigned, const std::string& host);
+
+// What a job would be assigned, before any rendezvous (--dry-run).
+Assignment planned_assignment(const LaunchConfig& cfg, const std::string& host);
 
 }  // namespace npu_run

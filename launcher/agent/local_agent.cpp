@@ -12,7 +12,7 @@
 
 #include "agent/agent_log.hpp"
 #include "agent/failure_summary.hpp"
-#include "agent/job_rank_table.hpp"
+#include "agent/job_checks.hpp"
 #include "agent/parent_watch.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_plan.hpp"
@@ -59,7 +59,7 @@ struct LocalAgent::Impl {
   // The stop signals of --signals-to-handle, plus SIGUSR1/SIGUSR2 to forward (Slurm's
   // --signal=USR1@60 warning) unless the user made them stop signals.
   std::vector<int> handled_signals() const {
-    std::vector<int> all = cfg.stop_signals;
+    std::vector<int> all = cfg.supervision.stop_signals;
     for (int sig : {SIGUSR1, SIGUSR2}) {
       if (std::find(all.begin(), all.end(), sig) == all.end()) all.push_back(sig);
     }
@@ -67,14 +67,14 @@ struct LocalAgent::Impl {
   }
 
   bool is_stop_signal(int sig) const {
-    return std::find(cfg.stop_signals.begin(), cfg.stop_signals.end(), sig) !=
-           cfg.stop_signals.end();
+    return std::find(cfg.supervision.stop_signals.begin(), cfg.supervision.stop_signals.end(),
+                     sig) != cfg.supervision.stop_signals.end();
   }
 
   void start(FinishedHandler handler) {
     on_finished = std::move(handler);
     wait_for_signal();
-    if (cfg.stop_with_parent) watch_parent();
+    if (cfg.supervision.stop_with_parent) watch_parent();
     state = State::kRendezvous;
     rendezvous.start(Rendezvous::Handlers{
         [this](const Assignment& a) { on_assigned(a); },
@@ -133,7 +133,7 @@ struct LocalAgent::Impl {
       spdlog::warn(
           "{}: stopping the workers (SIGKILL after {:.1f} s; send it again to kill at "
           "once)",
-          why, std::chrono::duration<double>(cfg.term_timeout).count());
+          why, std::chrono::duration<double>(cfg.supervision.term_timeout).count());
     } else {
       spdlog::warn("{} again: sending SIGKILL to the workers now", why);
     }
@@ -145,44 +145,6 @@ struct LocalAgent::Impl {
     if (now - last_progress_log < kProgressLogInterval) return;
     last_progress_log = now;
     spdlog::info("rendezvous at {}: {}", rendezvous.describe(), describe_progress(p));
-  }
-
-  // Checks that need the whole job (topology across servers, the rank table) and prepares the
-  // rank table; returns why the job cannot run, or "".
-  std::string prepare_job(Assignment& a) {
-    if (cfg.wants_peers() && a.peers.size() == static_cast<size_t>(a.nnodes)) {
-      std::vector<int> per_node;
-      for (const auto& p : a.peers) per_node.push_back(p.node.nproc);
-      const JobTopology topology = check_job_devices(cfg.soc, per_node);
-      for (const auto& warning : topology.warnings) spdlog::warn("{}", warning);
-      if (!topology.error.empty()) return topology.error;
-    }
-    if (!cfg.rank_table) return "";
-    try {
-      if (cfg.rank_table_auto()) {
-        const RankTable table = rank_table_from_peers(a.peers);
-        a.rank_table_file = ctx.run_dir + "/rank_table.json";
-        std::ofstream out(a.rank_table_file, std::ios::trunc);
-        if (!(out << rank_table_json(table)) || !out.flush()) {
-          return fmt::format("cannot write the rank table {}", a.rank_table_file);
-        }
-        spdlog::info("rank table for {} servers and {} devices written to {}", table.servers.size(),
-                     table.device_count(), a.rank_table_file);
-        return "";
-      }
-      const RankTable table = read_rank_table(*cfg.rank_table);
-      std::vector<std::string> identities = {a.host, primary_address()};
-      if (cfg.local_addr) identities.push_back(*cfg.local_addr);
-      for (const auto& p : a.peers) {
-        if (p.node_rank == a.node_rank) identities.push_back(p.node.addr);
-      }
-      const std::string mismatch =
-          rank_table_mismatch(table, *cfg.rank_table, a, cfg.devices, identities);
-      if (mismatch.empty()) a.rank_table_file = *cfg.rank_table;
-      return mismatch;
-    } catch (const UsageError& e) {
-      return e.what();
-    }
   }
 
   // This node cannot take part as asked (exit 2 on every node, no restart).
@@ -203,7 +165,7 @@ struct LocalAgent::Impl {
     Assignment a = assigned;
     assignment = a;
     set_agent_log_identity(a.node_rank, a.host);
-    if (const std::string problem = prepare_job(a); !problem.empty()) {
+    if (const std::string problem = prepare_job(cfg, a, ctx.run_dir); !problem.empty()) {
       refuse_job(problem);
       return;
     }
@@ -214,19 +176,19 @@ struct LocalAgent::Impl {
       spdlog::info(
           "OMP_NUM_THREADS is unset: setting it to 1 for each of the {} workers (export it to "
           "choose)",
-          cfg.nproc_per_node);
+          cfg.shape.nproc_per_node);
     }
     spdlog::info(
         "starting {} worker{} (ranks {}-{} of {}, node {} of {}, attempt {}), workers' store at "
         "{}:{}",
         specs.size(), specs.size() == 1 ? "" : "s", a.rank_offset,
-        a.rank_offset + cfg.nproc_per_node - 1, a.world_size, a.node_rank, a.nnodes,
+        a.rank_offset + cfg.shape.nproc_per_node - 1, a.world_size, a.node_rank, a.nnodes,
         a.restart_count, a.worker_master_addr, a.worker_master_port);
     state = State::kRunning;
     remote_root_cause.reset();
     rendezvous_failure.clear();
-    group = std::make_unique<WorkerGroup>(io, std::move(specs),
-                                          StopPolicy{cfg.term_timeout, kKillTimeout}, guardian);
+    group = std::make_unique<WorkerGroup>(
+        io, std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout}, guardian);
     group->start([this](GroupResult result) { on_group_done(std::move(result)); });
   }
 
@@ -314,7 +276,7 @@ struct LocalAgent::Impl {
       spdlog::info(
           "the job re-forms ({}); restarting all {} workers in a new round, not counted as a "
           "restart ({} of {} used)",
-          cause, last_result.workers.size(), d.restart_count, cfg.max_restarts);
+          cause, last_result.workers.size(), d.restart_count, cfg.supervision.max_restarts);
       state = State::kRendezvous;
       rendezvous.join();
       return;
@@ -322,7 +284,7 @@ struct LocalAgent::Impl {
     if (d.action == rdzv::Action::kRestart) {
       const std::string cause = d.root_cause ? format_root_cause(*d.root_cause) : "a failure";
       spdlog::warn("the job failed ({}); restarting all {} workers: restart {} of {}", cause,
-                   last_result.workers.size(), d.restart_count, cfg.max_restarts);
+                   last_result.workers.size(), d.restart_count, cfg.supervision.max_restarts);
       state = State::kRendezvous;
       rendezvous.join();
       return;

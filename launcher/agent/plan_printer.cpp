@@ -62,11 +62,12 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
   out += fmt::format(
       "job: {} node{}, {} worker{} per node, world size {}, run id '{}', role '{}', max restarts "
       "{}\n",
-      a.nnodes, a.nnodes == 1 ? "" : "s", cfg.nproc_per_node, cfg.nproc_per_node == 1 ? "" : "s",
-      a.world_size, cfg.run_id, cfg.role, cfg.max_restarts);
+      a.nnodes, a.nnodes == 1 ? "" : "s", cfg.shape.nproc_per_node,
+      cfg.shape.nproc_per_node == 1 ? "" : "s", a.world_size, cfg.rendezvous.run_id,
+      cfg.worker.role, cfg.supervision.max_restarts);
   out += fmt::format("node {} ({}): ranks {}-{}, devices {} ({})\n", a.node_rank, a.host,
-                     a.rank_offset, a.rank_offset + cfg.nproc_per_node - 1,
-                     format_device_list(cfg.devices), cfg.devices_source);
+                     a.rank_offset, a.rank_offset + cfg.shape.nproc_per_node - 1,
+                     format_device_list(cfg.shape.devices), cfg.shape.devices_source);
   out += fmt::format("workers' store: MASTER_ADDR={} MASTER_PORT={}\n", a.worker_master_addr,
                      env_value("MASTER_PORT", std::to_string(a.worker_master_port), a));
   if (a.nnodes > 1) {
@@ -74,16 +75,19 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
         "rendezvous: {}:{}; node rank, rank offset and the workers' store are assigned there. "
         "Shown here "
         "assuming node rank {} and {} workers on every node.\n",
-        cfg.master_addr, cfg.master_port, a.node_rank, cfg.nproc_per_node);
+        cfg.rendezvous.master_addr, cfg.rendezvous.master_port, a.node_rank,
+        cfg.shape.nproc_per_node);
     // Where the token comes from; the token itself is never printed.
-    out += fmt::format("rendezvous token: {}\n",
-                       cfg.rdzv_token_source.empty() ? "none" : cfg.rdzv_token_source);
+    out += fmt::format("rendezvous token: {}\n", token_source(cfg.rendezvous.token).empty()
+                                                     ? "none"
+                                                     : token_source(cfg.rendezvous.token));
   }
-  out += fmt::format(
-      "files: {}{}\n", run_dir,
-      cfg.log_dir || cfg.log_dir_is_temporary ? "" : " (error files only, removed at exit)");
+  out += fmt::format("files: {}{}\n", run_dir,
+                     cfg.output.log_dir || cfg.output.log_dir_is_temporary
+                         ? ""
+                         : " (error files only, removed at exit)");
   out += fmt::format("stop: forward the signal, SIGKILL after {:.1f} s\n",
-                     std::chrono::duration<double>(cfg.term_timeout).count());
+                     std::chrono::duration<double>(cfg.supervision.term_timeout).count());
   for (const WorkerSpec& spec : specs) {
     out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank, spec.global_rank,
                        spec.device_id);
@@ -124,28 +128,30 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
                        {"stderr", route(spec.err)},
                        {"console_prefix", spec.console_prefix}});
   }
-  json plan{{"dry_run", true},
-            {"nnodes", a.nnodes},
-            {"node_rank", a.node_rank},
-            {"host", a.host},
-            {"nproc_per_node", cfg.nproc_per_node},
-            {"world_size", a.world_size},
-            {"rank_offset", a.rank_offset},
-            {"run_id", cfg.run_id},
-            {"rdzv_token_source",
-             cfg.rdzv_token_source.empty() ? json(nullptr) : json(cfg.rdzv_token_source)},
-            {"role", cfg.role},
-            {"max_restarts", cfg.max_restarts},
-            {"term_timeout_s", std::chrono::duration<double>(cfg.term_timeout).count()},
-            {"worker_master_addr", a.worker_master_addr},
-            {"worker_master_port",
-             a.worker_master_port == 0 ? json(nullptr) : json(a.worker_master_port)},
-            {"run_dir", run_dir},
-            // Multi-node: ranks and the store come from the rendezvous; these are assumptions.
-            {"assumed", a.nnodes > 1},
-            {"rendezvous", fmt::format("{}:{}", cfg.master_addr, cfg.master_port)},
-            {"devices", cfg.devices},
-            {"workers", workers}};
+  json plan{
+      {"dry_run", true},
+      {"nnodes", a.nnodes},
+      {"node_rank", a.node_rank},
+      {"host", a.host},
+      {"nproc_per_node", cfg.shape.nproc_per_node},
+      {"world_size", a.world_size},
+      {"rank_offset", a.rank_offset},
+      {"run_id", cfg.rendezvous.run_id},
+      {"rdzv_token_source", token_source(cfg.rendezvous.token).empty()
+                                ? json(nullptr)
+                                : json(token_source(cfg.rendezvous.token))},
+      {"role", cfg.worker.role},
+      {"max_restarts", cfg.supervision.max_restarts},
+      {"term_timeout_s", std::chrono::duration<double>(cfg.supervision.term_timeout).count()},
+      {"worker_master_addr", a.worker_master_addr},
+      {"worker_master_port",
+       a.worker_master_port == 0 ? json(nullptr) : json(a.worker_master_port)},
+      {"run_dir", run_dir},
+      // Multi-node: ranks and the store come from the rendezvous; these are assumptions.
+      {"assumed", a.nnodes > 1},
+      {"rendezvous", fmt::format("{}:{}", cfg.rendezvous.master_addr, cfg.rendezvous.master_port)},
+      {"devices", cfg.shape.devices},
+      {"workers", workers}};
   return plan.dump(2) + "\n";
 }
 

@@ -33,4 +33,9 @@ class Rendezvous {
   virtual std::string describe() const = 0;
 };
 
+// Hands one message from the rendezvous to the agent's handler for it. Welcome and heartbeat
+// acknowledgements are for the connection, not the agent, and are dropped.
+void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMessage& message,
+                      const std::string& host);
+
 }  // namespace npu_run

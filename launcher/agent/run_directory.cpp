@@ -35,18 +35,19 @@ std::string make_temp_dir(const std::string& base, const std::string& run_id) {
 }  // namespace
 
 std::string RunDirectory::preview(const LaunchConfig& cfg, const EnvMap& env) {
-  if (cfg.log_dir) return (fs::path(*cfg.log_dir) / cfg.run_id).lexically_normal().string();
-  return fmt::format("{}/npu_run_{}_XXXXXX", temp_base(env), cfg.run_id);
+  if (cfg.output.log_dir)
+    return (fs::path(*cfg.output.log_dir) / cfg.rendezvous.run_id).lexically_normal().string();
+  return fmt::format("{}/npu_run_{}_XXXXXX", temp_base(env), cfg.rendezvous.run_id);
 }
 
 RunDirectory RunDirectory::create(const LaunchConfig& cfg, const EnvMap& env) {
-  if (!cfg.log_dir) {
-    const std::string dir = make_temp_dir(temp_base(env), cfg.run_id);
-    if (cfg.log_dir_is_temporary)
+  if (!cfg.output.log_dir) {
+    const std::string dir = make_temp_dir(temp_base(env), cfg.rendezvous.run_id);
+    if (cfg.output.log_dir_is_temporary)
       spdlog::info("worker log files go to {} (pass --log-dir to choose)", dir);
-    return RunDirectory(dir, cfg.log_dir_is_temporary, !cfg.log_dir_is_temporary);
+    return RunDirectory(dir, cfg.output.log_dir_is_temporary, !cfg.output.log_dir_is_temporary);
   }
-  const fs::path dir = (fs::path(*cfg.log_dir) / cfg.run_id).lexically_normal();
+  const fs::path dir = (fs::path(*cfg.output.log_dir) / cfg.rendezvous.run_id).lexically_normal();
   std::error_code ec;
   const bool existed = fs::exists(dir / "attempt_0", ec);
   fs::create_directories(dir, ec);
@@ -54,14 +55,14 @@ RunDirectory RunDirectory::create(const LaunchConfig& cfg, const EnvMap& env) {
     throw UsageError(
         fmt::format("--log-dir {}: cannot create the writable directory {}: {}; choose a directory "
                     "you can write to",
-                    *cfg.log_dir, dir.string(), ec ? ec.message() : std::strerror(errno)));
+                    *cfg.output.log_dir, dir.string(), ec ? ec.message() : std::strerror(errno)));
   }
   if (existed) {
     spdlog::warn(
         "{} holds logs of an earlier run with run id '{}'; they are overwritten (pass --run-id to "
         "keep "
         "runs apart)",
-        dir.string(), cfg.run_id);
+        dir.string(), cfg.rendezvous.run_id);
   }
   return RunDirectory(dir.string(), true, false);
 }

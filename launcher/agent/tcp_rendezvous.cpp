@@ -6,21 +6,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "agent/local_rendezvous.hpp"
+#include "agent/rendezvous_settings.hpp"
 
 namespace npu_run {
 
 namespace {
-
-rdzv::ClientOptions client_options(const LaunchConfig& cfg) {
-  rdzv::ClientOptions options;
-  options.server_host = cfg.master_addr;
-  options.server_port = cfg.master_port;
-  options.connect_timeout = cfg.rdzv_timeout;
-  options.hello = rdzv::Hello{rdzv::kMagic, rdzv::kProtocolVersion, cfg.run_id, ""};
-  options.token = cfg.rdzv_token;
-  return options;
-}
 
 // The server ends a round that does not form after --rdzv-timeout and says who is missing; the
 // agent's own deadline is a little later so that message normally arrives first.
@@ -34,10 +24,10 @@ struct TcpRendezvous::JoinDeadline {
 };
 
 TcpRendezvous::TcpRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
-                             const std::string& hccl_if_base_port)
+                             const std::vector<PortRange>& avoid)
     : cfg_(cfg),
       host_(std::move(host)),
-      worker_port_(io, ports_to_avoid(hccl_if_base_port, cfg.master_port)),
+      worker_port_(io, avoid),
       client_(io, client_options(cfg)),
       join_deadline_(std::make_unique<JoinDeadline>(io)) {}
 
@@ -52,7 +42,7 @@ void TcpRendezvous::start(Handlers handlers) {
   client_.start(rdzv::RendezvousClient::Handlers{
       [this](const std::string& local_addr) {
         connected_ = true;
-        addr_ = cfg_.local_addr.value_or(local_addr);
+        addr_ = cfg_.rendezvous.local_addr.value_or(local_addr);
         spdlog::debug("joined the rendezvous at {} as {}", client_.endpoint(), addr_);
         if (join_wanted_) send_join();
       },
@@ -66,27 +56,20 @@ void TcpRendezvous::start(Handlers handlers) {
 void TcpRendezvous::join() {
   join_wanted_ = true;
   // The connection itself is bounded by --rdzv-timeout in the client; this bounds the round.
-  join_deadline_->timer.expires_after(cfg_.rdzv_timeout + kDeadlineSlack);
+  join_deadline_->timer.expires_after(cfg_.rendezvous.timing.join_timeout + kDeadlineSlack);
   join_deadline_->timer.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     client_.close();
-    handlers_.failed(fmt::format("no rendezvous round formed at {} within {:.0f} s",
-                                 client_.endpoint(),
-                                 std::chrono::duration<double>(cfg_.rdzv_timeout).count()));
+    handlers_.failed(
+        fmt::format("no rendezvous round formed at {} within {:.0f} s", client_.endpoint(),
+                    std::chrono::duration<double>(cfg_.rendezvous.timing.join_timeout).count()));
   });
   if (connected_) send_join();
 }
 
 void TcpRendezvous::send_join() {
   join_wanted_ = false;
-  rdzv::Join join;
-  join.node = this_node(cfg_, host_, addr_, worker_port_.port());
-  join.node_rank = cfg_.node_rank;
-  join.min_nodes = cfg_.min_nodes;
-  join.max_nodes = cfg_.max_nodes;
-  join.max_restarts = cfg_.max_restarts;
-  join.want_peers = cfg_.wants_peers();
-  client_.send(join);
+  client_.send(join_message(cfg_, this_node(cfg_, host_, addr_, worker_port_.port())));
 }
 
 void TcpRendezvous::report(const rdzv::Report& report) {

@@ -5,8 +5,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/rendezvous.hpp"
+#include "basics/port_range.hpp"
 #include "config/launch_config.hpp"
 #include "net/held_port.hpp"
 #include "rendezvous/client.hpp"
@@ -15,8 +17,9 @@ namespace npu_run {
 
 class TcpRendezvous : public Rendezvous {
  public:
+  // `avoid`: ports the workers' MASTER_PORT must not be (HCCL's, the rendezvous port).
   TcpRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
-                const std::string& hccl_if_base_port);
+                const std::vector<PortRange>& avoid);
   ~TcpRendezvous() override;
 
   void start(Handlers handlers) override;

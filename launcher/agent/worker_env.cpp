@@ -5,7 +5,7 @@
 namespace npu_run {
 
 bool omp_threads_defaulted(const LaunchConfig& cfg, const EnvMap& agent_env) {
-  return cfg.nproc_per_node > 1 && !agent_env.count("OMP_NUM_THREADS");
+  return cfg.shape.nproc_per_node > 1 && !agent_env.count("OMP_NUM_THREADS");
 }
 
 EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const WorkerSlot& slot,
@@ -18,19 +18,19 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
       {"LOCAL_RANK", std::to_string(slot.local_rank)},
       {"WORLD_SIZE", world},
       {"RANK_SIZE", world},
-      {"LOCAL_WORLD_SIZE", std::to_string(cfg.nproc_per_node)},
+      {"LOCAL_WORLD_SIZE", std::to_string(cfg.shape.nproc_per_node)},
       {"GROUP_RANK", std::to_string(a.node_rank)},
       {"GROUP_WORLD_SIZE", std::to_string(a.nnodes)},
       // One role per job, so role ranks are the global ranks (as torchrun with a single role).
       {"ROLE_RANK", std::to_string(rank)},
       {"ROLE_WORLD_SIZE", world},
-      {"ROLE_NAME", cfg.role},
-      {"DEVICE_ID", std::to_string(cfg.devices.at(slot.local_rank))},
+      {"ROLE_NAME", cfg.worker.role},
+      {"DEVICE_ID", std::to_string(cfg.shape.devices.at(slot.local_rank))},
       {"MASTER_ADDR", a.worker_master_addr},
       {"MASTER_PORT", std::to_string(a.worker_master_port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(slot.restart_count)},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(cfg.max_restarts)},
-      {"TORCHELASTIC_RUN_ID", cfg.run_id},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(cfg.supervision.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", cfg.rendezvous.run_id},
       // Worker rank 0 hosts torch's store itself; "True" would make every rank a client of an
       // agent store that npu_run does not serve.
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},

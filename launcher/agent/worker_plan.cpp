@@ -14,10 +14,10 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
     const StdStreams s = map.for_rank(local_rank);
     return is_stdout ? has_stdout(s) : has_stderr(s);
   };
-  const bool redirected = selects(cfg.redirects);
-  const bool teed = selects(cfg.tee);
+  const bool redirected = selects(cfg.output.redirects);
+  const bool teed = selects(cfg.output.tee);
   const bool console_allowed =
-      !cfg.local_ranks_filter || cfg.local_ranks_filter->count(local_rank) > 0;
+      !cfg.output.local_ranks_filter || cfg.output.local_ranks_filter->count(local_rank) > 0;
   // With a log directory, output filtered off the console still reaches the rank's files: that
   // is the Ascend habit "rank 0 on the console, every rank in files" with one flag.
   const bool filtered_to_file = !console_allowed && layout.log_files;
@@ -28,7 +28,7 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
     route.file = fmt::format("{}/{}", attempt_rank_dir(layout, local_rank),
                              is_stdout ? "stdout.log" : "stderr.log");
   }
-  const bool explicit_prefix = cfg.prefix_template.has_value();
+  const bool explicit_prefix = cfg.output.prefix_template.has_value();
   if (route.to_console && (!route.file.empty() || explicit_prefix)) {
     route.sink = StreamSink::kRelay;
   } else if (route.to_console) {
@@ -64,19 +64,19 @@ std::vector<std::string> substitute_local_rank(const std::vector<std::string>& a
 std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignment& assignment,
                                           const AttemptLayout& layout, const EnvMap& agent_env) {
   std::vector<WorkerSpec> specs;
-  specs.reserve(cfg.nproc_per_node);
-  const std::string prefix_template = cfg.prefix_template.value_or(kDefaultPrefixTemplate);
-  for (int local_rank = 0; local_rank < cfg.nproc_per_node; ++local_rank) {
+  specs.reserve(cfg.shape.nproc_per_node);
+  const std::string prefix_template = cfg.output.prefix_template.value_or(kDefaultPrefixTemplate);
+  for (int local_rank = 0; local_rank < cfg.shape.nproc_per_node; ++local_rank) {
     WorkerSpec spec;
     spec.local_rank = local_rank;
     spec.global_rank = assignment.rank_offset + local_rank;
-    spec.device_id = cfg.devices.at(local_rank);
-    spec.program = cfg.program;
-    if (cfg.mode != WorkerMode::kExecutable)
+    spec.device_id = cfg.shape.devices.at(local_rank);
+    spec.program = cfg.worker.program;
+    if (cfg.worker.mode != WorkerMode::kExecutable)
       spec.argv.emplace_back("-u");  // unbuffered, as torchrun
-    if (cfg.mode == WorkerMode::kPythonModule) spec.argv.emplace_back("-m");
-    if (cfg.mode != WorkerMode::kExecutable) spec.argv.push_back(cfg.entrypoint);
-    for (auto& arg : substitute_local_rank(cfg.args, local_rank))
+    if (cfg.worker.mode == WorkerMode::kPythonModule) spec.argv.emplace_back("-m");
+    if (cfg.worker.mode != WorkerMode::kExecutable) spec.argv.push_back(cfg.worker.entrypoint);
+    for (auto& arg : substitute_local_rank(cfg.worker.args, local_rank))
       spec.argv.push_back(std::move(arg));
 
     if (!layout.run_dir.empty()) {
@@ -89,8 +89,8 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
     spec.out = route_stream(cfg, layout, local_rank, true);
     spec.err = route_stream(cfg, layout, local_rank, false);
     spec.console_prefix = expand_prefix_template(
-        prefix_template, PrefixValues{spec.global_rank, local_rank, assignment.node_rank, cfg.role,
-                                      assignment.host});
+        prefix_template, PrefixValues{spec.global_rank, local_rank, assignment.node_rank,
+                                      cfg.worker.role, assignment.host});
     specs.push_back(std::move(spec));
   }
   return specs;

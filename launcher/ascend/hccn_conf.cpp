@@ -74,4 +74,27 @@ std::map<int, std::string> read_hccn_conf(const std::string& path) {
   return parse_hccn_conf(content.str(), path);
 }
 
+std::vector<std::string> missing_addresses(const std::map<int, std::string>& addresses,
+                                           const std::vector<int>& devices) {
+  std::vector<std::string> missing;
+  for (int device : devices) {
+    if (!addresses.count(device)) missing.push_back(fmt::format("address_{}", device));
+  }
+  return missing;
+}
+
+std::vector<std::string> device_addresses(const std::map<int, std::string>& addresses,
+                                          const std::vector<int>& devices, const std::string& path,
+                                          const std::string& context, const std::string& for_whom,
+                                          const std::string& fix) {
+  const std::vector<std::string> missing = missing_addresses(addresses, devices);
+  if (!missing.empty()) {
+    throw UsageError(fmt::format("{}{} has no {} for {}; {}", context.empty() ? "" : context + ": ",
+                                 path, fmt::join(missing, ", "), for_whom, fix));
+  }
+  std::vector<std::string> ips;
+  for (int device : devices) ips.push_back(addresses.at(device));
+  return ips;
+}
+
 }  // namespace npu_run

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "basics/enum_table.hpp"
 #include "basics/usage_error.hpp"
 #include "devices/device_list.hpp"
 
@@ -30,27 +31,21 @@ std::string counts_text(const std::vector<int>& per_node) {
 
 }  // namespace
 
+namespace {
+
+constexpr EnumTable<Soc, 4> kSocs({{{Soc::kAtlasTraining, "atlas-training"},
+                                    {Soc::kAtlasA2, "atlas-a2"},
+                                    {Soc::kAtlasA3, "atlas-a3"},
+                                    {Soc::kNone, "none"}}});
+
+}  // namespace
+
 Soc parse_soc(const std::string& name, const std::string& source) {
-  if (name == "none") return Soc::kNone;
-  if (name == "atlas-training") return Soc::kAtlasTraining;
-  if (name == "atlas-a2") return Soc::kAtlasA2;
-  if (name == "atlas-a3") return Soc::kAtlasA3;
-  throw UsageError(
-      fmt::format("{} '{}': expected atlas-training, atlas-a2, atlas-a3 or none", source, name));
+  return kSocs.parse(name, source);
 }
 
 std::string soc_name(Soc soc) {
-  switch (soc) {
-    case Soc::kNone:
-      return "none";
-    case Soc::kAtlasTraining:
-      return "atlas-training";
-    case Soc::kAtlasA2:
-      return "atlas-a2";
-    case Soc::kAtlasA3:
-      return "atlas-a3";
-  }
-  return "?";
+  return std::string(kSocs.name(soc));
 }
 
 void check_server_devices(Soc soc, const std::vector<int>& devices) {

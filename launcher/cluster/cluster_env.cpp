@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "basics/enum_table.hpp"
 #include "basics/text.hpp"
 #include "basics/usage_error.hpp"
 #include "cluster/hostlist.hpp"
@@ -55,10 +56,10 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
         "--cluster slurm: SLURM_JOB_ID is not set; run npu_run inside a Slurm job (srun)");
   if (!step) {
     // The batch script itself, outside srun: only this one agent exists.
-    d.description = fmt::format("Slurm job {} (batch script, not an srun step)", *job);
+    d.facts.description = fmt::format("Slurm job {} (batch script, not an srun step)", *job);
     const int nnodes = int_var(env, "SLURM_NNODES", 1, 1'000'000).value_or(1);
     if (nnodes > 1 || forced) {
-      d.warnings.push_back(
+      d.facts.warnings.push_back(
           fmt::format("npu_run runs in the batch script of Slurm job {}, outside srun: only this "
                       "node takes part. To use all "
                       "{} nodes, start it with `srun --ntasks-per-node=1 npu_run ...`",
@@ -66,7 +67,7 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
     }
     return d;
   }
-  d.description = fmt::format("Slurm job {} step {}", *job, *step);
+  d.facts.description = fmt::format("Slurm job {} step {}", *job, *step);
   std::string nodes_var;
   const auto nodelist =
       first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, nodes_var);
@@ -90,29 +91,30 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
     d.nnodes = int_var(env, "SLURM_STEP_NUM_TASKS", 1, 1'000'000).value_or(nodes);
     d.node_rank = int_var(env, "SLURM_PROCID", 0, 1'000'000);
     d.agent_index = int_var(env, "SLURM_LOCALID", 0, 1'000'000).value_or(0);
-    d.detected.push_back(
+    d.facts.detected.push_back(
         fmt::format("nnodes = {} (SLURM_STEP_NUM_TASKS: agents, --agents-per-node {})", *d.nnodes,
                     agents_per_node));
     if (d.node_rank)
-      d.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
+      d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
   } else {
     d.nnodes = nodes;
     d.node_rank = int_var(env, "SLURM_NODEID", 0, 1'000'000);
-    d.detected.push_back(
+    d.facts.detected.push_back(
         fmt::format("nnodes = {} ({})", nodes, node_count ? count_var : nodes_var));
     if (d.node_rank)
-      d.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
+      d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
   }
   if (nodelist) {
     d.master_addr = first_host(*nodelist);
-    d.detected.push_back(
+    d.facts.detected.push_back(
         fmt::format("master = {} (first host of {}={})", *d.master_addr, nodes_var, *nodelist));
   }
   d.run_id = fmt::format("{}.{}", *job, *step);
   d.master_port = port_for_job(*job);
-  d.detected.push_back(fmt::format("run id = {} (job.step)", *d.run_id));
-  d.detected.push_back(fmt::format("master port = {} (from job id {}: {} + id mod {})",
-                                   *d.master_port, *job, kDerivedPortBase, kDerivedPortCount));
+  d.facts.detected.push_back(fmt::format("run id = {} (job.step)", *d.run_id));
+  d.facts.detected.push_back(fmt::format("master port = {} (from job id {}: {} + id mod {})",
+                                         *d.master_port, *job, kDerivedPortBase,
+                                         kDerivedPortCount));
   return d;
 }
 
@@ -133,12 +135,12 @@ ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
                   "`mpirun --map-by ppr:1:node`",
                   local_size));
   const auto job = lookup(env, "OMPI_MCA_ess_base_jobid").value_or("0");
-  d.description = fmt::format("Open MPI job {} ({} processes)", job, *size);
+  d.facts.description = fmt::format("Open MPI job {} ({} processes)", job, *size);
   d.nnodes = size;
   d.node_rank = rank;
   d.agent_index = int_var(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 1'000'000).value_or(0);
-  d.detected.push_back(fmt::format("nnodes = {} (OMPI_COMM_WORLD_SIZE)", *size));
-  d.detected.push_back(fmt::format("node rank = {} (OMPI_COMM_WORLD_RANK)", *rank));
+  d.facts.detected.push_back(fmt::format("nnodes = {} (OMPI_COMM_WORLD_SIZE)", *size));
+  d.facts.detected.push_back(fmt::format("node rank = {} (OMPI_COMM_WORLD_RANK)", *rank));
   // mpirun's own address ("...;tcp://10.0.0.1:port;...") is where it was started: usually the
   // first node, which hosts rank 0. --master-addr overrides it.
   if (const auto uri = lookup(env, "OMPI_MCA_orte_hnp_uri")) {
@@ -147,14 +149,14 @@ ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
       const auto start = tcp + 6;
       const auto end = uri->find_first_of(":,;", start);
       d.master_addr = uri->substr(start, end - start);
-      d.detected.push_back(
+      d.facts.detected.push_back(
           fmt::format("master = {} (mpirun's address in OMPI_MCA_orte_hnp_uri)", *d.master_addr));
     }
   }
   d.run_id = fmt::format("mpi-{}", job);
   d.master_port = port_for_job(job);
-  d.detected.push_back(fmt::format("run id = {}", *d.run_id));
-  d.detected.push_back(fmt::format("master port = {} (from job id {})", *d.master_port, job));
+  d.facts.detected.push_back(fmt::format("run id = {}", *d.run_id));
+  d.facts.detected.push_back(fmt::format("master port = {} (from job id {})", *d.master_port, job));
   return d;
 }
 
@@ -167,52 +169,41 @@ ClusterDefaults detect_k8s(const EnvMap& env, bool forced) {
     throw UsageError(
         "--cluster k8s: WORLD_SIZE and RANK are not set; a PyTorchJob gives them to every pod");
   }
-  d.description = "Kubernetes pod (PyTorchJob)";
+  d.facts.description = "Kubernetes pod (PyTorchJob)";
   // Per pod: WORLD_SIZE pods, this is pod RANK, MASTER_ADDR:MASTER_PORT is the master pod.
   if (world) {
     d.nnodes = world;
-    d.detected.push_back(fmt::format("nnodes = {} (WORLD_SIZE: pods)", *world));
+    d.facts.detected.push_back(fmt::format("nnodes = {} (WORLD_SIZE: pods)", *world));
   }
   if (rank) {
     d.node_rank = rank;
-    d.detected.push_back(fmt::format("node rank = {} (RANK)", *rank));
+    d.facts.detected.push_back(fmt::format("node rank = {} (RANK)", *rank));
   }
   if (auto addr = lookup(env, "MASTER_ADDR")) {
     d.master_addr = addr;
-    d.detected.push_back(fmt::format("master = {} (MASTER_ADDR)", *addr));
+    d.facts.detected.push_back(fmt::format("master = {} (MASTER_ADDR)", *addr));
   }
   if (auto port = int_var(env, "MASTER_PORT", 1, 65535)) {
     d.master_port = port;
-    d.detected.push_back(fmt::format("master port = {} (MASTER_PORT)", *port));
+    d.facts.detected.push_back(fmt::format("master port = {} (MASTER_PORT)", *port));
   }
   return d;
 }
 
 }  // namespace
 
-ClusterKind parse_cluster_kind(const std::string& name, const std::string& source) {
-  if (name == "auto") return ClusterKind::kAuto;
-  if (name == "none") return ClusterKind::kNone;
-  if (name == "slurm") return ClusterKind::kSlurm;
-  if (name == "mpi") return ClusterKind::kMpi;
-  if (name == "k8s") return ClusterKind::kK8s;
-  throw UsageError(fmt::format("{} '{}': expected auto, slurm, mpi, k8s or none", source, name));
-}
+namespace {
 
-std::string cluster_kind_name(ClusterKind kind) {
-  switch (kind) {
-    case ClusterKind::kAuto:
-      return "auto";
-    case ClusterKind::kNone:
-      return "none";
-    case ClusterKind::kSlurm:
-      return "slurm";
-    case ClusterKind::kMpi:
-      return "mpi";
-    case ClusterKind::kK8s:
-      return "k8s";
-  }
-  return "?";
+constexpr EnumTable<ClusterKind, 5> kClusterKinds({{{ClusterKind::kAuto, "auto"},
+                                                    {ClusterKind::kSlurm, "slurm"},
+                                                    {ClusterKind::kMpi, "mpi"},
+                                                    {ClusterKind::kK8s, "k8s"},
+                                                    {ClusterKind::kNone, "none"}}});
+
+}  // namespace
+
+ClusterKind parse_cluster_kind(const std::string& name, const std::string& source) {
+  return kClusterKinds.parse(name, source);
 }
 
 std::vector<int> parse_tasks_per_node(const std::string& text, const std::string& source) {

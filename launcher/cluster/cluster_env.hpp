@@ -15,7 +15,6 @@ enum class ClusterKind { kAuto, kNone, kSlurm, kMpi, kK8s };
 
 // "slurm", "mpi", "k8s", "none", "auto"; throws UsageError naming `source`.
 ClusterKind parse_cluster_kind(const std::string& name, const std::string& source);
-std::string cluster_kind_name(ClusterKind kind);
 
 // Master ports derived from a job id fall in [kDerivedPortBase, kDerivedPortBase +
 // kDerivedPortCount): below the kernel's ephemeral range and far from HCCL's ports, and the same on
@@ -23,18 +22,23 @@ std::string cluster_kind_name(ClusterKind kind);
 inline constexpr int kDerivedPortBase = 20000;
 inline constexpr int kDerivedPortCount = 10000;
 
+// What the environment said, for the log: not configuration.
+struct ClusterFacts {
+  std::string description;  // "Slurm job 123 step 0"; empty: no scheduler found
+  // "name = value (source)" for every value taken from the environment, logged once.
+  std::vector<std::string> detected;
+  std::vector<std::string> warnings;
+};
+
 struct ClusterDefaults {
   ClusterKind kind = ClusterKind::kNone;
-  std::string description;  // "Slurm job 123 step 0", for the log
+  ClusterFacts facts;
   std::optional<int> nnodes;
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
   std::optional<std::string> run_id;
   int agent_index = 0;  // which of the agents that share this node this one is (device slice)
-  // "name = value (source)" for every value taken from the environment, logged once.
-  std::vector<std::string> detected;
-  std::vector<std::string> warnings;
 };
 
 // `agents_per_node` is --agents-per-node: more agents than that on one node is refused

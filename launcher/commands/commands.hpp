@@ -1,52 +1,100 @@
-// The commands of the npu_run binary; main() only parses and dispatches.
+// The commands of the npu_run binary: the launch (`npu_run [OPTIONS] SCRIPT`) and one subcommand
+// per file, each with its options and its run. subcommands.cpp lists them: main() dispatches
+// from that table, and --help, the completion and the man page list the same names.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
-#include "cli/command_line.hpp"
+#include "agent/rendezvous_settings.hpp"
+#include "basics/environment.hpp"
+#include "cli/early_exit.hpp"
+#include "cli/parse_launch.hpp"
+#include "doctor/doctor.hpp"
+#include "rendezvous/server.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace npu_run {
 
-// `npu_run [OPTIONS] SCRIPT ...`: this node's agent (and, on node 0 of a multi-node job, the
-// rendezvous server). Returns npu_run's exit status.
-int launch(const LaunchConfig& parsed, const EnvMap& env);
+// A command's option table and the values it fills, built fresh for each use (a parse, the
+// completion, --help).
+class OptionTable {
+ public:
+  virtual ~OptionTable() = default;
+  virtual CLI::App& app() = 0;
+};
 
-// `npu_run rdzv-server ...`: the rendezvous server alone. Returns the job's exit status.
-int serve(const ServerCommand& command);
-
-// `npu_run hostnames [EXPR]`: a Slurm hostlist, one host per line, like `scontrol show
-// hostnames` (EXPR defaults to $SLURM_JOB_NODELIST); 2 with the error for invalid input.
-int print_hostnames(const std::vector<std::string>& args, const EnvMap& env);
-
-// `npu_run doctor ...`: prints the checks; 0 unless one failed.
-int doctor(const DoctorCommand& command);
-
-// `npu_run rank-table ...`: writes a rank table (or a merged one). Returns 0.
-int make_rank_table(const RankTableCommand& command);
-
-// `npu_run --version`: version, git commit, build type and linkage, architecture, and what the
-// running kernel offers (pidfd_open, clone3, close_range, getrandom).
-std::string version_report();
-
-// `npu_run completion bash`: prints the bash completion script; 2 for any other shell.
-int print_completion(const std::vector<std::string>& args, const EnvMap& env);
-// The completion script for these commands' options and these subcommand names.
-std::string bash_completion(const std::vector<CommandCompletion>& commands,
-                            const std::vector<std::string>& subcommand_names);
-
-// A subcommand: `npu_run NAME ARGS...`, run with ARGS and the environment; returns the exit status.
 struct Subcommand {
   const char* name;
+  const char* summary;                                    // one line for npu_run --help
+  std::function<std::unique_ptr<OptionTable>()> options;  // null: no options of its own
   std::function<int(const std::vector<std::string>& args, const EnvMap& env)> run;
 };
-// Every subcommand, in the order `npu_run --help` and the completion list them.
+// Every subcommand, in the order --help lists them.
 const std::vector<Subcommand>& subcommands();
+// "Subcommands:" and a line each, for npu_run --help.
+std::string subcommand_list();
 
 // Prints an early exit (help, version, usage error) and returns its exit status.
 int report_early_exit(const EarlyExit& early);
 // Runs `command`; a UsageError becomes exit 2, any other exception exit 1, each with its message.
 int run_guarded(const std::function<int()>& command);
+
+// `npu_run [OPTIONS] SCRIPT ...`: this node's agent (and, on node 0 of a multi-node job, the
+// rendezvous server). Returns npu_run's exit status.
+int launch(const ParsedLaunch& parsed, const EnvMap& env);
+// The launch's option table, for the completion.
+std::unique_ptr<OptionTable> launch_options();
+
+// `npu_run rdzv-server ...`: the rendezvous server alone, on a host of its own.
+struct ServerCommand {
+  rdzv::JobSettings settings;
+  rdzv::ServerOptions options;
+  std::string log_level = "info";
+};
+std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env);
+int serve(const ServerCommand& command);
+
+// `npu_run rank-table ...`: write an HCCL rank table for this server, or merge several.
+struct RankTableCommand {
+  std::vector<std::string> merge_inputs;  // non-empty: merge these tables
+  std::vector<int> devices;               // generate: physical ids, in rank order
+  std::vector<std::string> device_ips;    // one per device (from --device-ips or hccn.conf)
+  std::string server_id;                  // empty: this host's primary address
+  std::string output;                     // empty: the classic file name; "-": stdout
+  std::string version = "1.0";
+  std::string super_pod_id = "0";
+  std::vector<int> super_device_ids;  // version 1.2, one per device
+};
+std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
+    const std::vector<std::string>& args, const EnvMap& env);
+int make_rank_table(const RankTableCommand& command);
+
+// `npu_run doctor ...`: check this host for large or Ascend jobs.
+struct DoctorCommand {
+  DoctorSettings settings;
+  bool json = false;
+};
+std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env);
+int doctor(const DoctorCommand& command);
+
+// `npu_run hostnames [EXPR]`: a Slurm hostlist, one host per line, like `scontrol show
+// hostnames` (EXPR defaults to $SLURM_JOB_NODELIST); 2 with the error for invalid input.
+int print_hostnames(const std::vector<std::string>& args, const EnvMap& env);
+
+// `npu_run completion bash`: the bash completion script, from the option tables.
+int print_completion(const std::vector<std::string>& args, const EnvMap& env);
+
+// `npu_run --version`: version, git commit, build type and linkage, architecture, and what the
+// running kernel offers (pidfd_open, clone3, close_range, getrandom).
+std::string version_report();
 
 }  // namespace npu_run

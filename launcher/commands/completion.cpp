@@ -3,6 +3,7 @@
 // share/bash-completion/completions/npu_run.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <set>
 
@@ -13,6 +14,30 @@
 namespace npu_run {
 
 namespace {
+
+// The options of one command as its CLI11 table defines them.
+struct OptionCompletion {
+  std::vector<std::string> names;  // "-t", "--tee", ...
+  bool takes_value = false;
+  std::string type_name;  // FILE, DIR, {a,b,...}, or what CLI11 shows (TEXT, INT, ...)
+};
+struct CommandCompletion {
+  std::string name;  // "" for the launch command, else the subcommand
+  std::vector<OptionCompletion> options;
+};
+
+CommandCompletion completion_of(std::string name, OptionTable& table) {
+  CommandCompletion command{std::move(name), {}};
+  for (const CLI::Option* opt : table.app().get_options()) {
+    OptionCompletion option;
+    for (const auto& s : opt->get_snames()) option.names.push_back("-" + s);
+    for (const auto& l : opt->get_lnames()) option.names.push_back("--" + l);
+    option.takes_value = opt->get_expected_max() > 0;  // 0 for a flag
+    option.type_name = opt->get_type_name();
+    command.options.push_back(std::move(option));
+  }
+  return command;
+}
 
 // How the value of an option completes: "file", "dir", "words:a b c", or "text" (nothing to
 // offer); empty for a flag.
@@ -40,8 +65,7 @@ bool safe_for_bash(const std::string& text) {
   return true;
 }
 
-}  // namespace
-
+// The script for these commands' options and these subcommand names.
 std::string bash_completion(const std::vector<CommandCompletion>& commands,
                             const std::vector<std::string>& subcommand_names) {
   std::string kinds;    // case arms of _npu_run_kind: "cmd option") echo kind
@@ -129,6 +153,8 @@ complete -F _npu_run npu_run
       fmt::arg("subcommands", subcommands), fmt::arg("subcommand_pattern", subcommand_pattern));
 }
 
+}  // namespace
+
 int print_completion(const std::vector<std::string>& args, const EnvMap&) {
   if (args.size() != 1 || args.front() != "bash") {
     std::cerr << "npu_run: error: usage: npu_run completion bash (bash is the one shell "
@@ -137,8 +163,12 @@ int print_completion(const std::vector<std::string>& args, const EnvMap&) {
     return kExitUsage;
   }
   std::vector<std::string> names;
-  for (const Subcommand& sub : subcommands()) names.emplace_back(sub.name);
-  std::cout << bash_completion(command_completions(), names);
+  std::vector<CommandCompletion> commands = {completion_of("", *launch_options())};
+  for (const Subcommand& sub : subcommands()) {
+    names.emplace_back(sub.name);
+    if (sub.options) commands.push_back(completion_of(sub.name, *sub.options()));
+  }
+  std::cout << bash_completion(commands, names);
   return 0;
 }
 

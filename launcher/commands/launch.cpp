@@ -3,7 +3,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/host_name.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <iostream>
@@ -11,16 +10,19 @@
 #include <thread>
 
 #include "agent/agent_log.hpp"
+#include "agent/assignment.hpp"
 #include "agent/job_token.hpp"
 #include "agent/local_agent.hpp"
 #include "agent/local_rendezvous.hpp"
 #include "agent/plan_printer.hpp"
+#include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
 #include "agent/tcp_rendezvous.hpp"
 #include "agent/worker_plan.hpp"
 #include "basics/kernel_features.hpp"
 #include "basics/token_file.hpp"
 #include "commands/commands.hpp"
+#include "net/address_probe.hpp"
 #include "net/held_port.hpp"
 #include "rendezvous/server.hpp"
 #include "workers/child_exits.hpp"
@@ -35,19 +37,12 @@ namespace asio = boost::asio;
 int print_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& host) {
   const Assignment assignment = planned_assignment(cfg, host);
   const std::string run_dir = RunDirectory::preview(cfg, env);
-  const AttemptLayout layout{run_dir, cfg.log_dir.has_value() || cfg.log_dir_is_temporary, 0};
+  const AttemptLayout layout{run_dir,
+                             cfg.output.log_dir.has_value() || cfg.output.log_dir_is_temporary, 0};
   const auto specs = make_worker_specs(cfg, assignment, layout, env);
-  std::cout << (cfg.json ? format_plan_json(cfg, assignment, specs, run_dir)
-                         : format_plan_text(cfg, assignment, specs, run_dir));
+  std::cout << (cfg.agent.json ? format_plan_json(cfg, assignment, specs, run_dir)
+                               : format_plan_text(cfg, assignment, specs, run_dir));
   return 0;
-}
-
-// True when something accepts TCP connections on `endpoint` (a local address: answers at once).
-bool someone_listens(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint) {
-  asio::ip::tcp::socket probe(io);
-  boost::system::error_code ec;
-  probe.connect(endpoint, ec);
-  return !ec;
 }
 
 // Node 0 hosts the rendezvous server: the agent with --node-rank 0, or, without --node-rank,
@@ -55,19 +50,14 @@ bool someone_listens(asio::io_context& io, const asio::ip::tcp::endpoint& endpoi
 // when the port is already served, e.g. by `npu_run rdzv-server`) joins as a client.
 std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& io,
                                                               const LaunchConfig& cfg) {
-  if (cfg.node_rank && *cfg.node_rank != 0) return nullptr;
-  boost::system::error_code ec;
-  asio::ip::tcp::resolver resolver(io);
-  const auto results = resolver.resolve(cfg.master_addr, std::to_string(cfg.master_port), ec);
-  if (ec) return nullptr;  // the client reports unresolvable names, with its timeout
-  rdzv::ServerOptions options;
-  options.port = cfg.master_port;
-  options.backlog = cfg.rdzv_backlog;
-  options.exit_barrier_timeout = cfg.exit_barrier_timeout;
-  options.handshake_timeout = cfg.rdzv_handshake_timeout;
+  if (cfg.shape.node_rank && *cfg.shape.node_rank != 0) return nullptr;
+  const ResolvedEndpoints resolved =
+      resolve_endpoints(cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
+  // An unresolvable name: the client reports it, with its timeout.
   std::mt19937 rng(std::random_device{}());
-  for (const auto& entry : results) {
-    options.bind_addr = entry.endpoint().address().to_string();
+  for (const auto& endpoint : resolved.endpoints) {
+    const rdzv::ServerOptions options = server_options(
+        endpoint.address().to_string(), cfg.rendezvous.master_port, cfg.rendezvous.timing);
     // "Address in use" with nobody accepting there is a clash that passes (two agents of one
     // host binding at the same moment, a socket on its way out): try again shortly, so that
     // exactly one agent ends up serving instead of all of them waiting for a server.
@@ -77,7 +67,7 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
       } catch (const rdzv::BindError& e) {
         if (e.address_not_local) break;
         if (!e.address_in_use) throw std::runtime_error(e.what());
-        if (someone_listens(io, entry.endpoint())) {
+        if (someone_listens(endpoint)) {
           spdlog::info("{}:{} is already served here; joining it as a client", options.bind_addr,
                        options.port);
           return nullptr;
@@ -87,8 +77,7 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
         if (attempt == 19) {
           spdlog::warn(
               "cannot host the rendezvous on {}:{}: the port is in use, but nothing accepts "
-              "connections "
-              "there; free it or choose another --master-port",
+              "connections there; free it or choose another --master-port",
               options.bind_addr, options.port);
         }
       }
@@ -100,29 +89,36 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
 // The Slurm step's token is derived only now, when an agent really starts: reading the
 // command line (and --dry-run) creates no files.
 LaunchConfig with_derived_token(LaunchConfig cfg) {
-  if (cfg.rdzv_token.empty() && !cfg.rdzv_token_secret.empty() && !cfg.dry_run)
-    cfg.rdzv_token = derive_job_token(cfg.rdzv_token_secret, cfg.rdzv_token_job);
+  if (const auto* derived = std::get_if<DerivedToken>(&cfg.rendezvous.token);
+      derived != nullptr && !cfg.agent.dry_run) {
+    cfg.rendezvous.token =
+        GivenToken{derive_job_token(derived->secret_path, derived->job), derived->source};
+  }
   return cfg;
+}
+
+void log_cluster_facts(const ClusterFacts& facts) {
+  if (!facts.description.empty()) {
+    spdlog::info("{}{}{}", facts.description, facts.detected.empty() ? "" : ": ",
+                 fmt::join(facts.detected, "; "));
+  }
+  for (const auto& warning : facts.warnings) spdlog::warn("{}", warning);
 }
 
 }  // namespace
 
-int launch(const LaunchConfig& parsed, const EnvMap& env) {
-  const LaunchConfig cfg = with_derived_token(parsed);
+int launch(const ParsedLaunch& parsed, const EnvMap& env) {
+  const LaunchConfig cfg = with_derived_token(parsed.config);
   const std::string host = asio::ip::host_name();
-  configure_agent_logging(cfg.log_level, host, cfg.node_rank);
+  configure_agent_logging(cfg.agent.log_level, host, cfg.shape.node_rank);
   spdlog::debug("kernel {}: worker exits observed through {}", describe_kernel(kernel_features()),
                 to_string(ChildExits::preferred()));
-  if (!cfg.cluster_description.empty()) {
-    spdlog::info("{}{}{}", cfg.cluster_description, cfg.cluster_detected.empty() ? "" : ": ",
-                 fmt::join(cfg.cluster_detected, "; "));
-  }
-  for (const auto& warning : cfg.cluster_warnings) spdlog::warn("{}", warning);
+  log_cluster_facts(parsed.cluster);
   // Where the token came from, never the token itself.
-  if (cfg.multi_node() && !cfg.rdzv_token_source.empty())
-    spdlog::info("rendezvous token: {}", cfg.rdzv_token_source);
-  if (!cfg.multi_node()) require_local_address(cfg.master_addr, "--master-addr");
-  if (cfg.dry_run) return print_plan(cfg, env, host);
+  if (cfg.shape.multi_node() && !token_source(cfg.rendezvous.token).empty())
+    spdlog::info("rendezvous token: {}", token_source(cfg.rendezvous.token));
+  if (!cfg.shape.multi_node()) require_local_address(cfg.rendezvous.master_addr, "--master-addr");
+  if (cfg.agent.dry_run) return print_plan(cfg, env, host);
 
   // The guardian is forked first, while the agent is small and has no threads or sockets.
   Guardian guardian;
@@ -130,15 +126,15 @@ int launch(const LaunchConfig& parsed, const EnvMap& env) {
   (void)std::signal(SIGPIPE, SIG_IGN);
   RunDirectory run_dir = RunDirectory::create(cfg, env);
   asio::io_context io;
-  const std::string hccl_base = lookup(env, "HCCL_IF_BASE_PORT").value_or("");
+  const std::vector<PortRange> avoid = worker_ports_to_avoid(env, cfg.rendezvous.master_port);
 
   std::unique_ptr<rdzv::RendezvousServer> server;
   std::unique_ptr<Rendezvous> rendezvous;
-  if (cfg.multi_node()) {
+  if (cfg.shape.multi_node()) {
     server = host_server_if_node_0(io, cfg);
-    rendezvous = std::make_unique<TcpRendezvous>(io, cfg, host, hccl_base);
+    rendezvous = std::make_unique<TcpRendezvous>(io, cfg, host, avoid);
   } else {
-    rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, hccl_base);
+    rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, avoid);
   }
   LocalAgent agent(io, cfg, *rendezvous,
                    AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr},
@@ -163,7 +159,8 @@ int launch(const LaunchConfig& parsed, const EnvMap& env) {
     if (server && !server_done && !server->job_finished()) {
       if (server->round_in_progress()) {
         // This node has reported; the others still have to stop and hear the decision.
-        server_grace.expires_after(cfg.term_timeout + cfg.exit_barrier_timeout);
+        server_grace.expires_after(cfg.supervision.term_timeout +
+                                   cfg.rendezvous.timing.exit_barrier_timeout);
         server_grace.async_wait([&](boost::system::error_code ec) {
           if (!ec) server->stop();
         });

@@ -1,13 +1,75 @@
-// The table of subcommands: main() dispatches from it, and `npu_run completion bash` lists it.
+// The table of subcommands: main() dispatches from it; --help, the completion and the man page
+// list the same names.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "basics/usage_error.hpp"
+#include "cli/launch_options.hpp"
 #include "commands/commands.hpp"
 
 namespace npu_run {
 
+std::unique_ptr<OptionTable> serve_options();
+std::unique_ptr<OptionTable> rank_table_options();
+std::unique_ptr<OptionTable> doctor_options();
+
+namespace {
+
+// Parses with `parse`, then runs `run` on the parsed command (or prints the early exit).
+template <typename Parse, typename Run>
+int parse_and_run(Parse parse, Run run) {
+  auto parsed = parse();
+  if (auto* early = std::get_if<EarlyExit>(&parsed)) return report_early_exit(*early);
+  return run_guarded([&] { return run(std::get<0>(parsed)); });
+}
+
+class LaunchOptionTable : public OptionTable {
+ public:
+  CLI::App& app() override { return options_.app(); }
+
+ private:
+  LaunchOptions options_;
+};
+
+}  // namespace
+
+const std::vector<Subcommand>& subcommands() {
+  static const std::vector<Subcommand> table = {
+      {"rdzv-server", "run the rendezvous alone, on a host of its own", serve_options,
+       [](const std::vector<std::string>& args, const EnvMap& env) {
+         return parse_and_run([&] { return parse_server_command(args, env); }, serve);
+       }},
+      {"rank-table", "write this server's HCCL rank table, or merge several", rank_table_options,
+       [](const std::vector<std::string>& args, const EnvMap& env) {
+         return parse_and_run([&] { return parse_rank_table_command(args, env); }, make_rank_table);
+       }},
+      {"doctor", "check this host for large or Ascend jobs, with the fix for each finding",
+       doctor_options,
+       [](const std::vector<std::string>& args, const EnvMap& env) {
+         return parse_and_run([&] { return parse_doctor_command(args, env); }, doctor);
+       }},
+      {"hostnames", "expand a Slurm hostlist, one host per line", nullptr, print_hostnames},
+      {"completion", "print the bash completion script", nullptr, print_completion},
+  };
+  return table;
+}
+
+std::string subcommand_list() {
+  std::string text = "Subcommands (npu_run SUBCOMMAND --help for their options):\n";
+  for (const Subcommand& sub : subcommands())
+    text += fmt::format("  {:<12} {}\n", sub.name, sub.summary);
+  return text;
+}
+
+std::unique_ptr<OptionTable> launch_options() {
+  return std::make_unique<LaunchOptionTable>();
+}
+
 int report_early_exit(const EarlyExit& early) {
-  (early.to_stderr ? std::cerr : std::cout) << (early.version ? version_report() : early.text);
+  std::string text = early.version ? version_report() : early.text;
+  if (early.help) text += subcommand_list();
+  (early.to_stderr ? std::cerr : std::cout) << text;
   return early.exit_code;
 }
 
@@ -21,38 +83,6 @@ int run_guarded(const std::function<int()>& command) {
     std::cerr << "npu_run: error: " << e.what() << "\n";
     return 1;
   }
-}
-
-namespace {
-
-// Parses with `parse`, then runs `run` on the parsed command (or prints the early exit).
-template <typename Parse, typename Run>
-int parse_and_run(Parse parse, Run run) {
-  auto parsed = parse();
-  if (auto* early = std::get_if<EarlyExit>(&parsed)) return report_early_exit(*early);
-  return run_guarded([&] { return run(std::get<0>(parsed)); });
-}
-
-}  // namespace
-
-const std::vector<Subcommand>& subcommands() {
-  static const std::vector<Subcommand> table = {
-      {"rdzv-server",
-       [](const std::vector<std::string>& args, const EnvMap&) {
-         return parse_and_run([&] { return parse_server_command(args); }, serve);
-       }},
-      {"rank-table",
-       [](const std::vector<std::string>& args, const EnvMap& env) {
-         return parse_and_run([&] { return parse_rank_table_command(args, env); }, make_rank_table);
-       }},
-      {"doctor",
-       [](const std::vector<std::string>& args, const EnvMap& env) {
-         return parse_and_run([&] { return parse_doctor_command(args, env); }, doctor);
-       }},
-      {"hostnames", print_hostnames},
-      {"completion", print_completion},
-  };
-  return table;
 }
 
 }  // namespace npu_run

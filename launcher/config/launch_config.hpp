@@ -1,5 +1,6 @@
-// LaunchConfig: everything the command line and PET_* environment asked for, validated once.
-// Nothing downstream re-parses flags; later stages only read this.
+// LaunchConfig: everything a launch was asked for (command line, PET_* variables, the scheduler's
+// environment), resolved and checked once by the cli layer, one sub-struct per concern. Nothing
+// downstream re-parses flags or reads the files they name again; later stages only read this.
 #pragma once
 
 #include <chrono>
@@ -7,12 +8,16 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "ascend/rank_table.hpp"
 #include "ascend/topology.hpp"
 #include "config/rank_stream_map.hpp"
 
 namespace npu_run {
+
+using std::chrono::milliseconds;
 
 enum class WorkerMode {
   kPythonScript,  // $PYTHON_EXEC -u SCRIPT ARGS
@@ -20,81 +25,133 @@ enum class WorkerMode {
   kExecutable,    // --no-python: SCRIPT ARGS
 };
 
-struct LaunchConfig {
-  // What each worker runs.
+// What each worker runs.
+struct WorkerCommand {
   WorkerMode mode = WorkerMode::kPythonScript;
   std::string entrypoint;         // script, module, or executable as the user wrote it
   std::vector<std::string> args;  // the user's arguments after it (before ${local_rank} expansion)
   std::string program;            // absolute path of the file exec'd: python or the executable
+  std::string role = "default";   // ROLE_NAME
+};
 
-  // Shape of the job.
+// How many nodes and workers, on which devices.
+struct JobShape {
   int nproc_per_node = 1;
   std::vector<int> devices;    // physical device id of each local rank
-  std::string devices_source;  // "default", "--devices", or what discovery found
-  Soc soc = Soc::kNone;        // topology rules to enforce
-  // --rank-table: "auto" (built through the rendezvous), a file, or unset.
-  std::optional<std::string> rank_table;
-  std::string hccn_conf;                // where --rank-table auto reads device addresses
-  std::vector<std::string> device_ips;  // --rank-table auto: address of each local rank's device
+  std::string devices_source;  // "default 0..N-1", "--devices", or what discovery found
   int min_nodes = 1;
   int max_nodes = 1;
   std::optional<int> node_rank;  // unset: assigned by the rendezvous
+  int agents_per_node = 1;       // --agents-per-node
+
+  bool multi_node() const { return max_nodes > 1; }
+};
+
+// The times and queue of a rendezvous: the same options, checks and defaults for the agents and
+// for `npu_run rdzv-server`.
+struct RendezvousTiming {
+  milliseconds join_timeout{900'000};  // to join (and re-join) a round
+  // Elastic: how long a round with MIN (but not MAX) nodes waits for more.
+  milliseconds last_call{30'000};
+  milliseconds heartbeat_interval{5'000};
+  milliseconds heartbeat_timeout{30'000};  // silence that counts as a lost peer
+  milliseconds exit_barrier_timeout{300'000};
+  milliseconds handshake_timeout{10'000};  // a new connection's hello (and token proof)
+  int backlog = 0;                         // 0: net.core.somaxconn
+};
+
+// Where the rendezvous token comes from. Never logged, never given to workers; `source` says
+// where it came from, for the log ("--rdzv-token-file /x").
+struct NoToken {};
+struct GivenToken {
+  std::string value;
+  std::string source;
+};
+// Inside a multi-node Slurm step without a token: derived from the user's secret for the job
+// when the agent starts (agent/job_token.hpp), so that parsing creates no files.
+struct DerivedToken {
+  std::string secret_path;
+  std::string job;
+  std::string source;
+};
+using RendezvousToken = std::variant<NoToken, GivenToken, DerivedToken>;
+// "" for no token.
+std::string token_source(const RendezvousToken& token);
+
+// Where and how the agents of the job meet.
+struct RendezvousConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::optional<std::string> local_addr;
-  std::string rdzv_backend = "static";
-  std::map<std::string, std::string> rdzv_conf;
+  std::optional<std::string> local_addr;  // the address peers use for this node
+  std::string backend = "static";         // torchrun's --rdzv-backend, accepted and recorded
+  std::map<std::string, std::string> conf;
   bool standalone = false;
-  int agents_per_node = 1;                    // --agents-per-node
-  std::string cluster_description;            // "Slurm job 12 step 0"; empty: none detected
-  std::vector<std::string> cluster_detected;  // values taken from it, logged once
-  std::vector<std::string> cluster_warnings;
+  std::string run_id = "none";
+  RendezvousTiming timing;
+  RendezvousToken token;
+};
+
+// --rank-table auto: built through the rendezvous from every node's devices and addresses.
+struct AutoRankTable {
+  std::string hccn_conf;                // where the addresses came from
+  std::vector<std::string> device_ips;  // address of each local rank's device
+};
+// --rank-table FILE: read and checked once, then matched against the assigned ranks.
+struct GivenRankTable {
+  std::string path;  // absolute
+  RankTable table;
+};
+
+// Ascend: topology rules and the rank table.
+struct AscendConfig {
+  Soc soc = Soc::kNone;
+  std::variant<std::monostate, AutoRankTable, GivenRankTable> rank_table;
+
+  bool rank_table_auto() const { return std::holds_alternative<AutoRankTable>(rank_table); }
+  const GivenRankTable* given_rank_table() const {
+    return std::get_if<GivenRankTable>(&rank_table);
+  }
+  std::vector<std::string> device_ips() const;  // for the rendezvous: auto tables only
+};
+
+// Stopping and restarting workers.
+struct SupervisionConfig {
+  int max_restarts = 0;
+  milliseconds term_timeout{30'000};  // grace between SIGTERM and SIGKILL
+  std::vector<int> stop_signals;      // signals that stop the job (--signals-to-handle)
   // Started by a launcher (mpirun/orted, slurmstepd) that is the job's link to the scheduler:
   // if that process exits, stop as on SIGTERM rather than run on as an orphan.
   bool stop_with_parent = false;
-  std::chrono::milliseconds rdzv_timeout{900'000};  // to join (and re-join) a round
-  // Elastic: how long a round with MIN (but not MAX) nodes waits for more.
-  std::chrono::milliseconds rdzv_last_call{30'000};
-  int rdzv_backlog = 0;  // 0: net.core.somaxconn
-  std::chrono::milliseconds heartbeat_interval{5'000};
-  std::chrono::milliseconds heartbeat_timeout{30'000};  // silence that counts as a lost peer
-  std::chrono::milliseconds exit_barrier_timeout{300'000};
-  // rdzv-conf read_timeout: a new rendezvous connection must finish its handshake within this.
-  std::chrono::milliseconds rdzv_handshake_timeout{10'000};
-  std::string run_id = "none";
-  std::string role = "default";
-  // The rendezvous token (rdzv_token.hpp); empty: none. Never logged, never given to workers.
-  std::string rdzv_token;
-  std::string rdzv_token_source;  // where it came from, for the log: "--rdzv-token-file /x"
-  // Inside a Slurm step without a token: derive_job_token(secret, job) when the agent starts.
-  std::string rdzv_token_secret;
-  std::string rdzv_token_job;
+};
 
-  // Supervision.
-  int max_restarts = 0;
-  std::chrono::milliseconds term_timeout{30'000};  // grace between SIGTERM and SIGKILL
-  std::vector<int> stop_signals;  // signals that stop the job (--signals-to-handle)
-
-  bool multi_node() const { return max_nodes > 1; }
-  bool rank_table_auto() const { return rank_table && *rank_table == "auto"; }
-  // Every node's device counts and addresses are needed (topology rules, generated rank tables).
-  bool wants_peers() const { return soc != Soc::kNone || rank_table_auto(); }
-
-  // Output of workers.
+// Where workers' output goes.
+struct OutputConfig {
   std::optional<std::string> log_dir;
   bool log_dir_is_temporary = false;  // created because -r/-t asked for files without --log-dir
   RankStreamMap redirects;
   RankStreamMap tee;
   std::optional<std::set<int>> local_ranks_filter;
   std::optional<std::string> prefix_template;  // set: console lines pass through the agent
+};
 
-  // Agent behaviour.
+// How the agent itself behaves.
+struct AgentOptions {
   std::string log_level = "info";
   bool dry_run = false;
   bool json = false;
 };
 
-// The text shown after a usage error and in --help; also used by tests.
-std::string worker_mode_name(WorkerMode mode);
+struct LaunchConfig {
+  WorkerCommand worker;
+  JobShape shape;
+  RendezvousConfig rendezvous;
+  AscendConfig ascend;
+  SupervisionConfig supervision;
+  OutputConfig output;
+  AgentOptions agent;
+
+  // Every node's device counts and addresses are needed (topology rules, generated rank tables).
+  bool wants_peers() const { return ascend.soc != Soc::kNone || ascend.rank_table_auto(); }
+};
 
 }  // namespace npu_run

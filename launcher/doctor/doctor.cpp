@@ -3,17 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ascend/hccl_ports.hpp"
 #include "ascend/hccn_conf.hpp"
 #include "basics/text.hpp"
 #include "basics/usage_error.hpp"
 #include "devices/device_discovery.hpp"
 #include "devices/device_list.hpp"
+#include "net/address_probe.hpp"
 #include "net/kernel_limits.hpp"
 
 namespace npu_run {
@@ -24,8 +24,6 @@ using Status = CheckResult::Status;
 
 // Descriptors the rendezvous server needs beyond one per node (logs, pipes, workers).
 constexpr long kDescriptorMargin = 1024;
-// HCCL's host ports: HCCL_IF_BASE_PORT and the 32 after it in newer CANN (16 in older ones).
-constexpr int kHcclPorts = 32;
 
 std::optional<std::string> read_text(const std::string& path) {
   std::ifstream in(path);
@@ -60,10 +58,9 @@ CheckResult queue_check(const DoctorSettings& s, const KernelQueue& queue) {
 
 CheckResult reserved_ports_check(const DoctorSettings& s) {
   CheckResult r{"net.ipv4.ip_local_reserved_ports", Status::kOk, "", ""};
-  const int base = static_cast<int>(
-      parse_integer(lookup(s.env, "HCCL_IF_BASE_PORT").value_or(""), 1, 65535 - kHcclPorts)
-          .value_or(60000));
-  const int last = base + kHcclPorts - 1;
+  const PortRange hccl = hccl_ports(s.env);
+  const int base = hccl.first;
+  const int last = hccl.last;
   const auto reserved = parse_port_ranges(
       read_text(s.proc_root + "/sys/net/ipv4/ip_local_reserved_ports").value_or(""));
   auto covered = [&](int port) {
@@ -71,14 +68,14 @@ CheckResult reserved_ports_check(const DoctorSettings& s) {
                        [&](const auto& span) { return port >= span.first && port <= span.second; });
   };
   int covered_count = 0;
-  while (covered_count < kHcclPorts && covered(base + covered_count)) ++covered_count;
+  while (covered_count < kHcclPortCount && covered(base + covered_count)) ++covered_count;
   const auto range =
       parse_port_ranges(read_text(s.proc_root + "/sys/net/ipv4/ip_local_port_range").value_or(""));
   // ip_local_port_range is "low<TAB>high"; parse_port_ranges reads it as two single ports.
   const int low = !range.empty() ? range.front().first : 32768;
   const int high = range.size() >= 2 ? range[1].first : 60999;
   const std::string ports = fmt::format("{}-{}", base, last);
-  if (covered_count == kHcclPorts) {
+  if (covered_count == kHcclPortCount) {
     r.detail = fmt::format("HCCL's host ports {} are reserved", ports);
     return r;
   }
@@ -156,33 +153,28 @@ CheckResult master_port_check(const DoctorSettings& s) {
     r.detail = fmt::format("checked by node 0; this is node {} of the job", *s.other_node_rank);
     return r;
   }
-  boost::asio::io_context io;
-  boost::system::error_code ec;
-  boost::asio::ip::tcp::resolver resolver(io);
-  const auto results = resolver.resolve(s.master_addr, std::to_string(s.master_port), ec);
-  if (ec) {
+  const ResolvedEndpoints resolved = resolve_endpoints(s.master_addr, s.master_port);
+  if (!resolved.error.empty()) {
     r.status = Status::kFail;
-    r.detail = fmt::format("cannot resolve '{}': {}", s.master_addr, ec.message());
+    r.detail = fmt::format("cannot resolve '{}': {}", s.master_addr, resolved.error);
     r.fix = "give --master-addr as an IP address, or fix name resolution";
     return r;
   }
-  for (const auto& entry : results) {
-    boost::asio::ip::tcp::acceptor probe(io);
-    probe.open(entry.endpoint().protocol(), ec);
-    if (!ec) probe.bind(entry.endpoint(), ec);
-    if (!ec) {
-      r.detail = fmt::format("free: node 0's agent can host the rendezvous here");
+  const BindProbe probe = probe_bind(resolved.endpoints);
+  switch (probe.outcome) {
+    case BindOutcome::kFree:
+      r.detail = "free: node 0's agent can host the rendezvous here";
       return r;
-    }
-    if (ec == boost::asio::error::address_in_use) {
+    case BindOutcome::kInUse:
       r.status = Status::kFail;
       r.detail = fmt::format("port {} is already in use on {}", s.master_port,
-                             entry.endpoint().address().to_string());
+                             probe.endpoint.address().to_string());
       r.fix =
           fmt::format("see who holds it: ss -ltnp 'sport = :{}'; or choose another --master-port",
                       s.master_port);
       return r;
-    }
+    case BindOutcome::kNotLocal:
+      break;
   }
   r.detail =
       fmt::format("{} is not an address of this host: the rendezvous runs there, check that host",
@@ -221,10 +213,7 @@ CheckResult hccn_check(const DoctorSettings& s, const DiscoveredDevices& found) 
                     : fmt::format("correct the line in {}", s.hccn_conf);
     return r;
   }
-  std::vector<std::string> missing;
-  for (int device : found.physical_ids) {
-    if (!ips.count(device)) missing.push_back(fmt::format("address_{}", device));
-  }
+  const std::vector<std::string> missing = missing_addresses(ips, found.physical_ids);
   if (missing.empty()) {
     r.detail = fmt::format("{} has an address for each of the {} NPUs", s.hccn_conf,
                            found.physical_ids.size());

@@ -6,8 +6,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 
-#include "basics/text.hpp"
 #include "basics/usage_error.hpp"
+#include "net/address_probe.hpp"
 
 namespace npu_run {
 
@@ -73,30 +73,15 @@ int HeldPort::port() const {
   return socket_->acceptor.local_endpoint().port();
 }
 
-std::vector<PortRange> ports_to_avoid(const std::string& hccl_if_base_port, int rendezvous_port) {
-  // An unset or malformed HCCL_IF_BASE_PORT means HCCL uses its default, 60000.
-  const int base =
-      static_cast<int>(parse_integer(hccl_if_base_port, 1, 65535 - 31).value_or(60000));
-  return {PortRange{base, base + 31}, PortRange{rendezvous_port, rendezvous_port}};
-}
-
 void require_local_address(const std::string& addr, const std::string& source) {
-  asio::io_context io;
-  boost::system::error_code ec;
-  tcp::resolver resolver(io);
-  const auto results = resolver.resolve(addr, "0", tcp::resolver::numeric_service, ec);
-  if (ec) {
+  const ResolvedEndpoints resolved = resolve_endpoints(addr, 0);
+  if (!resolved.error.empty()) {
     throw UsageError(
         fmt::format("{} '{}': cannot resolve it ({}); give an IP address or a host name "
                     "this machine can resolve",
-                    source, addr, ec.message()));
+                    source, addr, resolved.error));
   }
-  for (const auto& entry : results) {
-    tcp::acceptor probe(io);
-    probe.open(entry.endpoint().protocol(), ec);
-    if (!ec) probe.bind(entry.endpoint(), ec);
-    if (!ec) return;
-  }
+  if (probe_bind(resolved.endpoints).outcome != BindOutcome::kNotLocal) return;
   throw UsageError(fmt::format(
       "{} '{}' is not an address of this host, but a single-node job runs its workers here; "
       "drop it (127.0.0.1 is used) or give one of this host's addresses",

@@ -9,17 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "basics/port_range.hpp"
+
 namespace boost::asio {
 class io_context;
 }
 
 namespace npu_run {
-
-struct PortRange {
-  int first = 0;
-  int last = 0;  // inclusive
-  bool contains(int port) const { return port >= first && port <= last; }
-};
 
 class HeldPort {
  public:
@@ -37,10 +33,6 @@ class HeldPort {
  private:
   std::unique_ptr<Socket> socket_;
 };
-
-// The ports a worker MASTER_PORT must not use on this host: HCCL's host ports
-// (HCCL_IF_BASE_PORT, default 60000, and the 32 after it) and the rendezvous port.
-std::vector<PortRange> ports_to_avoid(const std::string& hccl_if_base_port, int rendezvous_port);
 
 // Throws UsageError unless `addr` (name or IP) resolves to an address of this host.
 void require_local_address(const std::string& addr, const std::string& source);

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "basics/usage_error.hpp"
-#include "cli/command_line.hpp"
+#include "cli/parse_launch.hpp"
 #include "cluster/cluster_env.hpp"
 #include "support/temp_dir.hpp"
 
@@ -42,14 +42,14 @@ EnvMap mpirun(int rank, int size, int local_rank, int local_size) {
 TEST_CASE("cluster: an srun step gives nnodes, node rank, master, run id and port", "[cluster]") {
   const ClusterDefaults d = detect_cluster(slurm_step(1), ClusterKind::kAuto, 1);
   CHECK(d.kind == ClusterKind::kSlurm);
-  CHECK(d.description == "Slurm job 4711 step 0");
+  CHECK(d.facts.description == "Slurm job 4711 step 0");
   CHECK(d.nnodes == 2);
   CHECK(d.node_rank == 1);
   CHECK(d.master_addr == "n1");
   CHECK(d.run_id == "4711.0");
   CHECK(d.master_port == kDerivedPortBase + 4711);
-  CHECK_THAT(d.detected.at(0), Contains("SLURM_STEP_NUM_NODES"));
-  CHECK(d.warnings.empty());
+  CHECK_THAT(d.facts.detected.at(0), Contains("SLURM_STEP_NUM_NODES"));
+  CHECK(d.facts.warnings.empty());
 }
 
 TEST_CASE("cluster: a master port from the job id stays in its documented range", "[cluster]") {
@@ -86,8 +86,8 @@ TEST_CASE("cluster: a multi-node batch script outside srun warns and runs on one
   const ClusterDefaults d = detect_cluster(env, ClusterKind::kAuto, 1);
   CHECK(d.kind == ClusterKind::kSlurm);
   CHECK_FALSE(d.nnodes);
-  REQUIRE(d.warnings.size() == 1);
-  CHECK_THAT(d.warnings[0],
+  REQUIRE(d.facts.warnings.size() == 1);
+  CHECK_THAT(d.facts.warnings[0],
              Contains("outside srun") && Contains("srun --ntasks-per-node=1 npu_run"));
 }
 
@@ -155,42 +155,46 @@ TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > def
     args.push_back(script);
     ParseResult r = parse_command_line(args, env);
     if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
-    return std::get<LaunchConfig>(r);
+    return std::get<ParsedLaunch>(r);
   };
-  LaunchConfig c = parse({});
-  CHECK(c.max_nodes == 2);
-  CHECK(c.node_rank == 1);
-  CHECK(c.master_addr == "n1");
-  CHECK(c.master_port == 24711);
-  CHECK(c.run_id == "4711.0");
-  CHECK(c.cluster_description == "Slurm job 4711 step 0");
+  ParsedLaunch p = parse({});
+  LaunchConfig c = p.config;
+  CHECK(c.shape.max_nodes == 2);
+  CHECK(c.shape.node_rank == 1);
+  CHECK(c.rendezvous.master_addr == "n1");
+  CHECK(c.rendezvous.master_port == 24711);
+  CHECK(c.rendezvous.run_id == "4711.0");
+  CHECK(p.cluster.description == "Slurm job 4711 step 0");
 
   c = parse({"--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.9", "--master-port",
-             "29400", "--run-id", "x"});
-  CHECK(c.max_nodes == 3);
-  CHECK(c.node_rank == 2);
-  CHECK(c.master_addr == "10.0.0.9");
-  CHECK(c.master_port == 29400);
-  CHECK(c.run_id == "x");
+             "29400", "--run-id", "x"})
+          .config;
+  CHECK(c.shape.max_nodes == 3);
+  CHECK(c.shape.node_rank == 2);
+  CHECK(c.rendezvous.master_addr == "10.0.0.9");
+  CHECK(c.rendezvous.master_port == 29400);
+  CHECK(c.rendezvous.run_id == "x");
   {
-    ScopedEnv pet(std::map<std::string, std::optional<std::string>>{{"PET_MASTER_PORT", "29555"},
-                                                                    {"PET_NNODES", "5"}});
-    c = parse({});
-    CHECK(c.master_port == 29555);
-    CHECK(c.max_nodes == 5);
-    CHECK(c.node_rank == 1);  // still from Slurm
+    env.insert({{"PET_MASTER_PORT", "29555"}, {"PET_NNODES", "5"}});
+    c = parse({}).config;
+    CHECK(c.rendezvous.master_port == 29555);
+    CHECK(c.shape.max_nodes == 5);
+    CHECK(c.shape.node_rank == 1);  // still from Slurm
   }
-  c = parse({"--cluster", "none"});
-  CHECK(c.max_nodes == 1);
-  CHECK(c.master_port == 29500);
-  CHECK(c.cluster_description.empty());
+  env.erase("PET_MASTER_PORT");
+  env.erase("PET_NNODES");
+  p = parse({"--cluster", "none"});
+  c = p.config;
+  CHECK(c.shape.max_nodes == 1);
+  CHECK(c.rendezvous.master_port == 29500);
+  CHECK(p.cluster.description.empty());
 
   // Agents sharing a node get their own devices unless --devices says otherwise.
   env = mpirun(1, 2, 1, 2);
   env["PATH"] = "/usr/bin:/bin";
   env["PYTHON_EXEC"] = "/bin/sh";
-  c = parse({"--agents-per-node", "2", "--nproc-per-node", "4"});
-  CHECK(c.devices == std::vector<int>{4, 5, 6, 7});
-  c = parse({"--agents-per-node", "2", "--nproc-per-node", "2", "--devices", "0,1"});
-  CHECK(c.devices == std::vector<int>{0, 1});
+  c = parse({"--agents-per-node", "2", "--nproc-per-node", "4"}).config;
+  CHECK(c.shape.devices == std::vector<int>{4, 5, 6, 7});
+  c = parse({"--agents-per-node", "2", "--nproc-per-node", "2", "--devices", "0,1"}).config;
+  CHECK(c.shape.devices == std::vector<int>{0, 1});
 }

@@ -2,7 +2,7 @@
 #include <csignal>
 #include <thread>
 
-#include "cli/command_line.hpp"
+#include "cli/parse_launch.hpp"
 #include "npu_run/version.hpp"
 #include "support/temp_dir.hpp"
 
@@ -27,7 +27,7 @@ struct Cli {
   LaunchConfig ok(const std::vector<std::string>& args) const {
     ParseResult r = parse(args);
     if (auto* e = std::get_if<EarlyExit>(&r)) FAIL("unexpected early exit: " << e->text);
-    return std::get<LaunchConfig>(r);
+    return std::get<ParsedLaunch>(r).config;
   }
 
   // The usage error text; fails unless parsing ended with exit code 2 on stderr.
@@ -47,39 +47,39 @@ struct Cli {
 TEST_CASE("cli: defaults match torchrun's", "[cli]") {
   Cli cli;
   const LaunchConfig c = cli.ok({cli.script});
-  CHECK(c.mode == WorkerMode::kPythonScript);
-  CHECK(c.program == "/bin/sh");  // PYTHON_EXEC
-  CHECK(c.entrypoint == cli.script);
-  CHECK(c.args.empty());
-  CHECK(c.nproc_per_node == 1);
-  CHECK(c.devices == std::vector<int>{0});
-  CHECK(c.min_nodes == 1);
-  CHECK(c.max_nodes == 1);
-  CHECK_FALSE(c.node_rank.has_value());
-  CHECK(c.master_addr == "127.0.0.1");
-  CHECK(c.master_port == 29500);
-  CHECK(c.run_id == "none");
-  CHECK(c.role == "default");
-  CHECK(c.max_restarts == 0);
-  CHECK(c.term_timeout == std::chrono::seconds(30));
-  CHECK(c.stop_signals == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
-  CHECK(c.redirects.empty());
-  CHECK(c.tee.empty());
-  CHECK_FALSE(c.log_dir.has_value());
-  CHECK_FALSE(c.log_dir_is_temporary);
-  CHECK_FALSE(c.dry_run);
+  CHECK(c.worker.mode == WorkerMode::kPythonScript);
+  CHECK(c.worker.program == "/bin/sh");  // PYTHON_EXEC
+  CHECK(c.worker.entrypoint == cli.script);
+  CHECK(c.worker.args.empty());
+  CHECK(c.shape.nproc_per_node == 1);
+  CHECK(c.shape.devices == std::vector<int>{0});
+  CHECK(c.shape.min_nodes == 1);
+  CHECK(c.shape.max_nodes == 1);
+  CHECK_FALSE(c.shape.node_rank.has_value());
+  CHECK(c.rendezvous.master_addr == "127.0.0.1");
+  CHECK(c.rendezvous.master_port == 29500);
+  CHECK(c.rendezvous.run_id == "none");
+  CHECK(c.worker.role == "default");
+  CHECK(c.supervision.max_restarts == 0);
+  CHECK(c.supervision.term_timeout == std::chrono::seconds(30));
+  CHECK(c.supervision.stop_signals == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(c.output.redirects.empty());
+  CHECK(c.output.tee.empty());
+  CHECK_FALSE(c.output.log_dir.has_value());
+  CHECK_FALSE(c.output.log_dir_is_temporary);
+  CHECK_FALSE(c.agent.dry_run);
 }
 
 TEST_CASE("cli: parsing stops at the script, the rest belongs to it", "[cli]") {
   Cli cli;
   const LaunchConfig c =
       cli.ok({"--nproc", "2", cli.script, "--nproc", "3", "-x", "--", "${local_rank}"});
-  CHECK(c.nproc_per_node == 2);
-  CHECK(c.args == std::vector<std::string>{"--nproc", "3", "-x", "--", "${local_rank}"});
+  CHECK(c.shape.nproc_per_node == 2);
+  CHECK(c.worker.args == std::vector<std::string>{"--nproc", "3", "-x", "--", "${local_rank}"});
   // An explicit "--" separates options from the script.
   const LaunchConfig d = cli.ok({"--nproc", "2", "--", cli.script, "a"});
-  CHECK(d.entrypoint == cli.script);
-  CHECK(d.args == std::vector<std::string>{"a"});
+  CHECK(d.worker.entrypoint == cli.script);
+  CHECK(d.worker.args == std::vector<std::string>{"a"});
 }
 
 TEST_CASE("cli: every flag has a dash and an underscore spelling and --nproc is short for workers",
@@ -91,7 +91,7 @@ TEST_CASE("cli: every flag has a dash and an underscore spelling and --nproc is 
                                                                 {"--nproc", "4"}}) {
     std::vector<std::string> full = args;
     full.push_back(cli.script);
-    CHECK(cli.ok(full).nproc_per_node == 4);
+    CHECK(cli.ok(full).shape.nproc_per_node == 4);
   }
   const LaunchConfig c = cli.ok({"--max_restarts",
                                  "2",
@@ -113,43 +113,53 @@ TEST_CASE("cli: every flag has a dash and an underscore spelling and --nproc is 
                                  "--start_method",
                                  "fork",
                                  cli.script});
-  CHECK(c.max_restarts == 2);
-  CHECK(c.master_addr == "localhost");
-  CHECK(c.master_port == 1234);
-  CHECK(c.node_rank == 0);
-  CHECK(c.run_id == "job7");
-  CHECK(c.term_timeout == std::chrono::milliseconds(1500));
-  CHECK(c.log_level == "debug");
-  CHECK(cli.ok({"--rdzv-id", "abc", cli.script}).run_id == "abc");
-  CHECK(cli.ok({"--shutdown-timeout", "2", cli.script}).term_timeout == std::chrono::seconds(2));
+  CHECK(c.supervision.max_restarts == 2);
+  CHECK(c.rendezvous.master_addr == "localhost");
+  CHECK(c.rendezvous.master_port == 1234);
+  CHECK(c.shape.node_rank == 0);
+  CHECK(c.rendezvous.run_id == "job7");
+  CHECK(c.supervision.term_timeout == std::chrono::milliseconds(1500));
+  CHECK(c.agent.log_level == "debug");
+  CHECK(cli.ok({"--rdzv-id", "abc", cli.script}).rendezvous.run_id == "abc");
+  CHECK(cli.ok({"--shutdown-timeout", "2", cli.script}).supervision.term_timeout ==
+        std::chrono::seconds(2));
 }
 
 TEST_CASE("cli: options come from PET_<NAME> and the command line wins", "[cli]") {
-  Cli cli;
   {
-    ScopedEnv env(
+    Cli cli;
+    cli.env.insert(
         {{"PET_NPROC_PER_NODE", "4"}, {"PET_MAX_RESTARTS", "3"}, {"PET_RDZV_ID", "fromenv"}});
     const LaunchConfig c = cli.ok({cli.script});
-    CHECK(c.nproc_per_node == 4);
-    CHECK(c.max_restarts == 3);
-    CHECK(c.run_id == "fromenv");
-    CHECK(cli.ok({"--nproc-per-node", "2", "--max-restarts", "0", cli.script}).nproc_per_node == 2);
-    CHECK(cli.ok({"--max-restarts", "0", cli.script}).max_restarts == 0);
+    CHECK(c.shape.nproc_per_node == 4);
+    CHECK(c.supervision.max_restarts == 3);
+    CHECK(c.rendezvous.run_id == "fromenv");
+    CHECK(
+        cli.ok({"--nproc-per-node", "2", "--max-restarts", "0", cli.script}).shape.nproc_per_node ==
+        2);
+    CHECK(cli.ok({"--max-restarts", "0", cli.script}).supervision.max_restarts == 0);
   }
   {
-    ScopedEnv env({{"PET_NO_PYTHON", "1"}, {"PET_TEE", "3"}, {"PET_LOG_DIR", cli.dir.path()}});
+    Cli cli;
+    cli.env.insert({{"PET_NO_PYTHON", "1"}, {"PET_TEE", "3"}, {"PET_LOG_DIR", cli.dir.path()}});
     const LaunchConfig c = cli.ok({"sh", "-c", "true"});
-    CHECK(c.mode == WorkerMode::kExecutable);
-    CHECK(c.tee.for_rank(0) == StdStreams::kBoth);
-    CHECK(c.log_dir == cli.dir.path());
+    CHECK(c.worker.mode == WorkerMode::kExecutable);
+    CHECK(c.output.tee.for_rank(0) == StdStreams::kBoth);
+    CHECK(c.output.log_dir == cli.dir.path());
+  }
+  {
+    // The process's own environment is not read: only the map handed to the parser counts.
+    Cli cli;
+    ScopedEnv process(
+        std::map<std::string, std::optional<std::string>>{{"PET_NPROC_PER_NODE", "4"}});
+    CHECK(cli.ok({cli.script}).shape.nproc_per_node == 1);
   }
 }
 
 TEST_CASE("cli: a bad value from the environment names the variable", "[cli]") {
-  Cli cli;
   {
-    ScopedEnv env(
-        std::map<std::string, std::optional<std::string>>{{"PET_NPROC_PER_NODE", "zero"}});
+    Cli cli;
+    cli.env["PET_NPROC_PER_NODE"] = "zero";
     CHECK_THAT(cli.error({cli.script}),
                Contains("PET_NPROC_PER_NODE 'zero': expected a number of workers"));
     // On the command line the same mistake names the flag.
@@ -157,7 +167,8 @@ TEST_CASE("cli: a bad value from the environment names the variable", "[cli]") {
                Contains("--nproc-per-node 'zero'"));
   }
   {
-    ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"PET_MAX_RESTARTS", "x"}});
+    Cli cli;
+    cli.env["PET_MAX_RESTARTS"] = "x";
     CHECK_THAT(cli.error({cli.script}),
                Contains("--max-restarts") && Contains("PET_MAX_RESTARTS=x is set"));
   }
@@ -167,12 +178,12 @@ TEST_CASE("cli: --devices lists physical ids per local rank and must match the w
           "[cli]") {
   Cli cli;
   LaunchConfig c = cli.ok({"--nproc-per-node", "4", "--devices", "4-7", cli.script});
-  CHECK(c.devices == std::vector<int>{4, 5, 6, 7});
+  CHECK(c.shape.devices == std::vector<int>{4, 5, 6, 7});
   c = cli.ok({"--nproc-per-node", "3", cli.script});
-  CHECK(c.devices == std::vector<int>{0, 1, 2});
+  CHECK(c.shape.devices == std::vector<int>{0, 1, 2});
   c = cli.ok({"--nproc-per-node", "auto", "--devices", "0,2,4,6", cli.script});
-  CHECK(c.nproc_per_node == 4);
-  CHECK(c.devices == std::vector<int>{0, 2, 4, 6});
+  CHECK(c.shape.nproc_per_node == 4);
+  CHECK(c.shape.devices == std::vector<int>{0, 2, 4, 6});
   CHECK_THAT(cli.error({"--devices", "0-3", "--nproc-per-node", "8", cli.script}),
              Contains("--devices 0-3 names 4 devices but --nproc-per-node is 8") &&
                  Contains("--devices 0-7"));
@@ -186,23 +197,24 @@ TEST_CASE("cli: --nproc-per-node auto, npu, gpu and cpu", "[cli]") {
   for (int i = 0; i < 8; ++i) dev.write("davinci" + std::to_string(i), "");
   cli.env["NPU_RUN_DEV_ROOT"] = dev.path();
   LaunchConfig c = cli.ok({"--nproc-per-node", "auto", cli.script});
-  CHECK(c.nproc_per_node == 8);
-  CHECK(c.devices == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
-  CHECK_THAT(c.devices_source, Contains("8 Ascend NPUs"));
+  CHECK(c.shape.nproc_per_node == 8);
+  CHECK(c.shape.devices == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK_THAT(c.shape.devices_source, Contains("8 Ascend NPUs"));
   cli.env["ASCEND_RT_VISIBLE_DEVICES"] = "4,5";
   c = cli.ok({"--nproc-per-node", "npu", cli.script});
-  CHECK(c.devices == std::vector<int>{4, 5});
+  CHECK(c.shape.devices == std::vector<int>{4, 5});
   CHECK_THAT(cli.error({"--nproc-per-node", "gpu", cli.script}),
              Contains("--nproc-per-node gpu") && Contains("NPU"));
 
   TempDir empty;
   cli.env["NPU_RUN_DEV_ROOT"] = empty.path();
   c = cli.ok({"--nproc-per-node", "auto", cli.script});
-  CHECK(c.nproc_per_node == 1);
+  CHECK(c.shape.nproc_per_node == 1);
   CHECK_THAT(cli.error({"--nproc-per-node", "npu", cli.script}),
              Contains("no Ascend or NVIDIA devices"));
   c = cli.ok({"--nproc-per-node", "cpu", cli.script});
-  CHECK(c.nproc_per_node == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  CHECK(c.shape.nproc_per_node ==
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   CHECK_THAT(cli.error({"--nproc-per-node", "0", cli.script}), Contains("between 1 and 1024"));
   CHECK_THAT(cli.error({"--nproc-per-node", "5000", cli.script}), Contains("between 1 and 1024"));
 }
@@ -226,11 +238,11 @@ TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") 
       cli.error({"missing_script.py"}),
       Contains("training script 'missing_script.py' not found") && Contains("-m for a module"));
   LaunchConfig c = cli.ok({"-m", "pkg.train", "--lr", "1"});
-  CHECK(c.mode == WorkerMode::kPythonModule);
-  CHECK(c.entrypoint == "pkg.train");
+  CHECK(c.worker.mode == WorkerMode::kPythonModule);
+  CHECK(c.worker.entrypoint == "pkg.train");
   c = cli.ok({"--no-python", "sh", "-c", "true"});
-  CHECK(c.mode == WorkerMode::kExecutable);
-  CHECK_THAT(c.program, Contains("/sh"));
+  CHECK(c.worker.mode == WorkerMode::kExecutable);
+  CHECK_THAT(c.worker.program, Contains("/sh"));
   CHECK_THAT(cli.error({"--no-python", "no-such-program-xyz"}),
              Contains("'no-such-program-xyz' is not an executable file on PATH"));
   CHECK_THAT(cli.error({"--no-python", cli.script}), Contains("is not an executable file;"));
@@ -238,7 +250,7 @@ TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") 
              Contains("--no-python and --module cannot be combined"));
   CHECK_THAT(cli.error({"--no-python", "--run-path", "sh"}),
              Contains("--no-python and --run-path"));
-  CHECK(cli.ok({"--run-path", cli.script}).mode == WorkerMode::kPythonScript);
+  CHECK(cli.ok({"--run-path", cli.script}).worker.mode == WorkerMode::kPythonScript);
 
   cli.env["PYTHON_EXEC"] = "python-that-does-not-exist";
   CHECK_THAT(cli.error({cli.script}),
@@ -250,11 +262,11 @@ TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") 
 TEST_CASE("cli: node counts, node rank, standalone", "[cli]") {
   Cli cli;
   LaunchConfig c = cli.ok({"--nnodes", "1:4", cli.script});
-  CHECK(c.min_nodes == 1);
-  CHECK(c.max_nodes == 4);
+  CHECK(c.shape.min_nodes == 1);
+  CHECK(c.shape.max_nodes == 4);
   c = cli.ok({"--nnodes", "2", "--node-rank", "1", cli.script});
-  CHECK(c.min_nodes == 2);
-  CHECK(c.node_rank == 1);
+  CHECK(c.shape.min_nodes == 2);
+  CHECK(c.shape.node_rank == 1);
   CHECK_THAT(cli.error({"--nnodes", "4:2", cli.script}),
              Contains("the minimum is above the maximum; write 2:4"));
   CHECK_THAT(cli.error({"--nnodes", "0", cli.script}),
@@ -264,7 +276,7 @@ TEST_CASE("cli: node counts, node rank, standalone", "[cli]") {
   CHECK_THAT(cli.error({"--node-rank", "-1", cli.script}), Contains("--node-rank -1"));
   CHECK_THAT(cli.error({"--standalone", "--nnodes", "2", cli.script}),
              Contains("--standalone runs a single node"));
-  CHECK(cli.ok({"--standalone", cli.script}).standalone);
+  CHECK(cli.ok({"--standalone", cli.script}).rendezvous.standalone);
 }
 
 TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
@@ -273,14 +285,14 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
              Contains("--master-port 70000: a port must be"));
   CHECK_THAT(cli.error({"--master-addr", "", cli.script}), Contains("--master-addr is empty"));
   LaunchConfig c = cli.ok({"--rdzv-endpoint", "10.1.2.3:29400", cli.script});
-  CHECK(c.master_addr == "10.1.2.3");
-  CHECK(c.master_port == 29400);
+  CHECK(c.rendezvous.master_addr == "10.1.2.3");
+  CHECK(c.rendezvous.master_port == 29400);
   c = cli.ok({"--rdzv-endpoint", "[fe80::1]:29401", cli.script});
-  CHECK(c.master_addr == "fe80::1");
-  CHECK(c.master_port == 29401);
+  CHECK(c.rendezvous.master_addr == "fe80::1");
+  CHECK(c.rendezvous.master_port == 29401);
   c = cli.ok({"--rdzv-endpoint", "head", "--master-port", "1111", cli.script});
-  CHECK(c.master_addr == "head");
-  CHECK(c.master_port == 1111);
+  CHECK(c.rendezvous.master_addr == "head");
+  CHECK(c.rendezvous.master_port == 1111);
   CHECK_THAT(cli.error({"--rdzv-endpoint", "a:1", "--master-addr", "b", cli.script}),
              Contains("disagree about the rendezvous host"));
   CHECK_THAT(cli.error({"--rdzv-endpoint", "a:1", "--master-port", "2", cli.script}),
@@ -290,13 +302,13 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
              Contains("expected static, c10d"));
 
   c = cli.ok({"--rdzv-conf", "join_timeout=600,last_call_timeout=30", cli.script});
-  CHECK(c.rdzv_conf.at("join_timeout") == "600");
-  CHECK(c.rdzv_conf.at("last_call_timeout") == "30");
-  CHECK(cli.ok({cli.script}).rdzv_last_call == std::chrono::seconds(30));
-  CHECK(cli.ok({"--rdzv-conf", "last_call_timeout=2.5", cli.script}).rdzv_last_call ==
+  CHECK(c.rendezvous.conf.at("join_timeout") == "600");
+  CHECK(c.rendezvous.conf.at("last_call_timeout") == "30");
+  CHECK(cli.ok({cli.script}).rendezvous.timing.last_call == std::chrono::seconds(30));
+  CHECK(cli.ok({"--rdzv-conf", "last_call_timeout=2.5", cli.script}).rendezvous.timing.last_call ==
         std::chrono::milliseconds(2500));
   CHECK(cli.ok({"--rdzv-last-call", "1", "--rdzv-conf", "last_call_timeout=9", cli.script})
-            .rdzv_last_call == std::chrono::seconds(1));  // the flag wins
+            .rendezvous.timing.last_call == std::chrono::seconds(1));  // the flag wins
   CHECK_THAT(cli.error({"--rdzv-last-call", "-1", cli.script}),
              Contains("--rdzv-last-call -1") && Contains("expected seconds"));
   CHECK_THAT(cli.error({"--rdzv-conf", "last_call_timeout=soon", cli.script}),
@@ -313,53 +325,55 @@ TEST_CASE("cli: run id and role become directory names, so they are checked", "[
              Contains("--run-id '../etc': a run id"));
   CHECK_THAT(cli.error({"--run-id", "", cli.script}), Contains("--run-id ''"));
   CHECK_THAT(cli.error({"--role", "a b", cli.script}), Contains("--role 'a b': a role name"));
-  CHECK(cli.ok({"--run-id", "job-42.step_0", cli.script}).run_id == "job-42.step_0");
+  CHECK(cli.ok({"--run-id", "job-42.step_0", cli.script}).rendezvous.run_id == "job-42.step_0");
 }
 
 TEST_CASE("cli: supervision settings", "[cli]") {
   Cli cli;
-  CHECK(cli.ok({"--term-timeout", "0", cli.script}).term_timeout == std::chrono::milliseconds(0));
+  CHECK(cli.ok({"--term-timeout", "0", cli.script}).supervision.term_timeout ==
+        std::chrono::milliseconds(0));
   CHECK_THAT(cli.error({"--term-timeout", "-1", cli.script}), Contains("--term-timeout -1"));
   CHECK_THAT(cli.error({"--max-restarts", "-2", cli.script}),
              Contains("--max-restarts -2: must be 0 or more"));
-  CHECK(cli.ok({"--signals-to-handle", "SIGTERM,USR1,SIGTERM", cli.script}).stop_signals ==
-        std::vector<int>{SIGTERM, SIGUSR1});
+  CHECK(cli.ok({"--signals-to-handle", "SIGTERM,USR1,SIGTERM", cli.script})
+            .supervision.stop_signals == std::vector<int>{SIGTERM, SIGUSR1});
   CHECK_THAT(cli.error({"--signals-to-handle", "SIGKILL", cli.script}),
              Contains("cannot handle 'KILL'"));
   CHECK_THAT(cli.error({"--start-method", "threads", cli.script}),
              Contains("expected spawn, fork or forkserver"));
   CHECK_THAT(cli.error({"--log-level", "loud", cli.script}), Contains("--log-level 'loud'"));
-  CHECK(cli.ok({"--log-level", "warning", cli.script}).log_level == "warn");
+  CHECK(cli.ok({"--log-level", "warning", cli.script}).agent.log_level == "warn");
 }
 
 TEST_CASE("cli: output routing flags", "[cli]") {
   Cli cli;
   LaunchConfig c = cli.ok({"-r", "3", cli.script});
-  CHECK(c.log_dir_is_temporary);  // files were asked for without a directory
+  CHECK(c.output.log_dir_is_temporary);  // files were asked for without a directory
   c = cli.ok({"--log-dir", cli.dir.path(), cli.script});
-  CHECK(c.tee.for_rank(0) == StdStreams::kBoth);  // a log directory implies files for every stream
+  CHECK(c.output.tee.for_rank(0) ==
+        StdStreams::kBoth);  // a log directory implies files for every stream
   c = cli.ok({"--log-dir", cli.dir.path(), "-r", "2", cli.script});
-  CHECK(c.tee.empty());
-  CHECK(c.redirects.for_rank(0) == StdStreams::kErr);
+  CHECK(c.output.tee.empty());
+  CHECK(c.output.redirects.for_rank(0) == StdStreams::kErr);
   c = cli.ok({"--nproc", "16", "-t", "0:3,12:1", "--log-dir", cli.dir.path(), cli.script});
-  CHECK(c.tee.for_rank(12) == StdStreams::kOut);
+  CHECK(c.output.tee.for_rank(12) == StdStreams::kOut);
   CHECK_THAT(cli.error({"--nproc", "4", "-t", "0:3,12:1", cli.script}),
              Contains("-t '0:3,12:1': local rank 12 does not exist with 4 workers per node"));
   c = cli.ok({"--nproc", "4", "--local-ranks-filter", "0,2", cli.script});
-  CHECK(*c.local_ranks_filter == std::set<int>{0, 2});
+  CHECK(*c.output.local_ranks_filter == std::set<int>{0, 2});
   CHECK_THAT(cli.error({"--nproc", "2", "--local-ranks-filter", "5", cli.script}),
              Contains("local rank 5 does not exist with 2 workers"));
   CHECK_THAT(cli.error({"--local-ranks-filter", "a", cli.script}),
              Contains("'a' is not a local rank"));
   c = cli.ok({"--log-line-prefix-template", "${host}:${rank}> ", cli.script});
-  CHECK(c.prefix_template == "${host}:${rank}> ");
+  CHECK(c.output.prefix_template == "${host}:${rank}> ");
   CHECK_THAT(cli.error({"--log-line-prefix-template", "${nope}", cli.script}),
              Contains("is not a placeholder"));
   CHECK_THAT(cli.error({"--json", cli.script}),
              Contains("--json only changes the output of --dry-run"));
   c = cli.ok({"--dry-run", "--json", cli.script});
-  CHECK(c.dry_run);
-  CHECK(c.json);
+  CHECK(c.agent.dry_run);
+  CHECK(c.agent.json);
 }
 
 TEST_CASE("cli: --help shows examples and --version the version", "[cli]") {
@@ -380,7 +394,7 @@ TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
   const std::string data = std::string(NPU_RUN_TEST_DATA) + "/rank_table/";
   LaunchConfig c =
       cli.ok({"--soc", "atlas-training", "--nproc", "4", "--devices", "4-7", cli.script});
-  CHECK(c.soc == Soc::kAtlasTraining);
+  CHECK(c.ascend.soc == Soc::kAtlasTraining);
   CHECK(c.wants_peers());
   CHECK_THAT(cli.error({"--soc", "atlas-training", "--nproc", "4", "--devices", "2-5", cli.script}),
              Contains("cross the rings"));
@@ -388,8 +402,8 @@ TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
 
   c = cli.ok({"--nproc", "2", "--devices", "6,7", "--rank-table", "auto", "--hccn-conf",
               data + "hccn.conf", cli.script});
-  CHECK(c.rank_table_auto());
-  CHECK(c.device_ips == std::vector<std::string>{"192.168.102.100", "192.168.103.100"});
+  CHECK(c.ascend.rank_table_auto());
+  CHECK(c.ascend.device_ips() == std::vector<std::string>{"192.168.102.100", "192.168.103.100"});
   CHECK_THAT(cli.error({"--nproc", "2", "--devices", "7,8", "--rank-table", "auto", "--hccn-conf",
                         data + "hccn.conf", cli.script}),
              Contains("has no address_8 for this node's devices 7-8"));
@@ -401,7 +415,10 @@ TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
 
   c = cli.ok({"--nproc", "4", "--devices", "4-7", "--rank-table",
               data + "hccl_4p_4567_127.0.0.1.json", cli.script});
-  CHECK(c.rank_table == data + "hccl_4p_4567_127.0.0.1.json");
+  REQUIRE(c.ascend.given_rank_table() != nullptr);
+  CHECK(c.ascend.given_rank_table()->path == data + "hccl_4p_4567_127.0.0.1.json");
+  // Read once, here, and kept: the agent matches it against its ranks without reading it again.
+  CHECK(c.ascend.given_rank_table()->table.device_count() == 4);
   CHECK_FALSE(c.wants_peers());
   CHECK_THAT(cli.error({"--rank-table", data + "hccn.conf", cli.script}),
              Contains("not valid JSON"));

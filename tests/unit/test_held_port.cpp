@@ -5,6 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
+#include "agent/rendezvous_settings.hpp"
+#include "ascend/hccl_ports.hpp"
 #include "basics/usage_error.hpp"
 #include "net/held_port.hpp"
 
@@ -50,12 +52,16 @@ TEST_CASE("held port: avoided ranges are never handed out", "[port]") {
 }
 
 TEST_CASE("ports to avoid: HCCL's 32 host ports and the rendezvous port", "[port]") {
-  auto ranges = ports_to_avoid("", 29500);
+  auto ranges = worker_ports_to_avoid({}, 29500);
   CHECK(ranges.at(0).first == 60000);
   CHECK(ranges.at(0).last == 60031);
   CHECK(ranges.at(1).contains(29500));
-  CHECK(ports_to_avoid("50000", 1).at(0).first == 50000);
-  CHECK(ports_to_avoid("garbage", 1).at(0).first == 60000);
+  CHECK(worker_ports_to_avoid({{"HCCL_IF_BASE_PORT", "50000"}}, 1).at(0).first == 50000);
+  CHECK(worker_ports_to_avoid({{"HCCL_IF_BASE_PORT", "garbage"}}, 1).at(0).first == 60000);
+  // The highest base that still fits its 32 ports, and one above it (the doctor and the agent
+  // once disagreed here by one).
+  CHECK(hccl_ports({{"HCCL_IF_BASE_PORT", "65504"}}).last == 65535);
+  CHECK(hccl_ports({{"HCCL_IF_BASE_PORT", "65505"}}).first == 60000);
 }
 
 TEST_CASE("local address check: loopback passes, a foreign address names the flag", "[port]") {

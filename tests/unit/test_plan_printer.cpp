@@ -9,11 +9,11 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("plans: JSON lists every worker's command and contract env", "[plan]") {
   LaunchConfig cfg;
-  cfg.nproc_per_node = 2;
-  cfg.devices = {4, 5};
-  cfg.program = "/usr/bin/python3";
-  cfg.entrypoint = "train.py";
-  cfg.args = {"--cfg", "a b.yaml"};
+  cfg.shape.nproc_per_node = 2;
+  cfg.shape.devices = {4, 5};
+  cfg.worker.program = "/usr/bin/python3";
+  cfg.worker.entrypoint = "train.py";
+  cfg.worker.args = {"--cfg", "a b.yaml"};
   const Assignment a = planned_assignment(cfg, "h1");
   const auto specs = make_worker_specs(cfg, a, AttemptLayout{"/tmp/x", false, 0}, {});
   const auto plan = nlohmann::json::parse(format_plan_json(cfg, a, specs, "/tmp/x"));
@@ -45,13 +45,13 @@ TEST_CASE("shell quoting only where needed", "[plan]") {
 
 TEST_CASE("plans: a multi-node plan says which values the rendezvous will assign", "[plan]") {
   LaunchConfig cfg;
-  cfg.nproc_per_node = 2;
-  cfg.devices = {0, 1};
-  cfg.max_nodes = cfg.min_nodes = 4;
-  cfg.node_rank = 2;
-  cfg.master_addr = "10.0.0.1";
-  cfg.program = "/bin/true";
-  cfg.mode = WorkerMode::kExecutable;
+  cfg.shape.nproc_per_node = 2;
+  cfg.shape.devices = {0, 1};
+  cfg.shape.max_nodes = cfg.shape.min_nodes = 4;
+  cfg.shape.node_rank = 2;
+  cfg.rendezvous.master_addr = "10.0.0.1";
+  cfg.worker.program = "/bin/true";
+  cfg.worker.mode = WorkerMode::kExecutable;
   const Assignment a = planned_assignment(cfg, "h3");
   CHECK(a.rank_offset == 4);
   CHECK(a.world_size == 8);

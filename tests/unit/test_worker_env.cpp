@@ -8,11 +8,11 @@ namespace {
 
 LaunchConfig config(int nproc) {
   LaunchConfig cfg;
-  cfg.nproc_per_node = nproc;
-  for (int i = 0; i < nproc; ++i) cfg.devices.push_back(4 + i);
-  cfg.run_id = "job7";
-  cfg.role = "trainer";
-  cfg.max_restarts = 3;
+  cfg.shape.nproc_per_node = nproc;
+  for (int i = 0; i < nproc; ++i) cfg.shape.devices.push_back(4 + i);
+  cfg.rendezvous.run_id = "job7";
+  cfg.worker.role = "trainer";
+  cfg.supervision.max_restarts = 3;
   return cfg;
 }
 

@@ -8,11 +8,11 @@ namespace {
 
 LaunchConfig config(int nproc) {
   LaunchConfig cfg;
-  cfg.nproc_per_node = nproc;
-  for (int i = 0; i < nproc; ++i) cfg.devices.push_back(i);
-  cfg.program = "/usr/bin/python3";
-  cfg.entrypoint = "train.py";
-  cfg.args = {"--out", "ckpt_${local_rank}.pt", "--lr", "0.1"};
+  cfg.shape.nproc_per_node = nproc;
+  for (int i = 0; i < nproc; ++i) cfg.shape.devices.push_back(i);
+  cfg.worker.program = "/usr/bin/python3";
+  cfg.worker.entrypoint = "train.py";
+  cfg.worker.args = {"--out", "ckpt_${local_rank}.pt", "--lr", "0.1"};
   return cfg;
 }
 
@@ -37,13 +37,13 @@ TEST_CASE("specs: commands for script, module and executable modes", "[spec]") {
   CHECK(specs[1].program == "/usr/bin/python3");
   CHECK(specs[1].argv ==
         std::vector<std::string>{"-u", "train.py", "--out", "ckpt_1.pt", "--lr", "0.1"});
-  cfg.mode = WorkerMode::kPythonModule;
-  cfg.entrypoint = "pkg.train";
+  cfg.worker.mode = WorkerMode::kPythonModule;
+  cfg.worker.entrypoint = "pkg.train";
   specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
   CHECK(specs[0].argv ==
         std::vector<std::string>{"-u", "-m", "pkg.train", "--out", "ckpt_0.pt", "--lr", "0.1"});
-  cfg.mode = WorkerMode::kExecutable;
-  cfg.program = "/bin/sh";
+  cfg.worker.mode = WorkerMode::kExecutable;
+  cfg.worker.program = "/bin/sh";
   specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
   CHECK(specs[0].argv == std::vector<std::string>{"--out", "ckpt_0.pt", "--lr", "0.1"});
 }
@@ -55,7 +55,7 @@ TEST_CASE("specs: ${local_rank} is replaced everywhere in an argument", "[spec]"
 
 TEST_CASE("specs: ranks, devices, env and files per local rank", "[spec]") {
   LaunchConfig cfg = config(2);
-  cfg.devices = {6, 7};
+  cfg.shape.devices = {6, 7};
   Assignment a = assignment(4);
   a.rank_offset = 2;
   a.node_rank = 1;
@@ -81,21 +81,21 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(s[0].out.file.empty());
   }
   SECTION("--tee 3: relayed to console and files") {
-    cfg.tee = RankStreamMap(StdStreams::kBoth);
+    cfg.output.tee = RankStreamMap(StdStreams::kBoth);
     const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
     CHECK(s[3].out.sink == StreamSink::kRelay);
     CHECK(s[3].out.file == "/logs/none/attempt_2/3/stdout.log");
     CHECK(s[3].err.file == "/logs/none/attempt_2/3/stderr.log");
   }
   SECTION("--redirects 1: stdout only to the file, stderr untouched") {
-    cfg.redirects = RankStreamMap(StdStreams::kOut);
+    cfg.output.redirects = RankStreamMap(StdStreams::kOut);
     const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
     CHECK(s[0].out.sink == StreamSink::kFile);
     CHECK_FALSE(s[0].out.to_console);
     CHECK(s[0].err.sink == StreamSink::kInherit);
   }
   SECTION("per-rank tee map") {
-    cfg.tee = RankStreamMap::parse("0:3,3:2", "-t");
+    cfg.output.tee = RankStreamMap::parse("0:3,3:2", "-t");
     const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
     CHECK(s[0].out.sink == StreamSink::kRelay);
     CHECK(s[1].out.sink == StreamSink::kInherit);
@@ -103,22 +103,22 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(s[3].err.sink == StreamSink::kRelay);
   }
   SECTION("--local-ranks-filter 0 without log files: the others are discarded") {
-    cfg.local_ranks_filter = std::set<int>{0};
+    cfg.output.local_ranks_filter = std::set<int>{0};
     const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
     CHECK(s[0].out.sink == StreamSink::kInherit);
     CHECK(s[1].out.sink == StreamSink::kDiscard);
     CHECK(s[1].err.sink == StreamSink::kDiscard);
   }
   SECTION("--local-ranks-filter 0 with --log-dir: rank 0 on the console, every rank in files") {
-    cfg.local_ranks_filter = std::set<int>{0};
-    cfg.tee = RankStreamMap(StdStreams::kBoth);
+    cfg.output.local_ranks_filter = std::set<int>{0};
+    cfg.output.tee = RankStreamMap(StdStreams::kBoth);
     const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
     CHECK(s[0].out.sink == StreamSink::kRelay);
     CHECK(s[2].out.sink == StreamSink::kFile);
     CHECK(s[2].out.file == "/logs/none/attempt_2/2/stdout.log");
   }
   SECTION("an explicit prefix relays console output even without files") {
-    cfg.prefix_template = "${rank}> ";
+    cfg.output.prefix_template = "${rank}> ";
     const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
     CHECK(s[2].out.sink == StreamSink::kRelay);
     CHECK(s[2].out.file.empty());

@@ -1,0 +1,25 @@
+#include "agent/rendezvous.hpp"
+
+namespace npu_run {
+
+void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMessage& message,
+                      const std::string& host) {
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, rdzv::Assigned>) {
+          handlers.assigned(to_assignment(m, host));
+        } else if constexpr (std::is_same_v<T, rdzv::StopWorkers>) {
+          handlers.stop_workers(m.root_cause);
+        } else if constexpr (std::is_same_v<T, rdzv::Decision>) {
+          handlers.decided(m);
+        } else if constexpr (std::is_same_v<T, rdzv::Progress>) {
+          handlers.progress(m);
+        } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
+          handlers.failed(m.message);
+        }
+      },
+      message);
+}
+
+}  // namespace npu_run

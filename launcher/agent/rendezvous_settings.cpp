@@ -1,0 +1,84 @@
+#include "agent/rendezvous_settings.hpp"
+
+#include <stdexcept>
+
+#include "ascend/hccl_ports.hpp"
+
+namespace npu_run {
+
+std::string token_value(const RendezvousToken& token) {
+  if (const auto* given = std::get_if<GivenToken>(&token)) return given->value;
+  if (std::holds_alternative<DerivedToken>(token))
+    throw std::logic_error("the Slurm step's rendezvous token was not derived before use");
+  return "";
+}
+
+rdzv::JobSettings job_settings(const std::string& run_id, const std::string& token, int min_nodes,
+                               int max_nodes, int max_restarts, const RendezvousTiming& timing) {
+  rdzv::JobSettings s;
+  s.run_id = run_id;
+  s.token = token;
+  s.min_nodes = min_nodes;
+  s.max_nodes = max_nodes;
+  s.max_restarts = max_restarts;
+  s.heartbeat_interval = timing.heartbeat_interval;
+  s.heartbeat_timeout = timing.heartbeat_timeout;
+  s.join_timeout = timing.join_timeout;
+  s.last_call = timing.last_call;
+  return s;
+}
+
+rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
+  return job_settings(cfg.rendezvous.run_id, token_value(cfg.rendezvous.token), cfg.shape.min_nodes,
+                      cfg.shape.max_nodes, cfg.supervision.max_restarts, cfg.rendezvous.timing);
+}
+
+rdzv::ServerOptions server_options(const std::string& bind_addr, int port,
+                                   const RendezvousTiming& timing) {
+  rdzv::ServerOptions o;
+  o.bind_addr = bind_addr;
+  o.port = port;
+  o.backlog = timing.backlog;
+  o.exit_barrier_timeout = timing.exit_barrier_timeout;
+  o.handshake_timeout = timing.handshake_timeout;
+  return o;
+}
+
+rdzv::ClientOptions client_options(const LaunchConfig& cfg) {
+  rdzv::ClientOptions options;
+  options.server_host = cfg.rendezvous.master_addr;
+  options.server_port = cfg.rendezvous.master_port;
+  options.connect_timeout = cfg.rendezvous.timing.join_timeout;
+  options.hello = rdzv::Hello{rdzv::kMagic, rdzv::kProtocolVersion, cfg.rendezvous.run_id, ""};
+  options.token = token_value(cfg.rendezvous.token);
+  return options;
+}
+
+rdzv::NodeInfo this_node(const LaunchConfig& cfg, const std::string& host, const std::string& addr,
+                         int worker_port) {
+  rdzv::NodeInfo node;
+  node.host = host;
+  node.addr = addr;
+  node.nproc = cfg.shape.nproc_per_node;
+  node.devices = cfg.shape.devices;
+  node.device_ips = cfg.ascend.device_ips();
+  node.worker_port = worker_port;
+  return node;
+}
+
+std::vector<PortRange> worker_ports_to_avoid(const EnvMap& env, int rendezvous_port) {
+  return {hccl_ports(env), PortRange{rendezvous_port, rendezvous_port}};
+}
+
+rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
+  rdzv::Join join;
+  join.node = std::move(node);
+  join.node_rank = cfg.shape.node_rank;
+  join.min_nodes = cfg.shape.min_nodes;
+  join.max_nodes = cfg.shape.max_nodes;
+  join.max_restarts = cfg.supervision.max_restarts;
+  join.want_peers = cfg.wants_peers();
+  return join;
+}
+
+}  // namespace npu_run

@@ -1,0 +1,198 @@
+#include "cli/launch_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "cli/value_parsers.hpp"
+#include "npu_run/version.hpp"
+
+namespace npu_run {
+
+namespace {
+
+const char* const kFooter = R"(Examples:
+  npu_run --nproc-per-node 8 train.py --cfg a.yaml
+  npu_run --nproc-per-node auto --devices 4-7 train.py          # 4 workers on NPUs 4..7
+  npu_run --nproc-per-node 4 -m mypkg.train --lr 0.1              # python -u -m mypkg.train
+  npu_run --nproc-per-node 2 --no-python ./run.sh                  # any executable
+  npu_run --nproc-per-node 8 --log-dir logs --local-ranks-filter 0 train.py
+                                                # rank 0 on the console, every rank in logs/
+  npu_run --nproc-per-node 8 --dry-run --json train.py            # show the plan, start nothing
+
+Every option can also come from the environment as PET_<NAME> (e.g. PET_NPROC_PER_NODE=8);
+the command line wins. Workers run $PYTHON_EXEC -u SCRIPT ARGS (PYTHON_EXEC defaults to python3).
+"${local_rank}" in ARGS is replaced by each worker's local rank, as torchrun does.
+
+Exit status: 0 when every worker succeeded; the root-cause worker's exit code (128+N for a
+signal) when one failed; 128+N when npu_run was stopped by signal N; 2 for usage errors;
+125 when the rendezvous failed (nodes missing, agents disagreeing, a node or the server lost).
+
+Several nodes: run the same command on each with --nnodes N --master-addr NODE0 [--node-rank R];
+node 0's agent hosts the rendezvous. `npu_run rdzv-server --help` runs it on a host of its own.
+)";
+
+}  // namespace
+
+template <typename T>
+CLI::Option* LaunchOptions::add(const std::string& dashed, T& target, const std::string& help,
+                                const char* group, const std::string& also) {
+  const std::string names = OptionNames::spellings(dashed) + (also.empty() ? "" : "," + also);
+  CLI::Option* option = app_->add_option(names, target, help)->group(group);
+  names_.bind(option, OptionNames::env_name(dashed));
+  return option;
+}
+
+CLI::Option* LaunchOptions::add_flag(const std::string& dashed, bool& target,
+                                     const std::string& help, const char* group,
+                                     const std::string& also) {
+  const std::string names = OptionNames::spellings(dashed) + (also.empty() ? "" : "," + also);
+  CLI::Option* option = app_->add_flag(names, target, help)->group(group);
+  names_.bind(option, OptionNames::env_name(dashed));
+  return option;
+}
+
+LaunchOptions::LaunchOptions()
+    : app_(std::make_unique<CLI::App>(
+          "npu_run [OPTIONS] SCRIPT [ARGS...]\n\nLaunch one worker per device, on one node or "
+          "many; a drop-in for torchrun's command line.",
+          "npu_run")) {
+  app_->set_version_flag("--version", std::string("npu_run ") + kVersion);
+  app_->footer(kFooter);
+  app_->prefix_command();  // parsing stops at the script; everything after it is the script's
+  add_shape("Job shape");
+  rdzv = add_rendezvous_options(*app_, flags_.rdzv, names_, "Rendezvous",
+                                RendezvousVariables::kPetAndToken);
+  add_what_runs("What workers run");
+  add_supervision_and_output("Supervision", "Worker output");
+  add_ascend_and_agent("Ascend", "Agent");
+}
+
+LaunchOptions::~LaunchOptions() = default;
+
+void LaunchOptions::add_shape(const char* shape) {
+  LaunchFlags& f = flags_;
+  nproc = add("--nproc-per-node", f.nproc_per_node,
+              "Workers per node: N, auto (detected NPUs, else GPUs, else 1), npu, gpu, or cpu "
+              "(one per core)",
+              shape, "--nproc");
+  devices = add("--devices", f.devices,
+                "Physical device id per local rank, e.g. 4-7 or 0,2,4,6 (default 0..N-1)", shape);
+  node_rank = add("--node-rank", f.node_rank, "Rank of this node (default 0)", shape);
+  master_addr = add("--master-addr", f.master_addr,
+                    "Address of the rendezvous host, node 0 (default 127.0.0.1)", shape);
+  master_port =
+      add("--master-port", f.master_port,
+          "Rendezvous port on the master (default 29500); workers get another port", shape);
+  local_addr = add("--local-addr", f.local_addr,
+                   "Address of this node that peers should use (multi-NIC hosts)", shape);
+  rdzv_backend = add("--rdzv-backend", f.rdzv_backend,
+                     "Accepted for torchrun compatibility (static, c10d, etcd, etcd-v2); npu_run "
+                     "always uses its own TCP rendezvous",
+                     shape)
+                     ->type_name("{static,c10d,etcd,etcd-v2}");
+  rdzv_endpoint = add("--rdzv-endpoint", f.rdzv_endpoint,
+                      "HOST[:PORT] of the rendezvous; same as --master-addr/--master-port", shape);
+  rdzv_conf = add("--rdzv-conf", f.rdzv_conf,
+                  "Rendezvous settings key=value,... (timeout, join_timeout, last_call_timeout, "
+                  "close_timeout, read_timeout: seconds a new connection has to finish its "
+                  "handshake, default 10)",
+                  shape);
+  standalone = add_flag("--standalone", f.standalone,
+                        "Single-node job with its own local rendezvous", shape);
+  role = add("--role", f.role, "Worker role name (ROLE_NAME; default 'default')", shape);
+  cluster = add("--cluster", f.cluster,
+                "Read nnodes, node rank, master and run id from this launcher's environment: auto "
+                "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
+                shape)
+                ->type_name("{auto,slurm,mpi,k8s,none}");
+  agents_per_node = add("--agents-per-node", f.agents_per_node,
+                        "Agents allowed on one node (default 1: a second srun/mpirun task on a "
+                        "node is refused); with more, each agent is a node of its own on its own "
+                        "devices",
+                        shape);
+}
+
+void LaunchOptions::add_what_runs(const char* what) {
+  LaunchFlags& f = flags_;
+  module =
+      add_flag("--module", f.module, "Run SCRIPT as a module: python -u -m SCRIPT", what, "-m");
+  no_python = add_flag("--no-python", f.no_python,
+                       "Run SCRIPT directly as an executable, without python", what);
+  run_path =
+      add_flag("--run-path", f.run_path,
+               "Accepted for torchrun compatibility; the script runs as python -u SCRIPT", what);
+  start_method = add("--start-method", f.start_method,
+                     "Accepted for torchrun compatibility (spawn, fork, forkserver); ignored", what)
+                     ->type_name("{spawn,fork,forkserver}");
+  no_python->excludes(module)->excludes(run_path);
+}
+
+std::string LaunchOptions::exclusion_reason(const std::string& clash) const {
+  // CLI11 says "--no-python excludes --module"; say why, too.
+  if (clash.find("--no-python") == std::string::npos) return clash;
+  if (clash.find("--module") != std::string::npos)
+    return "--no-python and --module cannot be combined: a module needs python; drop one";
+  if (clash.find("--run-path") != std::string::npos)
+    return "--no-python and --run-path cannot be combined: --run-path runs python; drop one";
+  return clash;
+}
+
+void LaunchOptions::add_supervision_and_output(const char* supervise, const char* logs) {
+  LaunchFlags& f = flags_;
+  monitor_interval =
+      add("--monitor-interval", f.monitor_interval,
+          "Accepted for torchrun compatibility; npu_run reacts to exits at once", supervise);
+  term_timeout = add("--term-timeout", f.term_timeout,
+                     "Seconds between SIGTERM and SIGKILL when stopping workers (default 30)",
+                     supervise, "--shutdown-timeout,--shutdown_timeout");
+  signals = add("--signals-to-handle", f.signals_to_handle,
+                "Signals that stop the job after forwarding them to workers (default "
+                "SIGTERM,SIGINT,SIGHUP,SIGQUIT); SIGUSR1/SIGUSR2 are otherwise forwarded only",
+                supervise);
+  log_dir = add("--log-dir", f.log_dir,
+                "Write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log (implies --tee "
+                "3 unless -r/-t say otherwise)",
+                logs)
+                ->type_name("DIR");
+  redirects = add("--redirects", f.redirects,
+                  "Streams sent only to log files: 0 none, 1 stdout, 2 stderr, 3 both, or per "
+                  "local rank like 0:3,12:1",
+                  logs, "-r");
+  tee = add("--tee", f.tee, "Streams written to log files and the console (same syntax as -r)",
+            logs, "-t");
+  filter = add("--local-ranks-filter", f.local_ranks_filter,
+               "Only these local ranks reach the console, e.g. 0 or 0,1 (others: log files or "
+               "nothing)",
+               logs);
+  prefix = add("--log-line-prefix-template", f.prefix_template,
+               "Prefix of relayed console lines; ${rank} ${local_rank} ${node_rank} ${role_name} "
+               "${host} (default '[${rank}]: ' when teeing; '' for none)",
+               logs);
+}
+
+void LaunchOptions::add_ascend_and_agent(const char* ascend, const char* agent) {
+  LaunchFlags& f = flags_;
+  soc = add("--soc", f.soc,
+            "Enforce the device topology rules of a server series: atlas-training, atlas-a2, "
+            "atlas-a3, none (default)",
+            ascend)
+            ->type_name("{atlas-training,atlas-a2,atlas-a3,none}");
+  rank_table = add("--rank-table", f.rank_table,
+                   "HCCL rank table: a file to check against the job and export as "
+                   "RANK_TABLE_FILE, or auto to build one through the rendezvous",
+                   ascend)
+                   ->type_name("FILE");
+  hccn_conf = add("--hccn-conf", f.hccn_conf,
+                  "Device addresses for --rank-table auto (default $NPU_RUN_HCCN_CONF, else "
+                  "/etc/hccn.conf)",
+                  ascend)
+                  ->type_name("FILE");
+  log_level = add("--log-level", f.log_level,
+                  "Agent log level: trace, debug, info, warn, error, critical, off", agent)
+                  ->type_name(kLogLevelChoices);
+  dry_run =
+      add_flag("--dry-run", f.dry_run,
+               "Print the resolved plan (nodes, ranks, commands, environment) and exit", agent);
+  json = add_flag("--json", f.json, "With --dry-run: print the plan as JSON", agent);
+}
+
+}  // namespace npu_run

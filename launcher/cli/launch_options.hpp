@@ -1,0 +1,95 @@
+// The option table of `npu_run [OPTIONS] SCRIPT [ARGS...]`: every torchrun flag in both
+// spellings with its PET_<NAME> variable, and the raw values CLI11 fills. The resolvers
+// (cli/resolve_*.cpp) turn them into a LaunchConfig.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cli/option_names.hpp"
+#include "cli/rendezvous_options.hpp"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace npu_run {
+
+// Raw values as CLI11 fills them; the defaults are torchrun's.
+struct LaunchFlags {
+  RendezvousFlags rdzv;
+  std::string nproc_per_node = "1";
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string local_addr;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_conf;
+  bool standalone = false;
+  double monitor_interval = 0.1;
+  std::string start_method = "spawn";
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string prefix_template;
+  double term_timeout = 30.0;
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string devices;
+  std::string log_level = "info";
+  bool dry_run = false;
+  bool json = false;
+  std::string soc = "none";
+  std::string rank_table;
+  std::string hccn_conf;
+  std::string cluster = "auto";
+  int agents_per_node = 1;
+};
+
+// The table, its values, and how each option is named.
+class LaunchOptions {
+ public:
+  LaunchOptions();
+  ~LaunchOptions();
+  LaunchOptions(const LaunchOptions&) = delete;
+  LaunchOptions& operator=(const LaunchOptions&) = delete;
+
+  CLI::App& app() { return *app_; }
+  const CLI::App& app() const { return *app_; }
+  const LaunchFlags& flags() const { return flags_; }
+  OptionNames& names() { return names_; }
+  const OptionNames& names() const { return names_; }
+  std::string source(const CLI::Option* option) const { return names_.source(option); }
+  // CLI11's message for options given together that exclude each other, with the reason.
+  std::string exclusion_reason(const std::string& clash) const;
+
+  RendezvousOptions rdzv;
+  CLI::Option *nproc, *devices, *node_rank, *master_addr, *master_port, *local_addr, *rdzv_backend,
+      *rdzv_endpoint, *rdzv_conf, *standalone, *role, *module, *no_python, *run_path, *start_method,
+      *monitor_interval, *term_timeout, *signals, *log_dir, *redirects, *tee, *filter, *prefix,
+      *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node;
+
+ private:
+  void add_shape(const char* group);
+  void add_what_runs(const char* group);
+  void add_supervision_and_output(const char* supervise, const char* logs);
+  void add_ascend_and_agent(const char* ascend, const char* agent);
+  // "--a-b" and "--a_b" (and `also`, more names) with PET_A_B.
+  template <typename T>
+  CLI::Option* add(const std::string& dashed, T& target, const std::string& help, const char* group,
+                   const std::string& also = "");
+  CLI::Option* add_flag(const std::string& dashed, bool& target, const std::string& help,
+                        const char* group, const std::string& also = "");
+
+  std::unique_ptr<CLI::App> app_;
+  LaunchFlags flags_;
+  OptionNames names_;
+};
+
+}  // namespace npu_run

@@ -1,0 +1,91 @@
+#include "cli/parse_launch.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/launch_options.hpp"
+#include "cli/resolvers.hpp"
+#include "npu_run/version.hpp"
+
+namespace npu_run {
+
+namespace {
+
+// The parts of the command line: options, then the script and its arguments.
+struct Split {
+  std::vector<std::string> options;
+  std::vector<std::string> script_and_args;
+  bool after_separator = false;  // "npu_run [OPTIONS] -- SCRIPT": even "-x" is the script
+};
+
+Split split_at_script(const std::vector<std::string>& args, const CLI::App& app) {
+  std::vector<std::string> remaining = app.remaining();
+  Split s;
+  s.options.assign(args.begin(), args.end() - static_cast<std::ptrdiff_t>(remaining.size()));
+  s.after_separator = !remaining.empty() && remaining.front() == "--";
+  if (s.after_separator) remaining.erase(remaining.begin());
+  s.script_and_args = std::move(remaining);
+  return s;
+}
+
+ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string>& script_and_args,
+                     const EnvMap& env, HostProbe& host) {
+  const LaunchFlags& f = options.flags();
+  if (f.agents_per_node < 1 || f.agents_per_node > 1024) {
+    throw UsageError(fmt::format("{} {}: expected 1 to 1024",
+                                 options.source(options.agents_per_node), f.agents_per_node));
+  }
+  // A launcher's environment gives defaults; flags and PET_ variables win.
+  const ClusterDefaults cluster = detect_cluster(
+      env, parse_cluster_kind(f.cluster, options.source(options.cluster)), f.agents_per_node);
+  const LaunchInputs in{options, env, host, cluster};
+  ParsedLaunch parsed{LaunchConfig{}, cluster.facts};
+  LaunchConfig& cfg = parsed.config;
+  resolve_shape(in, cfg.shape);
+  resolve_rendezvous(in, cfg.shape, cfg.rendezvous, parsed.cluster.warnings);
+  resolve_supervision(in, cfg.supervision, cfg.agent);
+  resolve_ascend(in, cfg.shape, cfg.ascend);
+  resolve_outputs(in, cfg.shape.nproc_per_node, cfg.output);
+  resolve_worker(in, script_and_args, cfg.worker);
+  return parsed;
+}
+
+}  // namespace
+
+ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
+                               HostProbe& host) {
+  LaunchOptions options;
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    options.app().parse(reversed);
+    options.names().apply_environment(env);
+  } catch (const CLI::CallForHelp&) {
+    options.names().show_variables_in_help();
+    return EarlyExit{0, options.app().help(), false, false, true};
+  } catch (const CLI::CallForVersion&) {
+    return EarlyExit{0, std::string("npu_run ") + kVersion + "\n", false, true};
+  } catch (const CLI::ExcludesError& e) {
+    return usage_error(options.exclusion_reason(e.what()));
+  } catch (const CLI::ParseError& e) {
+    const std::string what = e.what();
+    return usage_error(what + options.names().env_hint(what, env));
+  }
+  Split split = split_at_script(args, options.app());
+  options.names().set_typed(split.options);
+  if (split.script_and_args.empty())
+    return usage_error("no training script given; usage: npu_run [OPTIONS] SCRIPT [ARGS...]");
+  // With prefix_command(), an unknown option ends parsing just like the script would.
+  const std::string& first = split.script_and_args.front();
+  if (!split.after_separator && first.size() > 1 && first[0] == '-')
+    return usage_error(unknown_option_message(first, OptionNames::long_names(options.app())));
+  return resolve_or_exit([&] { return resolve(options, split.script_and_args, env, host); },
+                         "npu_run");
+}
+
+ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env) {
+  const auto host = real_host(env);
+  return parse_command_line(args, env, *host);
+}
+
+}  // namespace npu_run

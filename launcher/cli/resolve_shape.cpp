@@ -1,0 +1,156 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
+#include "cli/resolvers.hpp"
+#include "cli/value_parsers.hpp"
+#include "devices/device_list.hpp"
+
+namespace npu_run {
+
+namespace {
+
+// On a node with accelerators, --devices may only name ones that are there (and visible): a typo
+// would otherwise surface minutes later as a driver error in every worker. A node without any
+// (CPU jobs, tests) takes the ids as given.
+void check_devices_present(const std::vector<int>& listed, const DiscoveredDevices& found,
+                           const std::string& source, const std::string& text) {
+  if (found.kind == DeviceKind::kNone || found.physical_ids.empty()) return;
+  std::vector<int> absent;
+  for (int id : listed) {
+    if (std::find(found.physical_ids.begin(), found.physical_ids.end(), id) ==
+        found.physical_ids.end())
+      absent.push_back(id);
+  }
+  if (absent.empty()) return;
+  throw UsageError(fmt::format("{} {}: this node has no device{} {} (found {}); pick ids from {}",
+                               source, text, absent.size() == 1 ? "" : "s",
+                               format_device_list(absent), found.description,
+                               format_device_list(found.physical_ids)));
+}
+
+// --nproc-per-node auto, npu or gpu: the devices found (or those --devices lists).
+void take_discovered(const LaunchInputs& in, const std::optional<std::vector<int>>& listed,
+                     JobShape& shape) {
+  const std::string& n = in.options.flags().nproc_per_node;
+  const DiscoveredDevices& found = in.host.devices();
+  const bool wrong_kind = (n == "npu" && found.kind != DeviceKind::kAscend) ||
+                          (n == "gpu" && found.kind != DeviceKind::kNvidia);
+  if (listed) {
+    shape.nproc_per_node = static_cast<int>(listed->size());
+    shape.devices = *listed;
+    shape.devices_source = in.options.source(in.options.devices);
+  } else if (found.physical_ids.empty() || wrong_kind) {
+    if (n != "auto") {
+      throw UsageError(fmt::format("{} {}: {}; use a number, or auto to fall back to 1 worker",
+                                   in.options.source(in.options.nproc), n, found.description));
+    }
+    shape.nproc_per_node = 1;
+    shape.devices = {0};
+    shape.devices_source = found.description + "; 1 worker";
+  } else {
+    shape.nproc_per_node = static_cast<int>(found.physical_ids.size());
+    shape.devices = found.physical_ids;
+    shape.devices_source = found.description;
+  }
+}
+
+// A number of workers (or cpu), on --devices or 0..N-1.
+void take_counted(const LaunchInputs& in, const std::optional<std::vector<int>>& listed,
+                  JobShape& shape) {
+  const LaunchOptions& o = in.options;
+  const std::string& n = o.flags().nproc_per_node;
+  if (n == "cpu") {
+    shape.nproc_per_node = in.host.cpu_count();
+  } else {
+    const auto value = parse_integer(n, 1, kMaxWorkersPerNode);
+    if (!value) {
+      throw UsageError(fmt::format(
+          "{} '{}': expected a number of workers between 1 and {}, or auto, npu, gpu, cpu",
+          o.source(o.nproc), n, kMaxWorkersPerNode));
+    }
+    shape.nproc_per_node = static_cast<int>(*value);
+  }
+  if (!listed) {
+    shape.devices.resize(static_cast<size_t>(shape.nproc_per_node));
+    for (int i = 0; i < shape.nproc_per_node; ++i) shape.devices[static_cast<size_t>(i)] = i;
+    shape.devices_source = "default 0..N-1";
+    return;
+  }
+  if (static_cast<int>(listed->size()) != shape.nproc_per_node) {
+    throw UsageError(fmt::format(
+        "{} {} names {} device{} but {} is {}; list exactly {} device ids (e.g. --devices 0-{}) "
+        "or drop --devices",
+        o.source(o.devices), o.flags().devices, listed->size(), listed->size() == 1 ? "" : "s",
+        o.source(o.nproc), n, shape.nproc_per_node, shape.nproc_per_node - 1));
+  }
+  shape.devices = *listed;
+  shape.devices_source = o.source(o.devices);
+}
+
+void resolve_workers_and_devices(const LaunchInputs& in, JobShape& shape) {
+  const LaunchOptions& o = in.options;
+  std::optional<std::vector<int>> listed;
+  if (!o.flags().devices.empty()) {
+    listed = parse_device_list(o.flags().devices, o.source(o.devices));
+    check_devices_present(*listed, in.host.devices(), o.source(o.devices), o.flags().devices);
+  }
+  const std::string& n = o.flags().nproc_per_node;
+  if (n == "auto" || n == "npu" || n == "gpu")
+    take_discovered(in, listed, shape);
+  else
+    take_counted(in, listed, shape);
+}
+
+void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
+  const LaunchOptions& o = in.options;
+  if (!OptionNames::given(o.node_rank) && in.cluster.node_rank) {
+    if (*in.cluster.node_rank >= shape.max_nodes) {
+      throw UsageError(fmt::format(
+          "{}: node rank {} is not below nnodes {}; the scheduler's variables disagree (a step "
+          "environment copied into another job?): start npu_run with srun inside the allocation, "
+          "or give --nnodes and --node-rank yourself",
+          in.cluster.facts.description, *in.cluster.node_rank, shape.max_nodes));
+    }
+    shape.node_rank = in.cluster.node_rank;
+  } else if (OptionNames::given(o.node_rank)) {
+    const int rank = o.flags().node_rank;
+    if (rank < 0 || rank >= shape.max_nodes) {
+      throw UsageError(fmt::format("{} {}: node ranks run from 0 to {} with --nnodes {}",
+                                   o.source(o.node_rank), rank, shape.max_nodes - 1,
+                                   o.flags().rdzv.nnodes));
+    }
+    shape.node_rank = rank;
+  }
+}
+
+}  // namespace
+
+void resolve_shape(const LaunchInputs& in, JobShape& shape) {
+  const LaunchOptions& o = in.options;
+  shape.agents_per_node = o.flags().agents_per_node;
+  if (!OptionNames::given(o.rdzv.nnodes) && in.cluster.nnodes) {
+    shape.min_nodes = shape.max_nodes = *in.cluster.nnodes;
+  } else {
+    std::tie(shape.min_nodes, shape.max_nodes) =
+        parse_nnodes(o.flags().rdzv.nnodes, o.source(o.rdzv.nnodes));
+  }
+  resolve_workers_and_devices(in, shape);
+  if (in.cluster.agent_index > 0 && !OptionNames::given(o.devices) &&
+      shape.devices_source == "default 0..N-1") {
+    // Agents sharing a node take consecutive slices of its devices.
+    for (int& d : shape.devices) d += in.cluster.agent_index * shape.nproc_per_node;
+    shape.devices_source = fmt::format("slice {} of the node's devices (--agents-per-node {})",
+                                       in.cluster.agent_index, shape.agents_per_node);
+  }
+  if (o.flags().standalone && shape.max_nodes > 1) {
+    throw UsageError(fmt::format("--standalone runs a single node but {} is {}; drop one of them",
+                                 o.source(o.rdzv.nnodes), o.flags().rdzv.nnodes));
+  }
+  resolve_node_rank(in, shape);
+}
+
+}  // namespace npu_run

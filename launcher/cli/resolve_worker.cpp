@@ -1,0 +1,54 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "basics/usage_error.hpp"
+#include "cli/resolvers.hpp"
+#include "cli/value_parsers.hpp"
+
+namespace npu_run {
+
+void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
+                    WorkerCommand& worker) {
+  const LaunchOptions& o = in.options;
+  const LaunchFlags& f = o.flags();
+  check_name(f.role, o.source(o.role), "a role name");
+  // CLI11's excludes() sees the command line only; a PET_ variable may clash with a flag.
+  if (f.no_python && (f.module || f.run_path))
+    throw UsageError(o.exclusion_reason(f.module ? "--no-python excludes --module"
+                                                 : "--no-python excludes --run-path"));
+  worker.role = f.role;
+  worker.mode = f.no_python ? WorkerMode::kExecutable
+                : f.module  ? WorkerMode::kPythonModule
+                            : WorkerMode::kPythonScript;
+  worker.entrypoint = script_and_args.front();
+  worker.args.assign(script_and_args.begin() + 1, script_and_args.end());
+
+  if (worker.mode == WorkerMode::kExecutable) {
+    worker.program = in.host.find_program(worker.entrypoint);
+    if (worker.program.empty()) {
+      throw UsageError(fmt::format(
+          "--no-python: '{}' is not an executable file{}; check the path and its execute "
+          "permission",
+          worker.entrypoint, worker.entrypoint.find('/') == std::string::npos ? " on PATH" : ""));
+    }
+    return;
+  }
+  const std::string python = lookup(in.env, "PYTHON_EXEC").value_or("python3");
+  worker.program = in.host.find_program(python);
+  if (worker.program.empty()) {
+    throw UsageError(fmt::format(
+        "cannot find the python interpreter '{}'{} (from {}); set PYTHON_EXEC to a python that "
+        "has your framework installed, e.g. PYTHON_EXEC=/usr/bin/python3",
+        python, python.find('/') == std::string::npos ? " on PATH" : "",
+        lookup(in.env, "PYTHON_EXEC") ? "PYTHON_EXEC" : "the default python3"));
+  }
+  if (worker.mode == WorkerMode::kPythonScript && !in.host.is_regular_file(worker.entrypoint)) {
+    throw UsageError(fmt::format(
+        "training script '{}' not found (working directory {}); give its path, or use -m for a "
+        "module or --no-python for a program",
+        worker.entrypoint, in.host.working_directory()));
+  }
+}
+
+}  // namespace npu_run

@@ -1,0 +1,41 @@
+// The steps that turn the launch options into a LaunchConfig, one concern each, in the order
+// parse_launch.cpp runs them (which decides which of several mistakes is reported first). Each
+// throws UsageError naming the flag (or PET_ variable) and the fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "basics/environment.hpp"
+#include "cli/host_probe.hpp"
+#include "cli/launch_options.hpp"
+#include "cluster/cluster_env.hpp"
+#include "config/launch_config.hpp"
+
+namespace npu_run {
+
+struct LaunchInputs {
+  const LaunchOptions& options;
+  const EnvMap& env;
+  HostProbe& host;
+  const ClusterDefaults& cluster;
+};
+
+// Nodes, node rank, workers per node and their devices (cli/resolve_shape.cpp).
+void resolve_shape(const LaunchInputs& in, JobShape& shape);
+// Master, endpoint, backend, --rdzv-conf, timing, run id and token (cli/resolve_rendezvous.cpp).
+// A missing secret for a Slurm step's token is a warning, added to `warnings`.
+void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, RendezvousConfig& rdzv,
+                        std::vector<std::string>& warnings);
+// Restarts, the grace period, stop signals, the agent's own options (cli/resolve_supervision.cpp).
+void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
+                         AgentOptions& agent);
+// --soc, --rank-table, --hccn-conf (cli/resolve_ascend.cpp).
+void resolve_ascend(const LaunchInputs& in, const JobShape& shape, AscendConfig& ascend);
+// -r, -t, --log-dir, --local-ranks-filter, the console prefix (cli/resolve_outputs.cpp).
+void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& output);
+// What each worker runs: the script, module or program, python, the role (cli/resolve_worker.cpp).
+void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
+                    WorkerCommand& worker);
+
+}  // namespace npu_run

@@ -1,0 +1,181 @@
+#include "cli/value_parsers.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/common.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+
+#include "basics/text.hpp"
+#include "basics/usage_error.hpp"
+
+namespace npu_run {
+
+int parse_positive(const std::string& text, int max, const std::string& source, const char* what) {
+  const auto value = parse_integer(text, 1, max);
+  if (!value)
+    throw UsageError(fmt::format("{} '{}': expected {} between 1 and {}", source, text, what, max));
+  return static_cast<int>(*value);
+}
+
+std::pair<int, int> parse_nnodes(const std::string& text, const std::string& source) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    const int n = parse_positive(text, kMaxNodes, source, "a node count");
+    return {n, n};
+  }
+  const int min = parse_positive(text.substr(0, colon), kMaxNodes, source, "a minimum node count");
+  const int max = parse_positive(text.substr(colon + 1), kMaxNodes, source, "a maximum node count");
+  if (min > max) {
+    throw UsageError(fmt::format("{} '{}': the minimum is above the maximum; write {}:{}", source,
+                                 text, max, min));
+  }
+  return {min, max};
+}
+
+std::chrono::milliseconds seconds_option(double value, double min, double max,
+                                         const std::string& source) {
+  if (!(value >= min) || value > max) {
+    throw UsageError(
+        fmt::format("{} {}: expected seconds between {} and {}", source, value, min, max));
+  }
+  return std::chrono::milliseconds(std::llround(value * 1000));
+}
+
+void check_name(const std::string& value, const std::string& source, const char* what) {
+  const bool ok = !value.empty() && value != "." && value != ".." &&
+                  std::all_of(value.begin(), value.end(), [](unsigned char c) {
+                    return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+                  });
+  if (!ok) {
+    throw UsageError(fmt::format("{} '{}': {} may use only letters, digits, '-', '_' and '.'",
+                                 source, value, what));
+  }
+}
+
+std::vector<int> parse_signals(const std::string& text, const std::string& source) {
+  static const std::map<std::string, int> kHandled = {{"TERM", SIGTERM}, {"INT", SIGINT},
+                                                      {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+                                                      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+  std::vector<int> signals;
+  for (std::string_view item : split(text, ',')) {
+    if (item.substr(0, 3) == "SIG") item.remove_prefix(3);
+    const std::string name(item);
+    const auto it = kHandled.find(name);
+    if (it == kHandled.end()) {
+      throw UsageError(
+          fmt::format("{} '{}': cannot handle '{}'; choose from SIGTERM, SIGINT, "
+                      "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2",
+                      source, text, name));
+    }
+    if (std::find(signals.begin(), signals.end(), it->second) == signals.end())
+      signals.push_back(it->second);
+  }
+  return signals;
+}
+
+std::set<int> parse_rank_filter(const std::string& text, const std::string& source, int nproc) {
+  std::set<int> ranks;
+  for (const std::string_view item : split(text, ',')) {
+    const auto parsed = parse_integer(item, 0, kMaxWorkersPerNode);
+    if (!parsed) {
+      throw UsageError(fmt::format("{} '{}': '{}' is not a local rank; write ranks like 0 or 0,1",
+                                   source, text, item));
+    }
+    const int rank = static_cast<int>(*parsed);
+    if (rank >= nproc) {
+      throw UsageError(
+          fmt::format("{} '{}': local rank {} does not exist with {} worker{} per node", source,
+                      text, rank, nproc, nproc == 1 ? "" : "s"));
+    }
+    ranks.insert(rank);
+  }
+  return ranks;
+}
+
+std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
+                                                   const std::string& source) {
+  static const std::set<std::string> kKnown = {
+      "timeout",      "join_timeout",        "last_call_timeout",      "close_timeout",
+      "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host"};
+  std::map<std::string, std::string> conf;
+  if (text.empty()) return conf;
+  for (const std::string_view item : split(text, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      throw UsageError(fmt::format("{} '{}': item '{}' is not key=value", source, text, item));
+    }
+    const std::string key(item.substr(0, eq));
+    if (!kKnown.count(key)) {
+      throw UsageError(fmt::format("{} '{}': unknown key '{}'; known keys: {}", source, text, key,
+                                   fmt::join(kKnown, ", ")));
+    }
+    conf[key] = std::string(item.substr(eq + 1));
+  }
+  return conf;
+}
+
+double conf_number(const std::map<std::string, std::string>& conf, const std::string& key,
+                   const std::string& source) {
+  const std::string& text = conf.at(key);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') {
+    throw UsageError(fmt::format("{} {}={}: expected a number", source, key, text));
+  }
+  return value;
+}
+
+Endpoint parse_endpoint(const std::string& text, const std::string& source) {
+  Endpoint ep{text, std::nullopt};
+  const auto colon = text.rfind(':');
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos)
+      throw UsageError(fmt::format("{} '{}': missing ']'", source, text));
+    ep.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':')
+        throw UsageError(fmt::format("{} '{}': expected [ADDR]:PORT", source, text));
+      ep.port = parse_positive(text.substr(close + 2), 65535, source, "a port");
+    }
+  } else if (colon != std::string::npos && text.find(':') == colon) {
+    ep.host = text.substr(0, colon);
+    ep.port = parse_positive(text.substr(colon + 1), 65535, source, "a port");
+  }
+  if (ep.host.empty())
+    throw UsageError(fmt::format("{} '{}': the host is empty; write HOST:PORT", source, text));
+  return ep;
+}
+
+void check_choice(const std::string& value, std::initializer_list<const char*> choices,
+                  const std::string& source) {
+  const std::vector<const char*> list(choices);
+  for (const char* choice : list) {
+    if (value == choice) return;
+  }
+  std::string listed;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i > 0) listed += i + 1 == list.size() ? " or " : ", ";
+    listed += list[i];
+  }
+  throw UsageError(fmt::format("{} '{}': expected {}", source, value, listed));
+}
+
+std::string parse_log_level(const std::string& text, const std::string& source) {
+  // spdlog's from_str answers "off" for anything it does not know.
+  const auto level = spdlog::level::from_str(text);
+  if (level == spdlog::level::off && text != "off") {
+    throw UsageError(fmt::format(
+        "{} '{}': expected trace, debug, info, warn, error, critical or off", source, text));
+  }
+  // The short names --help shows: "warning" is spdlog's name for warn.
+  if (level == spdlog::level::warn) return "warn";
+  const auto name = spdlog::level::to_string_view(level);
+  return std::string(name.data(), name.size());
+}
+
+}  // namespace npu_run

@@ -12,6 +12,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "basics/environment.hpp"
+#include "cli/host_probe.hpp"
+#include "cli/rendezvous_options.hpp"
+#include "cli/value_parsers.hpp"
 #include "rendezvous/client.hpp"
 
 using namespace npu_run::rdzv;
@@ -80,18 +84,36 @@ int main(int argc, char** argv) {
   CLI::App app("Simulate agents joining an npu_run rendezvous server");
   std::string host = "127.0.0.1";
   int port = 0;
-  int nnodes = 0;
   int agents = 0;
   int first = 0;
-  double timeout = 120;
   app.add_option("--host", host, "Server address");
   app.add_option("--port", port, "Server port")->required();
-  app.add_option("--nnodes", nnodes, "The job's --nnodes")->required();
   app.add_option("--agents", agents, "Agents simulated by this process")->required();
   app.add_option("--first", first, "Index of this process's first agent (host names sim-<index>)");
-  app.add_option("--timeout", timeout, "Seconds before giving up");
+  // The job's options are the agents' own: --nnodes, --run-id, the token, --rdzv-timeout (here
+  // also how long this process waits for its agents' decisions).
+  npu_run::OptionNames names;
+  npu_run::RendezvousFlags flags;
+  const npu_run::RendezvousOptions rdzv = npu_run::add_rendezvous_options(
+      app, flags, names, "Job", npu_run::RendezvousVariables::kTokenOnly);
+  rdzv.nnodes->required();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
+
+  int nnodes = 0;
+  std::string token;
+  std::chrono::milliseconds timeout{};
+  try {
+    const npu_run::EnvMap env = npu_run::current_environment();
+    names.apply_environment(env);
+    nnodes = npu_run::parse_nnodes(flags.nnodes, "--nnodes").second;
+    timeout = npu_run::resolve_timing(flags, rdzv, names).join_timeout;
+    const auto probe = npu_run::real_host(env);
+    if (auto given = npu_run::resolve_given_token(flags, rdzv, names, *probe)) token = given->value;
+  } catch (const std::exception& e) {
+    std::cerr << "npu_run_rdzv_loadgen: " << e.what() << "\n";
+    return 2;
+  }
 
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
@@ -102,8 +124,9 @@ int main(int argc, char** argv) {
   ClientOptions options;
   options.server_host = host;
   options.server_port = port;
-  options.connect_timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
-  options.hello = Hello{kMagic, kProtocolVersion, "none", ""};
+  options.connect_timeout = timeout;
+  options.hello = Hello{kMagic, kProtocolVersion, flags.run_id, ""};
+  options.token = token;
   Stats stats;
   std::vector<std::unique_ptr<SimulatedAgent>> simulated;
   simulated.reserve(agents);
@@ -111,7 +134,7 @@ int main(int argc, char** argv) {
     simulated.push_back(std::make_unique<SimulatedAgent>(io, options, first + i, nnodes, stats));
     simulated.back()->start();
   }
-  io.run_for(std::chrono::milliseconds(static_cast<long>(timeout * 1000)));
+  io.run_for(timeout);
   std::cout << nlohmann::json{{"agents", agents},
                               {"assigned", stats.assigned},
                               {"decided", stats.decided},

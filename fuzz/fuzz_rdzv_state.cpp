@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s.heartbeat_timeout = std::chrono::seconds(30);
   s.last_call = std::chrono::seconds(in.ConsumeIntegralInRange(0, 5));
   s.join_timeout = std::chrono::seconds(120);
-  Clock::time_point now{};
+  Now now{Clock::time_point{}, 1'700'000'000'000};
   RendezvousState state(s, now);
   int nonces = 0;
   state.set_nonce_source([&] { return "nonce-" + std::to_string(++nonces); });
@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         out = state.on_disconnect(from, now);
         break;
       default:
-        now += std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
+        now = now + std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
         out = state.on_tick(now);
         break;
     }

@@ -14,7 +14,8 @@ namespace npu_run::rdzv {
 
 inline constexpr const char* kMagic = "npu_run-rdzv";
 // 2: the token is proven by an HMAC challenge (challenge/auth) instead of sent in the hello.
-inline constexpr int kProtocolVersion = 2;
+// 3: an elastic job re-forms with "reform", no longer with a "stop" that is not a failure.
+inline constexpr int kProtocolVersion = 3;
 
 // What one agent tells the server about its node.
 struct NodeInfo {
@@ -128,6 +129,15 @@ struct StopWorkers {
   FailureReport root_cause;
 };
 
+// An elastic job re-forms because a node joined or one left on purpose. Not a failure: stop this
+// node's workers, report, and join the next round; no restart is counted.
+struct Reform {
+  uint64_t round = 0;
+  std::string host;    // the node that joined or left
+  int node_rank = -1;  // the node that left; -1 for one that joined
+  std::string reason;  // "a new agent joined; the job re-forms with 3 node(s)"
+};
+
 enum class Action { kRestart, kFinish };
 
 // What every node does once all nodes reported: run the next round, or end with exit_code.
@@ -137,8 +147,8 @@ struct Decision {
   int restart_count = 0;
   int exit_code = 0;
   std::optional<FailureReport> root_cause;
-  // kRestart because nodes joined or left an elastic job, not because of a failure: the
-  // restart count did not grow.
+  // kRestart because nodes joined or left an elastic job (see Reform), not because of a
+  // failure: the restart count did not grow.
   bool membership_change = false;
 };
 
@@ -151,7 +161,7 @@ struct Challenge {
 };
 
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
-                                   HeartbeatAck, Challenge>;
+                                   HeartbeatAck, Challenge, Reform>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
@@ -159,8 +169,8 @@ inline const char* message_name(const ClientMessage& message) {
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
-  static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
-                                       "stop",    "decision", "heartbeat_ack", "challenge"};
+  static const char* const kNames[] = {"welcome",  "error",         "progress",  "assigned", "stop",
+                                       "decision", "heartbeat_ack", "challenge", "reform"};
   return kNames[message.index()];
 }
 

@@ -330,6 +330,10 @@ json server_json(const ServerMessage& message) {
           return j;
         } else if constexpr (std::is_same_v<T, Challenge>) {
           return {{"type", "challenge"}, {"ok", true}, {"nonce", m.nonce}, {"proof", m.proof}};
+        } else if constexpr (std::is_same_v<T, Reform>) {
+          return {{"type", "reform"},         {"ok", true},
+                  {"round", m.round},         {"host", m.host},
+                  {"node_rank", m.node_rank}, {"reason", m.reason}};
         } else {
           return {{"type", "heartbeat_ack"}, {"ok", true}};
         }
@@ -379,6 +383,12 @@ ServerMessage server_from(const json& j) {
   if (type == "stop")
     return StopWorkers{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
                        failure_from(f.object("root_cause"))};
+  if (type == "reform") {
+    return Reform{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                  f.text("host", Limits::kMaxName),
+                  static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes)),
+                  f.text("reason", Limits::kMaxText)};
+  }
   if (type == "decision") {
     Decision m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));

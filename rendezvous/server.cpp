@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "net/kernel_limits.hpp"
+#include "rendezvous/describe.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/stranger_log.hpp"
 
@@ -35,13 +36,6 @@ void raise_open_files_limit() {
 
 double seconds(milliseconds d) {
   return std::chrono::duration<double>(d).count();
-}
-
-std::string describe(const FailureReport& f) {
-  std::string where = f.rank >= 0
-                          ? fmt::format("rank {} on node {} ({})", f.rank, f.node_rank, f.host)
-                          : fmt::format("node {} ({})", f.node_rank, f.host);
-  return fmt::format("{}: {}", where, f.description);
 }
 
 }  // namespace
@@ -175,7 +169,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, JobSettings job, ServerOptions opts)
       : io(io_context),
         options(std::move(opts)),
-        state(std::move(job), Clock::now()),
+        state(std::move(job), now()),
         acceptor(io_context),
         tick_timer(io_context),
         retry_timer(io_context),
@@ -330,7 +324,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         error = std::move(*bad);
         break;
       }
-      dispatch(state.on_message(from, std::get<ClientMessage>(decoded), Clock::now()));
+      dispatch(state.on_message(from, std::get<ClientMessage>(decoded), now()));
       if (sessions.find(from) == sessions.end()) return;  // rejected and closed
     }
     if (error) {
@@ -361,7 +355,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     sessions.erase(id);
-    dispatch(state.on_disconnect(id, Clock::now()));
+    dispatch(state.on_disconnect(id, now()));
     check_done();
   }
 
@@ -406,8 +400,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
             }
           } else if constexpr (std::is_same_v<T, StopWorkers>) {
             spdlog::warn("round {}: {}; stopping the other nodes", m.round, describe(m.root_cause));
+          } else if constexpr (std::is_same_v<T, Reform>) {
+            spdlog::info("round {}: {}; stopping every node", m.round, describe(m));
           } else if constexpr (std::is_same_v<T, Decision>) {
-            if (m.action == Action::kRestart) {
+            if (m.action == Action::kRestart && m.membership_change) {
+              spdlog::info("round {} stopped; the job re-forms in round {}", m.round, m.round + 1);
+            } else if (m.action == Action::kRestart) {
               spdlog::warn("round {} failed; restart {} of {}", m.round, m.restart_count,
                            state.settings().max_restarts);
             } else {
@@ -435,7 +433,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
           auto self = weak.lock();
           if (ec || !self || self->stopped) return;
           self->strangers.flush(Clock::now());
-          self->dispatch(self->state.on_tick(Clock::now()));
+          self->dispatch(self->state.on_tick(now()));
           self->schedule_tick();
         });
   }

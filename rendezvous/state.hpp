@@ -1,6 +1,9 @@
 // The rendezvous decisions as a pure state machine: messages and the time go in, addressed
-// messages come out. No sockets, no clock of its own; the Asio server and the single-node
-// in-process rendezvous both drive it, and unit tests drive it directly.
+// messages come out. No sockets and no clock of its own: both clocks are handed in with every
+// event (Now). The Asio server and the single-node in-process rendezvous drive it, and unit
+// tests drive it directly. Its code is split by the part of the conversation: state.cpp (the
+// handshake), state_rounds.cpp (joining and forming rounds, ticks), state_outcome.cpp (reports,
+// failures, re-forms and the decision).
 //
 // A job goes through rounds. JOINING collects agents until --nnodes have joined (elastic
 // MIN:MAX: MAX, or MIN once the last-call window has passed), then assigns node ranks and rank
@@ -28,6 +31,22 @@ using ClientId = uint64_t;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// When an event happens: the steady clock for deadlines, and the wall clock (ms since the epoch)
+// for the times failures carry, which nodes compare with each other.
+struct Now {
+  Clock::time_point steady;
+  int64_t wall_ms = 0;
+};
+// Both clocks, read now.
+Now now();
+// Both clocks advanced by `d`: simulated time for tests and the fuzzer.
+template <typename Rep, typename Period>
+Now operator+(Now at, std::chrono::duration<Rep, Period> d) {
+  at.steady += std::chrono::duration_cast<Clock::duration>(d);
+  at.wall_ms += std::chrono::duration_cast<milliseconds>(d).count();
+  return at;
+}
+
 struct JobSettings {
   std::string run_id = "none";
   // Shared secret agents must prove they know (rdzv_auth.hpp); empty: agents must have none.
@@ -52,15 +71,14 @@ class RendezvousState {
  public:
   enum class Phase { kJoining, kRunning, kStopping, kFinished };
 
-  RendezvousState(JobSettings settings, Clock::time_point now);
+  RendezvousState(JobSettings settings, Now now);
   // Where challenge nonces come from (default: random_nonce()); tests make them predictable.
   void set_nonce_source(std::function<std::string()> source) { nonce_source_ = std::move(source); }
 
-  std::vector<Outgoing> on_message(ClientId from, const ClientMessage& message,
-                                   Clock::time_point now);
-  std::vector<Outgoing> on_disconnect(ClientId who, Clock::time_point now);
+  std::vector<Outgoing> on_message(ClientId from, const ClientMessage& message, Now now);
+  std::vector<Outgoing> on_disconnect(ClientId who, Now now);
   // Heartbeat deadlines, progress reports and the join timeout.
-  std::vector<Outgoing> on_tick(Clock::time_point now);
+  std::vector<Outgoing> on_tick(Now now);
 
   Phase phase() const { return phase_; }
   uint64_t round() const { return round_; }
@@ -70,7 +88,6 @@ class RendezvousState {
   const std::optional<Decision>& final_decision() const { return final_; }
   size_t connected_clients() const { return clients_.size(); }
   size_t joined() const { return pending_.size(); }
-  size_t members() const { return members_.size(); }
   // Said hello and, with a token, proved it: the connection is no longer a stranger's.
   bool authenticated(ClientId id) const;
   // Was sent a challenge and has not answered it yet.
@@ -101,17 +118,21 @@ class RendezvousState {
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
   std::vector<Outgoing> on_auth(ClientId from, const Auth& auth);
   Outgoing welcome(ClientId to);
-  std::vector<Outgoing> on_join(ClientId from, const Join& join, Clock::time_point now);
+  std::vector<Outgoing> on_join(ClientId from, const Join& join);
+  // The refusal of a join, or nothing when it may go on.
+  std::optional<Outgoing> refuse_join(ClientId from, const Join& join) const;
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
   bool elastic() const { return settings_.min_nodes < settings_.max_nodes; }
   // Members that will be in the next round: neither lost nor leaving.
   size_t staying_members() const;
-  // Elastic: stops every running node so that the job re-forms with `why` (a node joined or
-  // left); not a failure, so no restart is counted.
-  void begin_membership_change(const FailureReport& why, std::vector<Outgoing>& out);
+  // Elastic: stops every running node so that the job re-forms (a node joined or left); not a
+  // failure, so no restart is counted.
+  void begin_reform(Reform reform, std::vector<Outgoing>& out);
   // Elastic: MIN have joined and the last call passed, or MAX have joined.
-  bool round_can_start(Clock::time_point now) const;
+  bool round_can_start() const;
+  // The join timeout passed: every waiting agent is told who is missing; the job ends.
+  std::vector<Outgoing> time_out_joining();
   // Records `failure` as the root cause if it is the first, and stops the other nodes.
   void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
                       std::vector<Outgoing>& out);
@@ -139,14 +160,12 @@ class RendezvousState {
   std::optional<FailureReport> root_cause_;
   bool membership_change_ = false;  // the nodes are stopping to re-form, not because of a failure
   std::optional<Clock::time_point> min_reached_at_;  // elastic: when the forming round had MIN
-  Clock::time_point now_;                            // time of the event being handled
+  Now now_;                                          // time of the event being handled
   bool deliberate_stop_ = false;  // the root cause is an agent stopped by a signal: no restart
   uint64_t arrivals_ = 0;
   Clock::time_point joining_since_;
   Clock::time_point next_progress_;
   std::optional<Decision> final_;
 };
-
-const char* phase_name(RendezvousState::Phase phase);
 
 }  // namespace npu_run::rdzv

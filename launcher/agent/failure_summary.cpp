@@ -1,22 +1,15 @@
 #include "agent/failure_summary.hpp"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "basics/text.hpp"
+
 namespace npu_run {
 namespace {
-
-std::string clock_time(std::chrono::system_clock::time_point t) {
-  if (t == std::chrono::system_clock::time_point{}) return "-";
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
-  return fmt::format("{:%H:%M:%S}.{:03d}", fmt::localtime(std::chrono::system_clock::to_time_t(t)),
-                     ms);
-}
 
 std::string result_text(const WorkerOutcome& w, bool is_root_cause) {
   std::string text = w.status.describe();
@@ -123,19 +116,6 @@ rdzv::FailureReport failure_report(const GroupResult& result, const std::string&
             .count();
   }
   return f;
-}
-
-std::string format_root_cause(const rdzv::FailureReport& f) {
-  std::string text = f.rank >= 0 ? fmt::format("rank {} (local {}, pid {}) on node {} ({})", f.rank,
-                                               f.local_rank, f.pid, f.node_rank, f.host)
-                     : f.node_rank >= 0 ? fmt::format("node {} ({})", f.node_rank, f.host)
-                                        : f.host;  // an agent not yet in a round
-  text += ": " + f.description;
-  if (f.time_ms > 0)
-    text += " at " +
-            clock_time(std::chrono::system_clock::time_point(std::chrono::milliseconds(f.time_ms)));
-  if (!f.error_message.empty()) text += "; error: " + f.error_message;
-  return text;
 }
 
 std::string read_error_file_message(const std::string& path) {

@@ -27,10 +27,6 @@ std::string format_failure_summary(const GroupResult& result, const SummaryConte
 rdzv::FailureReport failure_report(const GroupResult& result, const std::string& host,
                                    int node_rank, const std::string& error_message);
 
-// One line for a root cause on any node: "rank 5 (local 1, pid 4242) on node 1 (host-b): exit
-// code 3 at 10:00:01.123; error: ValueError: ...".
-std::string format_root_cause(const rdzv::FailureReport& failure);
-
 // The message of a torchelastic error file (written by @record in the worker), first line only;
 // empty when the file is missing or not in that format.
 std::string read_error_file_message(const std::string& path);

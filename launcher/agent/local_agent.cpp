@@ -17,8 +17,10 @@
 #include "agent/worker_env.hpp"
 #include "agent/worker_plan.hpp"
 #include "ascend/topology.hpp"
+#include "basics/exit_status.hpp"
 #include "basics/usage_error.hpp"
 #include "net/host_address.hpp"
+#include "rendezvous/describe.hpp"
 #include "workers/worker_group.hpp"
 
 namespace npu_run {
@@ -79,6 +81,7 @@ struct LocalAgent::Impl {
     rendezvous.start(Rendezvous::Handlers{
         [this](const Assignment& a) { on_assigned(a); },
         [this](const rdzv::FailureReport& root) { on_stop_workers(root); },
+        [this](const rdzv::Reform& r) { on_reform(r); },
         [this](const rdzv::Decision& d) { on_decided(d); },
         [this](const rdzv::Progress& p) { on_progress(p); },
         [this](const std::string& why) { on_rendezvous_failed(why); },
@@ -125,7 +128,7 @@ struct LocalAgent::Impl {
                    state == State::kReporting ? "waiting for the job's decision"
                                               : "waiting for the rendezvous");
       interrupted_by = sig;
-      finish(128 + sig);
+      finish(exit_for_signal(sig));
       return;
     }
     if (interrupted_by == 0) {
@@ -186,16 +189,27 @@ struct LocalAgent::Impl {
         a.restart_count, a.worker_master_addr, a.worker_master_port);
     state = State::kRunning;
     remote_root_cause.reset();
+    reform.reset();
     rendezvous_failure.clear();
     group = std::make_unique<WorkerGroup>(
         io, std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout}, guardian);
     group->start([this](GroupResult result) { on_group_done(std::move(result)); });
   }
 
+  // Told to stop for another reason already, or stopping on a signal: the first reason stands.
+  bool stopping() const { return remote_root_cause || reform || interrupted_by != 0; }
+
   void on_stop_workers(const rdzv::FailureReport& root) {
-    if (state != State::kRunning || remote_root_cause || interrupted_by != 0) return;
+    if (state != State::kRunning || stopping()) return;
     remote_root_cause = root;
-    spdlog::warn("{}; stopping this node's workers", format_root_cause(root));
+    spdlog::warn("{}; stopping this node's workers", rdzv::describe(root));
+    group->stop(SIGTERM);
+  }
+
+  void on_reform(const rdzv::Reform& r) {
+    if (state != State::kRunning || stopping()) return;
+    reform = r;
+    spdlog::warn("{}; stopping this node's workers", rdzv::describe(r));
     group->stop(SIGTERM);
   }
 
@@ -224,14 +238,14 @@ struct LocalAgent::Impl {
       rdzv::FailureReport failure;
       failure.host = assignment.host;
       failure.node_rank = assignment.node_rank;
-      failure.exit_code = 128 + interrupted_by;
+      failure.exit_code = exit_for_signal(interrupted_by);
       failure.description = fmt::format("npu_run was stopped by {}", signal_name(interrupted_by));
       rdzv::Report report{assignment.round, rdzv::Outcome::kStopped, failure, interrupted_by};
       // Leaving on purpose lets an elastic job re-form without this node. The agent hosting the
       // rendezvous cannot leave that way: with it goes the server, so the job ends.
       report.leaving = !ctx.hosts_rendezvous;
       rendezvous.report(report);
-      finish(128 + interrupted_by);
+      finish(exit_for_signal(interrupted_by));
       return;
     }
     if (!rendezvous_failure.empty()) {
@@ -240,7 +254,9 @@ struct LocalAgent::Impl {
       return;
     }
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
-    if (remote_root_cause) {
+    if (reform) {
+      report.outcome = rdzv::Outcome::kStopped;  // the workers' deaths from the stop are expected
+    } else if (remote_root_cause) {
       report.outcome = rdzv::Outcome::kStopped;
       // An error here may predate the failure that stopped us (a rank that raised and hung
       // while exiting): the rendezvous compares the times and keeps the earliest.
@@ -254,7 +270,7 @@ struct LocalAgent::Impl {
           failure_report(result, assignment.host, assignment.node_rank, error_file_message(result));
       if (assignment.nnodes > 1) {
         spdlog::error("this node's workers failed ({}); waiting for the other nodes to stop",
-                      format_root_cause(*report.failure));
+                      rdzv::describe(*report.failure));
       }
     }
     rendezvous.report(report);
@@ -271,8 +287,7 @@ struct LocalAgent::Impl {
       spdlog::warn("the job was decided while this node's workers still run; stopping them");
     }
     if (d.action == rdzv::Action::kRestart && d.membership_change) {
-      const std::string cause =
-          remote_root_cause ? format_root_cause(*remote_root_cause) : "nodes joined or left";
+      const std::string cause = reform ? rdzv::describe(*reform) : "nodes joined or left";
       spdlog::info(
           "the job re-forms ({}); restarting all {} workers in a new round, not counted as a "
           "restart ({} of {} used)",
@@ -282,7 +297,7 @@ struct LocalAgent::Impl {
       return;
     }
     if (d.action == rdzv::Action::kRestart) {
-      const std::string cause = d.root_cause ? format_root_cause(*d.root_cause) : "a failure";
+      const std::string cause = d.root_cause ? rdzv::describe(*d.root_cause) : "a failure";
       spdlog::warn("the job failed ({}); restarting all {} workers: restart {} of {}", cause,
                    last_result.workers.size(), d.restart_count, cfg.supervision.max_restarts);
       state = State::kRendezvous;
@@ -305,7 +320,7 @@ struct LocalAgent::Impl {
                                                    d.root_cause->node_rank, d.root_cause->host));
     }
     if (d.root_cause && (!root_here || assignment.nnodes > 1)) {
-      spdlog::error("the job failed; root cause: {}", format_root_cause(*d.root_cause));
+      spdlog::error("the job failed; root cause: {}", rdzv::describe(*d.root_cause));
     }
     finish(d.exit_code);
   }
@@ -349,6 +364,7 @@ struct LocalAgent::Impl {
   std::unique_ptr<WorkerGroup> group;
   GroupResult last_result;
   std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
+  std::optional<rdzv::Reform> reform;                    // set when told to stop to re-form
   std::string rendezvous_failure;                        // set when the rendezvous was lost mid-run
   int interrupted_by = 0;
   Clock::time_point last_progress_log{};

@@ -27,24 +27,24 @@ LocalRendezvous::LocalRendezvous(boost::asio::io_context& io, const LaunchConfig
       cfg_(cfg),
       host_(std::move(host)),
       worker_port_(io, avoid),
-      state_(untokened(job_settings(cfg)), rdzv::Clock::now()) {}
+      state_(untokened(job_settings(cfg)), rdzv::now()) {}
 
 void LocalRendezvous::start(Handlers handlers) {
   handlers_ = std::move(handlers);
   deliver(state_.on_message(
       kSelf, rdzv::Hello{rdzv::kMagic, rdzv::kProtocolVersion, cfg_.rendezvous.run_id, ""},
-      rdzv::Clock::now()));
+      rdzv::now()));
 }
 
 void LocalRendezvous::join() {
   rdzv::Join join =
       join_message(cfg_, this_node(cfg_, host_, cfg_.rendezvous.master_addr, worker_port_.port()));
   join.node_rank.reset();  // the only node: rank 0 whatever it was told
-  deliver(state_.on_message(kSelf, join, rdzv::Clock::now()));
+  deliver(state_.on_message(kSelf, join, rdzv::now()));
 }
 
 void LocalRendezvous::report(const rdzv::Report& report) {
-  deliver(state_.on_message(kSelf, report, rdzv::Clock::now()));
+  deliver(state_.on_message(kSelf, report, rdzv::now()));
 }
 
 void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {

@@ -11,6 +11,8 @@ void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMe
           handlers.assigned(to_assignment(m, host));
         } else if constexpr (std::is_same_v<T, rdzv::StopWorkers>) {
           handlers.stop_workers(m.root_cause);
+        } else if constexpr (std::is_same_v<T, rdzv::Reform>) {
+          handlers.reform(m);
         } else if constexpr (std::is_same_v<T, rdzv::Decision>) {
           handlers.decided(m);
         } else if constexpr (std::is_same_v<T, rdzv::Progress>) {

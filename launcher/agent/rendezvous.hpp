@@ -16,6 +16,7 @@ class Rendezvous {
   struct Handlers {
     std::function<void(const Assignment&)> assigned;
     std::function<void(const rdzv::FailureReport&)> stop_workers;  // a failure on another node
+    std::function<void(const rdzv::Reform&)> reform;               // elastic: a node joined or left
     std::function<void(const rdzv::Decision&)> decided;            // restart, or finish with a code
     std::function<void(const rdzv::Progress&)> progress;           // while waiting for others
     std::function<void(const std::string&)> failed;                // fatal: timeout, refused, lost

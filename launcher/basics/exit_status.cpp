@@ -20,7 +20,7 @@ int ExitStatus::as_exit_code() const {
     case Kind::kExited:
       return code;
     case Kind::kSignaled:
-      return 128 + signal;
+      return exit_for_signal(signal);
     case Kind::kNotStarted:
       // As a shell answers: 127 for a program that is not there, 126 for one found but not
       // executable (permission, not a binary or script, busy); 1 for anything else (no fork).

@@ -1,5 +1,6 @@
 #include "basics/text.hpp"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <charconv>
@@ -37,6 +38,14 @@ std::string printable(std::string_view text) {
       out += c;
   }
   return out;
+}
+
+std::string clock_time(std::chrono::system_clock::time_point t) {
+  if (t == std::chrono::system_clock::time_point{}) return "-";
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  return fmt::format("{:%H:%M:%S}.{:03d}", fmt::localtime(std::chrono::system_clock::to_time_t(t)),
+                     ms);
 }
 
 }  // namespace npu_run

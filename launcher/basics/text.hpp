@@ -2,6 +2,7 @@
 // list and reading a number behave the same everywhere.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,5 +21,9 @@ std::optional<long long> parse_integer(std::string_view text, long long min, lon
 // `text` safe to print in a message: control characters (a NUL would cut the message short, a
 // newline or escape sequence would forge log lines) become \xNN; everything else is kept.
 std::string printable(std::string_view text);
+
+// The local time of day to the millisecond ("10:00:01.123"), as failure tables and root causes
+// show it; "-" for the epoch (an unknown time).
+std::string clock_time(std::chrono::system_clock::time_point t);
 
 }  // namespace npu_run

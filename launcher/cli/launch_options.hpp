@@ -76,8 +76,8 @@ class LaunchOptions {
       *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node;
 
  private:
-  void add_shape(const char* group);
-  void add_what_runs(const char* group);
+  void add_shape(const char* shape);
+  void add_what_runs(const char* what);
   void add_supervision_and_output(const char* supervise, const char* logs);
   void add_ascend_and_agent(const char* ascend, const char* agent);
   // "--a-b" and "--a_b" (and `also`, more names) with PET_A_B.

@@ -23,7 +23,7 @@ int exit_code_for(const GroupResult& result) {
     case GroupResult::Outcome::kSucceeded:
       return 0;
     case GroupResult::Outcome::kStopped:
-      return 128 + result.stop_signal;
+      return exit_for_signal(result.stop_signal);
     case GroupResult::Outcome::kFailed: {
       std::optional<size_t> owner = result.root_cause;
       if (owner && result.workers.at(*owner).stopped_by_agent) owner = result.first_exit;

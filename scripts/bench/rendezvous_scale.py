@@ -58,7 +58,7 @@ def one_run(args, n, backlog):
             agents = min(AGENTS_PER_PROCESS, n - i * AGENTS_PER_PROCESS)
             generators.append(subprocess.Popen(
                 [args.loadgen, "--port", str(port), "--nnodes", str(n), "--agents", str(agents),
-                 "--first", str(i * AGENTS_PER_PROCESS), "--timeout", "120"],
+                 "--first", str(i * AGENTS_PER_PROCESS), "--rdzv-timeout", "120"],
                 stdout=subprocess.PIPE, text=True))
         results = [json.loads(g.communicate()[0]) for g in generators]
         server.wait(timeout=60)

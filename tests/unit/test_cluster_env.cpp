@@ -8,7 +8,6 @@
 
 using namespace npu_run;
 using Catch::Matchers::Contains;
-using npu_run::testing::ScopedEnv;
 using npu_run::testing::TempDir;
 
 namespace {

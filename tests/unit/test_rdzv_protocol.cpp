@@ -148,6 +148,11 @@ TEST_CASE("messages: every server message survives encode and decode", "[protoco
   f.description = "agent lost";
   f.exit_code = kExitRendezvous;
   CHECK(round_trip_server<StopWorkers>(StopWorkers{2, f}).root_cause.exit_code == kExitRendezvous);
+  const Reform r = round_trip_server<Reform>(Reform{3, "node-c", 2, "left the job"});
+  CHECK(r.round == 3);
+  CHECK(r.host == "node-c");
+  CHECK(r.node_rank == 2);
+  CHECK(r.reason == "left the job");
   const Decision d = round_trip_server<Decision>(Decision{2, Action::kRestart, 1, 0, f});
   CHECK(d.action == Action::kRestart);
   CHECK(d.root_cause->description == "agent lost");

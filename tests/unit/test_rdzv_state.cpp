@@ -11,7 +11,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const Clock::time_point t0{};
+// Simulated time: the steady clock at its epoch, the wall clock at some day in 2023.
+const Now t0{Clock::time_point{}, 1'700'000'000'000};
 
 NodeInfo node(const std::string& host, int nproc = 2, int port = 40000) {
   NodeInfo n;
@@ -48,7 +49,7 @@ struct Job {
   RendezvousState state;
   explicit Job(JobSettings s) : state(std::move(s), t0) {}
 
-  std::vector<Outgoing> send(ClientId id, const ClientMessage& m, Clock::time_point now = t0) {
+  std::vector<Outgoing> send(ClientId id, const ClientMessage& m, Now now = t0) {
     return state.on_message(id, m, now);
   }
   void greet(ClientId id) {
@@ -538,8 +539,7 @@ JobSettings elastic(int min_nodes, int max_nodes, int max_restarts = 0) {
 }
 
 // Greets `id` and joins it to an elastic job at `now`.
-std::vector<Outgoing> join_elastic(Job& job, ClientId id, const NodeInfo& n,
-                                   Clock::time_point now = t0) {
+std::vector<Outgoing> join_elastic(Job& job, ClientId id, const NodeInfo& n, Now now = t0) {
   job.greet(id);
   Join j =
       join_as(n, std::nullopt, job.state.settings().max_nodes, job.state.settings().max_restarts);
@@ -627,10 +627,14 @@ TEST_CASE("rdzv elastic: an agent arriving during a round re-forms the job, not 
   join_elastic(job, 2, node("b"));
   job.state.on_tick(t0 + 2500ms);  // round 0 with a and b
   auto out = join_elastic(job, 3, node("c"), t0 + 3s);
-  const StopWorkers* stop = message_to<StopWorkers>(out, 1);
-  REQUIRE(stop != nullptr);
-  CHECK_THAT(stop->root_cause.description, Contains("joined") && Contains("3 node(s)"));
-  CHECK(message_to<StopWorkers>(out, 3) == nullptr);
+  const Reform* reform = message_to<Reform>(out, 1);
+  REQUIRE(reform != nullptr);
+  CHECK(message_to<Reform>(out, 2) != nullptr);
+  CHECK(message_to<StopWorkers>(out, 1) == nullptr);  // not a failure
+  CHECK(reform->host == "c");
+  CHECK(reform->node_rank == -1);
+  CHECK_THAT(reform->reason, Contains("joined") && Contains("3 node(s)"));
+  CHECK(message_to<Reform>(out, 3) == nullptr);
   // A stopped node's workers may die with errors of their own: that is the stop, not a failure.
   Report stopped{0, Outcome::kStopped, FailureReport{}, 0};
   stopped.failure->time_ms = 1;
@@ -663,9 +667,12 @@ TEST_CASE("rdzv elastic: a node leaving on purpose re-forms the others, a static
   Report leaving{0, Outcome::kStopped, std::nullopt, 15};
   leaving.leaving = true;
   auto out = job.send(2, leaving, t0 + 3s);
-  const StopWorkers* stop = message_to<StopWorkers>(out, 1);
-  REQUIRE(stop != nullptr);
-  CHECK_THAT(stop->root_cause.description, Contains("left the job"));
+  const Reform* reform = message_to<Reform>(out, 1);
+  REQUIRE(reform != nullptr);
+  CHECK(reform->host == "b");
+  CHECK(reform->node_rank == 1);
+  CHECK_THAT(reform->reason, Contains("left the job") && Contains("signal 15"));
+  CHECK(message_to<Reform>(out, 2) == nullptr);  // it is leaving
   out = job.send(1, Report{0, Outcome::kStopped, std::nullopt, 0}, t0 + 3s);
   const Decision* d = message_to<Decision>(out, 1);
   REQUIRE(d != nullptr);

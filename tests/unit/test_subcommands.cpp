@@ -10,12 +10,13 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::variant<ServerCommand, EarlyExit> server(std::vector<std::string> args, EnvMap env = {}) {
+std::variant<ServerCommand, EarlyExit> server(const std::vector<std::string>& args,
+                                              const EnvMap& env = {}) {
   return parse_server_command(args, env);
 }
 
-std::string server_error(std::vector<std::string> args) {
-  auto r = server(std::move(args));
+std::string server_error(const std::vector<std::string>& args) {
+  auto r = server(args);
   REQUIRE(std::holds_alternative<EarlyExit>(r));
   CHECK(std::get<EarlyExit>(r).exit_code == 2);
   return std::get<EarlyExit>(r).text;

@@ -1,0 +1,167 @@
+#include <fmt/format.h>
+
+#include "rendezvous/state.hpp"
+
+namespace npu_run::rdzv {
+
+void RendezvousState::begin_reform(Reform reform, std::vector<Outgoing>& out) {
+  if (phase_ != Phase::kRunning) return;
+  membership_change_ = true;
+  phase_ = Phase::kStopping;
+  Outgoing stop{{}, std::move(reform), false};
+  for (const Member& m : members_) {
+    if (!m.reported) stop.to.push_back(m.id);
+  }
+  if (!stop.to.empty()) out.push_back(std::move(stop));
+}
+
+void RendezvousState::record_failure(const FailureReport& failure, bool deliberate, ClientId from,
+                                     std::vector<Outgoing>& out) {
+  if (root_cause_) {
+    // Later failures are mostly consequences, but a later report can carry an earlier error:
+    // a rank that raised and then hung while exiting, as the ranks it left blocked in a
+    // collective failed and were reported first. The earliest error is the root cause (the
+    // stop has gone out already). Deliberate stops (signals, fatal checks) are never replaced.
+    if (!deliberate_stop_ && !deliberate && failure.time_ms > 0 &&
+        failure.time_ms < root_cause_->time_ms) {
+      const int exit_code = root_cause_->exit_code;
+      root_cause_ = failure;
+      if (failure.stopped_after_error) root_cause_->exit_code = exit_code;
+    }
+    return;
+  }
+  root_cause_ = failure;
+  deliberate_stop_ = deliberate;
+  if (phase_ != Phase::kRunning) return;
+  phase_ = Phase::kStopping;
+  Outgoing stop{{}, StopWorkers{round_, failure}, false};
+  for (const Member& m : members_) {
+    if (!m.reported && m.id != from) stop.to.push_back(m.id);
+  }
+  if (!stop.to.empty()) out.push_back(std::move(stop));
+}
+
+std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& report) {
+  Member* member = member_of(from);
+  if (member == nullptr || (phase_ != Phase::kRunning && phase_ != Phase::kStopping)) {
+    if (member == nullptr && phase_ != Phase::kFinished) {
+      clients_.erase(from);
+      return {reject(from, "protocol_order",
+                     "'report' from an agent that is not in the running round")};
+    }
+    return {};  // a late report after the decision crossed it: nothing to do
+  }
+  if (report.round != round_ || member->reported) return {};  // stale, or a duplicate
+  member->reported = true;
+  ++reported_;
+  std::vector<Outgoing> out;
+  const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
+  if (by_signal && report.leaving && elastic() && !root_cause_) {
+    // A node leaving an elastic job on purpose: the others re-form without it.
+    member->left = true;
+    begin_reform(Reform{round_, member->node.host, member->node_rank,
+                        fmt::format("left the job (npu_run got signal {}); the job re-forms "
+                                    "without it",
+                                    report.stop_signal)},
+                 out);
+    decide_if_complete(out);
+    return out;
+  }
+  // Nodes stopped to re-form report the errors of workers dying from that stop: no failure.
+  if (membership_change_ && !root_cause_ && report.outcome == Outcome::kStopped && !by_signal) {
+    decide_if_complete(out);
+    return out;
+  }
+  // A node stopped because of another's failure may still carry an earlier error of its own.
+  if (report.outcome == Outcome::kFailed ||
+      (report.outcome == Outcome::kStopped && (report.stop_signal != 0 || report.failure))) {
+    FailureReport failure = report.failure.value_or(FailureReport{});
+    // Identity comes from the seat, not from what the agent claims.
+    failure.host = member->node.host;
+    failure.node_rank = member->node_rank;
+    if (report.outcome == Outcome::kStopped && failure.description.empty()) {
+      failure.description = fmt::format("npu_run was stopped by signal {}", report.stop_signal);
+      failure.exit_code = exit_for_signal(report.stop_signal);
+    }
+    if (failure.time_ms == 0) failure.time_ms = now_.wall_ms;
+    // A signalled agent left on purpose; a fatal failure would only fail again: no restart.
+    record_failure(failure, by_signal || report.fatal, from, out);
+  }
+  decide_if_complete(out);
+  return out;
+}
+
+void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return;
+  if (reported_ < members_.size()) return;
+  Decision decision;
+  decision.round = round_;
+  decision.root_cause = root_cause_;
+  if (root_cause_ && !deliberate_stop_ && restart_count_ < settings_.max_restarts) {
+    ++restart_count_;
+    decision.action = Action::kRestart;
+    decision.restart_count = restart_count_;
+  } else if (!root_cause_ && membership_change_) {
+    decision.action = Action::kRestart;  // nodes joined or left: not a failure, not counted
+    decision.restart_count = restart_count_;
+    decision.membership_change = true;
+  } else {
+    decision.action = Action::kFinish;
+    decision.restart_count = restart_count_;
+    decision.exit_code = root_cause_ ? root_cause_->exit_code : 0;
+  }
+  Outgoing broadcast{{}, decision, false};
+  for (const Member& m : members_) {
+    if (!m.lost && !m.left) broadcast.to.push_back(m.id);
+  }
+  if (!broadcast.to.empty()) out.push_back(std::move(broadcast));
+  if (decision.action == Action::kRestart) {
+    ++round_;
+    members_.clear();
+    member_rank_.clear();
+    phase_ = Phase::kJoining;
+    membership_change_ = false;
+    // Agents that arrived during the round wait in pending_; the join timeout and the last
+    // call count from now.
+    joining_since_ = now_.steady;
+    min_reached_at_.reset();
+    if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes)
+      min_reached_at_ = now_.steady;
+  } else {
+    phase_ = Phase::kFinished;
+    final_ = decision;
+  }
+}
+
+std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::string& why) {
+  clients_.erase(who);
+  if (const auto it = pending_.find(who); it != pending_.end()) {
+    if (it->second.join.node_rank) claimed_ranks_.erase(*it->second.join.node_rank);
+    pending_.erase(it);
+    if (static_cast<int>(pending_.size()) < settings_.min_nodes) min_reached_at_.reset();
+  }
+  std::vector<Outgoing> out;
+  Member* member = member_of(who);
+  if (member == nullptr || member->reported ||
+      (phase_ != Phase::kRunning && phase_ != Phase::kStopping))
+    return out;
+  member->reported = true;
+  member->lost = true;
+  ++reported_;
+  FailureReport failure;
+  failure.host = member->node.host;
+  failure.node_rank = member->node_rank;
+  failure.exit_code = kExitRendezvous;
+  failure.description = fmt::format("agent lost: {}", why);
+  failure.time_ms = now_.wall_ms;
+  record_failure(failure, false, who, out);
+  decide_if_complete(out);
+  return out;
+}
+
+std::vector<Outgoing> RendezvousState::on_disconnect(ClientId who, Now now) {
+  now_ = now;
+  return lose_client(who, "connection closed");
+}
+
+}  // namespace npu_run::rdzv

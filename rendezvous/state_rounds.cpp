@@ -1,0 +1,262 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "rendezvous/state.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+std::string seat_label(const NodeInfo& node) {
+  return fmt::format("{} ({})", node.host, node.addr);
+}
+
+std::string nnodes_text(int min_nodes, int max_nodes) {
+  return min_nodes == max_nodes ? std::to_string(max_nodes)
+                                : fmt::format("{}:{}", min_nodes, max_nodes);
+}
+
+}  // namespace
+
+std::string RendezvousState::describe_seats() const {
+  // Names a few seats, enough to recognise the job; a refusal must not cost O(n) formatting.
+  constexpr size_t kShown = 8;
+  std::vector<std::string> seats;
+  const size_t total = members_.empty() ? pending_.size() : members_.size();
+  if (!members_.empty()) {
+    for (size_t i = 0; i < members_.size() && seats.size() < kShown; ++i) {
+      seats.push_back(
+          fmt::format("node {} {}", members_[i].node_rank, seat_label(members_[i].node)));
+    }
+  } else {
+    for (const auto& [id, joiner] : pending_) {
+      if (seats.size() == kShown) break;
+      seats.push_back(seat_label(joiner.join.node));
+    }
+  }
+  std::string text = fmt::format("{}", fmt::join(seats, ", "));
+  if (total > seats.size()) text += fmt::format(" and {} more", total - seats.size());
+  return text;
+}
+
+std::optional<Outgoing> RendezvousState::refuse_join(ClientId from, const Join& join) const {
+  const std::string nnodes = nnodes_text(settings_.min_nodes, settings_.max_nodes);
+  if (join.min_nodes != settings_.min_nodes || join.max_nodes != settings_.max_nodes) {
+    return reject(
+        from, "nnodes_mismatch",
+        fmt::format("{} has --nnodes {} but the job has --nnodes {}; give every node "
+                    "the same --nnodes",
+                    seat_label(join.node), nnodes_text(join.min_nodes, join.max_nodes), nnodes));
+  }
+  if (join.max_restarts != settings_.max_restarts) {
+    return reject(
+        from, "max_restarts_mismatch",
+        fmt::format("{} has --max-restarts {} but the job has {}; give every node the same value",
+                    seat_label(join.node), join.max_restarts, settings_.max_restarts));
+  }
+  if (pending_.count(from))
+    return reject(from, "protocol_order", "'join' sent twice for one round");
+  if (phase_ == Phase::kFinished) return reject(from, "job_finished", "the job has already ended");
+  if (!join.node_rank) return std::nullopt;
+  if (*join.node_rank >= settings_.max_nodes) {
+    return reject(
+        from, "node_rank_out_of_range",
+        fmt::format(
+            "{} claims --node-rank {} but the job has --nnodes {}: node ranks run from 0 to {}",
+            seat_label(join.node), *join.node_rank, nnodes, settings_.max_nodes - 1));
+  }
+  const auto holder = claimed_ranks_.find(*join.node_rank);
+  if (holder != claimed_ranks_.end()) {
+    return reject(
+        from, "node_rank_taken",
+        fmt::format("{} claims --node-rank {}, which {} already holds; give each node its own rank",
+                    seat_label(join.node), *join.node_rank,
+                    seat_label(pending_.at(holder->second).join.node)));
+  }
+  return std::nullopt;
+}
+
+std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) {
+  auto refused = [&](Outgoing refusal) {
+    clients_.erase(from);
+    return std::vector<Outgoing>{std::move(refusal)};
+  };
+  if (auto refusal = refuse_join(from, join)) return refused(std::move(*refusal));
+  // Elastic: an agent arriving while a round runs waits for the next round if the job has room
+  // for it, and a running round re-forms to take it in.
+  const bool room_while_running =
+      phase_ != Phase::kJoining && elastic() && member_of(from) == nullptr &&
+      staying_members() + pending_.size() < static_cast<size_t>(settings_.max_nodes);
+  if (!room_while_running &&
+      (phase_ != Phase::kJoining || static_cast<int>(pending_.size()) >= settings_.max_nodes)) {
+    if (member_of(from) != nullptr)
+      return refused(
+          reject(from, "protocol_order", "'join' while the round is still running; report first"));
+    return refused(
+        reject(from, "job_full",
+               fmt::format("the job already has all {} nodes ({}); is {} a node too many, or is "
+                           "--nnodes too small?",
+                           settings_.max_nodes, describe_seats(), seat_label(join.node))));
+  }
+  if (join.node_rank) claimed_ranks_.emplace(*join.node_rank, from);
+  if (pending_.empty()) joining_since_ = now_.steady;
+  pending_.emplace(from, Joiner{from, join, arrivals_++});
+  if (room_while_running) {
+    std::vector<Outgoing> out;
+    if (phase_ == Phase::kRunning) {
+      begin_reform(Reform{round_, join.node.host, -1,
+                          fmt::format("a new agent joined; the job re-forms with {} node(s)",
+                                      std::min<size_t>(staying_members() + pending_.size(),
+                                                       settings_.max_nodes))},
+                   out);
+    }
+    return out;  // otherwise the round is stopping already: the joiner is in the next one
+  }
+  if (static_cast<int>(pending_.size()) == settings_.max_nodes) return start_round();
+  if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes && !min_reached_at_)
+    min_reached_at_ = now_.steady;
+  return {};
+}
+
+size_t RendezvousState::staying_members() const {
+  size_t n = 0;
+  for (const Member& m : members_) n += (m.lost || m.left) ? 0 : 1;
+  return n;
+}
+
+bool RendezvousState::round_can_start() const {
+  const auto joined = static_cast<int>(pending_.size());
+  if (joined >= settings_.max_nodes) return true;
+  return elastic() && joined >= settings_.min_nodes && min_reached_at_ &&
+         now_.steady - *min_reached_at_ >= settings_.last_call;
+}
+
+std::vector<Outgoing> RendezvousState::start_round() {
+  const int n = static_cast<int>(pending_.size());
+  // Explicit node ranks stay; the other agents fill the free ranks in (host, arrival) order, so
+  // the same cluster gives the same ranks every time.
+  std::vector<const Joiner*> by_rank(n, nullptr);
+  std::vector<const Joiner*> unranked;
+  for (const auto& [id, joiner] : pending_) {
+    // An elastic round may have fewer nodes than a claimed rank: that agent gets a free one.
+    if (joiner.join.node_rank && *joiner.join.node_rank < n)
+      by_rank[*joiner.join.node_rank] = &joiner;
+    else
+      unranked.push_back(&joiner);
+  }
+  std::sort(unranked.begin(), unranked.end(), [](const Joiner* a, const Joiner* b) {
+    return std::tie(a->join.node.host, a->arrival) < std::tie(b->join.node.host, b->arrival);
+  });
+  auto next = unranked.begin();
+  for (auto& seat : by_rank) {
+    if (seat == nullptr) seat = *next++;
+  }
+
+  members_.clear();
+  member_rank_.clear();
+  reported_ = 0;
+  int offset = 0;
+  bool peers_wanted = false;
+  for (int rank = 0; rank < n; ++rank) {
+    members_.push_back(Member{by_rank[rank]->id, by_rank[rank]->join.node, rank, offset});
+    member_rank_.emplace(by_rank[rank]->id, rank);
+    offset += by_rank[rank]->join.node.nproc;
+    peers_wanted = peers_wanted || by_rank[rank]->join.want_peers;
+  }
+  std::vector<PeerInfo> peers;
+  if (peers_wanted) {
+    for (const Member& m : members_) peers.push_back(PeerInfo{m.node_rank, m.rank_offset, m.node});
+  }
+
+  std::vector<Outgoing> out;
+  out.reserve(members_.size());
+  for (const Member& m : members_) {
+    const bool wants = by_rank[m.node_rank]->join.want_peers;
+    out.push_back(Outgoing{{m.id},
+                           Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
+                                    members_[0].node.addr, members_[0].node.worker_port,
+                                    wants ? peers : std::vector<PeerInfo>{}},
+                           false});
+  }
+  pending_.clear();
+  claimed_ranks_.clear();
+  root_cause_.reset();
+  deliberate_stop_ = false;
+  membership_change_ = false;
+  min_reached_at_.reset();
+  phase_ = Phase::kRunning;
+  return out;
+}
+
+std::vector<int> RendezvousState::missing_node_ranks() const {
+  // With automatic ranks nobody knows which ranks are missing.
+  if (claimed_ranks_.size() != pending_.size()) return {};
+  std::vector<int> missing;
+  for (int rank = 0; rank < settings_.max_nodes; ++rank) {
+    if (!claimed_ranks_.count(rank)) missing.push_back(rank);
+  }
+  return missing;
+}
+
+std::vector<Outgoing> RendezvousState::time_out_joining() {
+  const std::vector<int> missing = missing_node_ranks();
+  // Elastic jobs miss nodes up to MIN; which ones nobody can say.
+  const int needed = elastic() ? settings_.min_nodes : settings_.max_nodes;
+  const std::string who =
+      missing.empty() || elastic()
+          ? fmt::format("{} more node(s){}", needed - static_cast<int>(pending_.size()),
+                        elastic() ? fmt::format(" to reach the minimum of {}", needed) : "")
+          : fmt::format("node ranks {}", fmt::join(missing, ", "));
+  Outgoing timeout{
+      {},
+      ErrorReply{
+          "rendezvous_timeout",
+          fmt::format("only {} of {} nodes joined within {:.0f} s; still missing {} (joined: {})",
+                      pending_.size(), settings_.max_nodes,
+                      std::chrono::duration<double>(settings_.join_timeout).count(), who,
+                      describe_seats())},
+      true};
+  for (const auto& [id, joiner] : pending_) timeout.to.push_back(id);
+  pending_.clear();
+  claimed_ranks_.clear();
+  phase_ = Phase::kFinished;
+  final_ = Decision{round_, Action::kFinish, restart_count_, kExitRendezvous, std::nullopt};
+  return {std::move(timeout)};
+}
+
+std::vector<Outgoing> RendezvousState::on_tick(Now now) {
+  now_ = now;
+  std::vector<Outgoing> out;
+  std::vector<ClientId> silent;
+  for (const auto& [id, client] : clients_) {
+    if (now.steady - client.last_seen > settings_.heartbeat_timeout) silent.push_back(id);
+  }
+  for (ClientId id : silent) {
+    const double seconds = std::chrono::duration<double>(settings_.heartbeat_timeout).count();
+    out.push_back(reject(id, "heartbeat_timeout",
+                         fmt::format("no message from this agent for {:.1f} s", seconds)));
+    auto lost = lose_client(id, fmt::format("no heartbeat for {:.1f} s", seconds));
+    out.insert(out.end(), std::make_move_iterator(lost.begin()),
+               std::make_move_iterator(lost.end()));
+  }
+  if (phase_ != Phase::kJoining || pending_.empty()) return out;
+  std::vector<Outgoing> more;
+  if (round_can_start()) {
+    more = start_round();
+  } else if (now.steady - joining_since_ > settings_.join_timeout) {
+    more = time_out_joining();
+  } else if (now.steady >= next_progress_) {
+    next_progress_ = now.steady + settings_.progress_interval;
+    Outgoing progress{
+        {},
+        Progress{static_cast<int>(pending_.size()), settings_.max_nodes, missing_node_ranks()},
+        false};
+    for (const auto& [id, joiner] : pending_) progress.to.push_back(id);
+    more.push_back(std::move(progress));
+  }
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  return out;
+}
+
+}  // namespace npu_run::rdzv

@@ -8,10 +8,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
-#include <deque>
 #include <random>
 
+#include "net/framed_connection.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/protocol.hpp"
 
@@ -36,6 +35,9 @@ constexpr milliseconds kMaxRetry{2'000};
 constexpr milliseconds kAttemptTimeout{10'000};
 // How often to say where we are while the server is unreachable.
 constexpr milliseconds kWaitingLogInterval{30'000};
+// Large frames (peer tables) arrive in pieces; an agent's own messages are small, and a server
+// that reads nothing for a megabyte of them is not serving.
+constexpr net::ConnectionLimits kLinkLimits{Limits::kMaxServerFrame, 4096, size_t{1024} * 1024};
 
 double seconds(milliseconds d) {
   return std::chrono::duration<double>(d).count();
@@ -81,9 +83,10 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     cancel_pending();
     boost::system::error_code ignored;
     socket.close(ignored);
+    if (link) link->close();
   }
 
-  // Every timer and lookup; the socket is left to the caller (close() flushes first).
+  // Every timer and lookup; the link is left to the caller (close() flushes first).
   void cancel_pending() {
     resolver.cancel();
     retry_timer.cancel();
@@ -179,13 +182,23 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void on_connected() {
-    boost::system::error_code ec;
-    socket.set_option(tcp::no_delay(true), ec);
-    local_addr = socket.local_endpoint(ec).address().to_string();
+    link = net::FramedConnection::create(std::move(socket), kLinkLimits);
+    socket = tcp::socket(io);  // for the next attempt, if this connection is dropped
+    local_addr = link->local_address();
     spdlog::debug("connected to the rendezvous server at {} from {}", endpoint(), local_addr);
     ++connection;
     challenged = false;
-    read();
+    std::weak_ptr<Impl> weak = shared_from_this();
+    link->start({[weak, conn = connection](std::vector<std::string>& frames,
+                                           const std::optional<ProtocolError>& error) {
+                   auto self = weak.lock();
+                   if (self && !self->done && conn == self->connection)
+                     self->on_frames(frames, error);
+                 },
+                 [weak, conn = connection](const net::ConnectionClosed& why) {
+                   auto self = weak.lock();
+                   if (self && !self->done && conn == self->connection) self->on_link_closed(why);
+                 }});
     Hello hello = options.hello;
     hello.nonce = options.token.empty() ? "" : random_nonce();
     agent_nonce = hello.nonce;
@@ -217,10 +230,8 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   void drop_and_retry(const std::string& reason) {
     ++connection;  // callbacks of the old connection see the change and stand down
     watchdog_timer.cancel();
-    boost::system::error_code ignored;
-    socket.close(ignored);
-    queue.clear();
-    decoder = FrameDecoder{Limits::kMaxServerFrame};
+    if (link) link->close();
+    link.reset();
     retry(reason);
   }
 
@@ -243,30 +254,41 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  void read() {
-    socket.async_read_some(asio::buffer(buffer), [self = shared_from_this(), conn = connection](
-                                                     boost::system::error_code ec, size_t n) {
-      if (self->done || conn != self->connection) return;
-      if (ec) {
-        self->connection_error(
-            fmt::format("lost the connection to the rendezvous server at {}: {}", self->endpoint(),
-                        ec == asio::error::eof ? "closed by the server" : ec.message()));
+  void on_frames(const std::vector<std::string>& frames,
+                 const std::optional<ProtocolError>& error) {
+    if (error) {
+      fail(fmt::format(
+          "{} did not answer as an npu_run rendezvous server ({}); is another program using "
+          "that port?",
+          endpoint(), error->message));
+      return;
+    }
+    for (const std::string& frame : frames) {
+      if (done) return;
+      on_frame(frame);
+    }
+  }
+
+  void on_link_closed(const net::ConnectionClosed& why) {
+    using Cause = net::ConnectionClosed::Cause;
+    switch (why.cause) {
+      case Cause::kPeerClosed:
+        connection_error(
+            fmt::format("lost the connection to the rendezvous server at {}: closed by the server",
+                        endpoint()));
         return;
-      }
-      std::vector<std::string> frames;
-      if (auto error = self->decoder.feed(std::string_view(self->buffer.data(), n), frames)) {
-        self->fail(fmt::format(
-            "{} did not answer as an npu_run rendezvous server ({}); is another program using "
-            "that port?",
-            self->endpoint(), error->message));
+      case Cause::kReadError:
+        connection_error(fmt::format("lost the connection to the rendezvous server at {}: {}",
+                                     endpoint(), why.text()));
         return;
-      }
-      for (const std::string& frame : frames) {
-        if (self->done) return;
-        self->on_frame(frame);
-      }
-      if (!self->done) self->read();
-    });
+      case Cause::kWriteError:
+      case Cause::kQueueFull:
+        connection_error(
+            fmt::format("cannot send to the rendezvous server at {}: {}", endpoint(), why.text()));
+        return;
+      case Cause::kSent:
+        return;
+    }
   }
 
   void on_frame(const std::string& frame) {
@@ -351,49 +373,30 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void send(const ClientMessage& message) {
-    if (done || !socket.is_open()) return;
-    queue.push_back(encode_frame(encode(message)));
-    if (queue.size() == 1) write();
+    if (done || !link || !link->is_open()) return;
+    auto frame = std::make_shared<const std::string>(encode_frame(encode(message)));
+    // A heartbeat behind other frames says nothing they do not.
+    if (std::holds_alternative<Heartbeat>(message))
+      link->send_unless_busy(std::move(frame));
+    else
+      link->send(std::move(frame));
   }
 
-  void write() {
-    asio::async_write(
-        socket, asio::buffer(queue.front()),
-        [self = shared_from_this(), conn = connection](boost::system::error_code ec, size_t) {
-          if (conn != self->connection) return;
-          if (ec) {
-            if (!self->done)
-              self->connection_error(fmt::format("cannot send to the rendezvous server at {}: {}",
-                                                 self->endpoint(), ec.message()));
-            return;
-          }
-          self->queue.pop_front();
-          if (!self->queue.empty())
-            self->write();
-          else if (self->closing)
-            self->finish_close();
-        });
-  }
-
+  // Sends what is queued, then closes.
   void close() {
     if (done) return;
     done = true;
     handlers = {};
     cancel_pending();
-    closing = true;
-    if (queue.empty()) finish_close();  // otherwise after the last write
-  }
-
-  void finish_close() {
     boost::system::error_code ignored;
-    socket.shutdown(tcp::socket::shutdown_both, ignored);
     socket.close(ignored);
+    if (link) link->close_after_sending();
   }
 
   asio::io_context& io;
   ClientOptions options;
   tcp::resolver resolver;
-  tcp::socket socket;
+  tcp::socket socket;  // the attempt in progress
   asio::steady_timer retry_timer;
   asio::steady_timer attempt_timer;
   asio::steady_timer heartbeat_timer;
@@ -408,9 +411,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   std::string last_error;
   bool unresolved = false;  // the last attempt failed to resolve the server's name
   std::string local_addr;
-  std::array<char, 4096> buffer{};  // large frames (peer tables) arrive in pieces
-  FrameDecoder decoder{Limits::kMaxServerFrame};
-  std::deque<std::string> queue;
+  std::shared_ptr<net::FramedConnection> link;  // of the current connection, once connected
   milliseconds heartbeat_interval{5'000};
   milliseconds heartbeat_timeout{30'000};
   uint64_t connection = 0;  // counts connections, so callbacks of a dropped one can tell
@@ -418,7 +419,6 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   bool challenged = false;  // the current connection's server proved it knows the token
   bool welcomed = false;
   bool done = false;
-  bool closing = false;
 };
 
 RendezvousClient::RendezvousClient(asio::io_context& io, ClientOptions options)

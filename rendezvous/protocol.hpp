@@ -1,6 +1,7 @@
-// The rendezvous wire format: frames of a 4-byte big-endian length and a JSON object. Lengths
-// and every field are checked against limits before anything is allocated or trusted, and bad
-// input becomes a ProtocolError, never an exception escaping to the event loop.
+// The rendezvous wire format: frames of a 4-byte big-endian length (net/frames.hpp) and a JSON
+// object. Lengths and every field are checked against limits before anything is allocated or
+// trusted, and bad input becomes a ProtocolError, never an exception escaping to the event loop.
+// Encoding and decoding live in client_messages.cpp and server_messages.cpp.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "net/frames.hpp"
 #include "rendezvous/messages.hpp"
 
 namespace npu_run::rdzv {
@@ -30,29 +32,11 @@ struct Limits {
   static constexpr int kMaxWorkersPerNode = 4096;
 };
 
-struct ProtocolError {
-  std::string code;  // "too_large", "bad_json", "bad_message"
-  std::string message;
-};
-
-std::string encode_frame(std::string_view payload);
-
-// Splits a byte stream into frame payloads, across arbitrary TCP segment boundaries.
-class FrameDecoder {
- public:
-  explicit FrameDecoder(size_t max_frame) : max_frame_(max_frame) {}
-  // Appends `data`; complete payloads go to `frames`. Returns an error (and stays failed) when a
-  // length prefix exceeds the limit: the length is checked before the payload is buffered.
-  std::optional<ProtocolError> feed(std::string_view data, std::vector<std::string>& frames);
-  size_t buffered() const { return buffer_.size(); }
-  // Frames whose length prefix has not arrived yet are checked against the new limit.
-  void set_max_frame(size_t max_frame) { max_frame_ = max_frame; }
-
- private:
-  size_t max_frame_;
-  std::string buffer_;
-  bool failed_ = false;
-};
+// The frames are net's; a bad frame or message is a ProtocolError with a stable code
+// ("too_large", "bad_json", "bad_message").
+using ProtocolError = net::WireError;
+using net::encode_frame;
+using net::FrameDecoder;
 
 std::string encode(const ClientMessage& message);
 std::string encode(const ServerMessage& message);

@@ -2,17 +2,16 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 #include <deque>
 #include <fstream>
 #include <unordered_map>
 
+#include "net/framed_connection.hpp"
 #include "net/kernel_limits.hpp"
 #include "rendezvous/describe.hpp"
 #include "rendezvous/protocol.hpp"
@@ -24,15 +23,6 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 namespace {
-
-// Thousands of agents need thousands of descriptors; the hard limit is what we may use.
-void raise_open_files_limit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
 
 double seconds(milliseconds d) {
   return std::chrono::duration<double>(d).count();
@@ -57,113 +47,19 @@ std::string kernel_limit_warning(int nodes) {
       fmt::join(values, " and "), nodes, sysctl_fix(small, nodes));
 }
 
-// One agent's connection: reads frames into the state machine, writes whatever it is sent.
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  using FrameHandler =
-      std::function<void(ClientId, std::vector<std::string>&, std::optional<ProtocolError>)>;
-  using CloseHandler = std::function<void(ClientId)>;
-
-  using TimeoutHandler = std::function<void(ClientId)>;
-
-  Session(tcp::socket socket, ClientId id)
-      : socket_(std::move(socket)), id_(id), handshake_deadline_(socket_.get_executor()) {}
-
-  void start(FrameHandler on_frames, CloseHandler on_close, milliseconds handshake_timeout,
-             TimeoutHandler on_handshake_timeout) {
-    on_frames_ = std::move(on_frames);
-    on_close_ = std::move(on_close);
-    boost::system::error_code ec;
-    const auto remote = socket_.remote_endpoint(ec);
-    peer_ = ec ? "unknown peer" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-    socket_.set_option(tcp::no_delay(true), ec);
-    handshake_deadline_.expires_after(handshake_timeout);
-    handshake_deadline_.async_wait(
-        [weak = std::weak_ptr<Session>(shared_from_this()),
-         handler = std::move(on_handshake_timeout)](boost::system::error_code wait_ec) {
-          auto self = weak.lock();
-          if (wait_ec || !self || self->closed_ || self->authenticated_) return;
-          handler(self->id_);
-        });
-    read();
-  }
-
-  // Welcomed: the agent may now send full-size frames, and its liveness is the state machine's
-  // heartbeat deadline instead of the handshake deadline.
-  void authenticate() {
-    authenticated_ = true;
-    decoder_.set_max_frame(Limits::kMaxClientFrame);
-    handshake_deadline_.cancel();
-  }
-  bool authenticated() const { return authenticated_; }
-
-  void send(std::shared_ptr<const std::string> frame, bool close_after) {
-    if (closed_) return;
-    queue_.push_back(std::move(frame));
-    close_after_ = close_after_ || close_after;
-    if (queue_.size() == 1) write();
-  }
-
-  void close() {
-    if (closed_) return;
-    closed_ = true;
-    handshake_deadline_.cancel();
-    boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-    if (on_close_) on_close_(id_);
-    on_close_ = nullptr;
-    on_frames_ = nullptr;
-  }
-
-  const std::string& peer() const { return peer_; }
-
- private:
-  void read() {
-    socket_.async_read_some(
-        asio::buffer(buffer_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-          if (self->closed_) return;
-          if (ec) {
-            self->close();
-            return;
-          }
-          std::vector<std::string> frames;
-          auto error = self->decoder_.feed(std::string_view(self->buffer_.data(), n), frames);
-          self->on_frames_(self->id_, frames, std::move(error));
-          if (!self->closed_ && !self->close_after_) self->read();
-        });
-  }
-
-  void write() {
-    asio::async_write(socket_, asio::buffer(*queue_.front()),
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        if (self->closed_) return;
-                        if (ec) {
-                          self->close();
-                          return;
-                        }
-                        self->queue_.pop_front();
-                        if (!self->queue_.empty())
-                          self->write();
-                        else if (self->close_after_)
-                          self->close();
-                      });
-  }
-
-  tcp::socket socket_;
-  ClientId id_;
-  std::string peer_;
-  // Agents' frames are small: a 1 KiB read buffer keeps 16k idle sessions cheap.
-  std::array<char, 1024> buffer_{};
-  FrameDecoder decoder_{Limits::kMaxHandshakeFrame};
-  asio::steady_timer handshake_deadline_;
-  std::deque<std::shared_ptr<const std::string>> queue_;
-  bool authenticated_ = false;
-  bool close_after_ = false;
-  bool closed_ = false;
-  FrameHandler on_frames_;
-  CloseHandler on_close_;
+// One agent's connection, and the deadline of its handshake.
+struct Session {
+  Session(std::shared_ptr<net::FramedConnection> c, asio::io_context& io)
+      : connection(std::move(c)), handshake_deadline(io) {}
+  std::shared_ptr<net::FramedConnection> connection;
+  asio::steady_timer handshake_deadline;
+  bool authenticated = false;
 };
+
+// Agents' frames are small: a 1 KiB read buffer keeps 16k idle sessions cheap. What waits to be
+// sent is one frame of any allowed size plus a little: an agent that reads never comes near it.
+constexpr net::ConnectionLimits kSessionLimits{Limits::kMaxHandshakeFrame, 1024,
+                                               Limits::kMaxServerFrame + size_t{1024} * 1024};
 
 struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, JobSettings job, ServerOptions opts)
@@ -176,7 +72,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         barrier_timer(io_context) {}
 
   void bind() {
-    raise_open_files_limit();
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(options.bind_addr, ec);
     if (ec) {
@@ -247,29 +142,30 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   void add_session(tcp::socket socket) {
     const ClientId id = next_id++;
-    auto session = std::make_shared<Session>(std::move(socket), id);
-    sessions.emplace(id, session);
+    auto connection = net::FramedConnection::create(std::move(socket), kSessionLimits);
+    Session& session =
+        *sessions.emplace(id, std::make_unique<Session>(connection, io)).first->second;
     handshaking.push_back(id);
     ++handshaking_count;
     std::weak_ptr<Impl> weak = shared_from_this();
-    session->start(
-        [weak](ClientId from, std::vector<std::string>& frames,
-               std::optional<ProtocolError> error) {
-          if (auto self = weak.lock()) self->on_frames(from, frames, std::move(error));
-        },
-        [weak](ClientId closed) {
-          if (auto self = weak.lock()) self->on_closed(closed);
-        },
-        options.handshake_timeout,
-        [weak](ClientId late) {
-          if (auto self = weak.lock()) {
-            self->drop_stranger(
-                late, fmt::format(
-                          "no {} within {:.1f} s",
+    session.handshake_deadline.expires_after(options.handshake_timeout);
+    session.handshake_deadline.async_wait([weak, id](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      const auto it = self->sessions.find(id);
+      if (it == self->sessions.end() || it->second->authenticated) return;
+      self->drop_stranger(
+          id, fmt::format("no {} within {:.1f} s",
                           self->state.settings().token.empty() ? "hello" : "hello and token proof",
                           seconds(self->options.handshake_timeout)));
-          }
-        });
+    });
+    connection->start(
+        {[weak, id](std::vector<std::string>& frames, const std::optional<ProtocolError>& error) {
+           if (auto self = weak.lock()) self->on_frames(id, frames, error);
+         },
+         [weak, id](const net::ConnectionClosed& why) {
+           if (auto self = weak.lock()) self->on_closed(id, why);
+         }});
     if (handshaking_count > handshake_cap()) evict_oldest_stranger();
   }
 
@@ -285,7 +181,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       const ClientId oldest = handshaking.front();
       handshaking.pop_front();
       const auto it = sessions.find(oldest);
-      if (it == sessions.end() || it->second->authenticated()) continue;  // gone or welcomed
+      if (it == sessions.end() || it->second->authenticated) continue;  // gone or welcomed
       drop_stranger(oldest, fmt::format("more than {} connections without a finished handshake; "
                                         "closed the oldest",
                                         handshake_cap()));
@@ -296,22 +192,26 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void drop_stranger(ClientId id, const std::string& why) {
     const auto it = sessions.find(id);
     if (it == sessions.end()) return;
-    strangers.record(fmt::format("dropped {}: {}", it->second->peer(), why), Clock::now());
-    dropping = id;  // on_closed: we hung up, not the peer
-    it->second->close();
-    dropping = 0;
+    strangers.record(fmt::format("dropped {}: {}", it->second->connection->peer(), why),
+                     Clock::now());
+    it->second->connection->close();
+    forget(id);
   }
 
   // Welcomed connections leave the handshake count; the queue forgets them lazily.
   void mark_authenticated(ClientId id) {
     const auto it = sessions.find(id);
-    if (it == sessions.end() || it->second->authenticated()) return;
-    it->second->authenticate();
+    if (it == sessions.end() || it->second->authenticated) return;
+    // Welcomed: the agent may now send full-size frames, and its liveness is the state
+    // machine's heartbeat deadline instead of the handshake deadline.
+    it->second->authenticated = true;
+    it->second->connection->set_max_frame(Limits::kMaxClientFrame);
+    it->second->handshake_deadline.cancel();
     --handshaking_count;
     if (handshaking.size() > 2 * handshaking_count + 1024) {
       std::erase_if(handshaking, [this](ClientId h) {
         const auto s = sessions.find(h);
-        return s == sessions.end() || s->second->authenticated();
+        return s == sessions.end() || s->second->authenticated;
       });
     }
   }
@@ -325,36 +225,53 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         break;
       }
       dispatch(state.on_message(from, std::get<ClientMessage>(decoded), now()));
-      if (sessions.find(from) == sessions.end()) return;  // rejected and closed
+      const auto it = sessions.find(from);
+      if (it == sessions.end() || !it->second->connection->is_open()) return;  // refused
     }
     if (error) {
       const auto it = sessions.find(from);
       if (it != sessions.end()) {
-        if (it->second->authenticated())
-          spdlog::warn("rendezvous server: dropping {}: {}", it->second->peer(), error->message);
-        else
-          strangers.record(fmt::format("dropped {}: {}", it->second->peer(), error->message),
-                           Clock::now());
-        auto frame = std::make_shared<const std::string>(
-            encode_frame(encode(ServerMessage{ErrorReply{error->code, error->message}})));
-        it->second->send(frame, true);
+        const auto& connection = it->second->connection;
+        note_dropped(*it->second, error->message);
+        connection->send(std::make_shared<const std::string>(
+            encode_frame(encode(ServerMessage{ErrorReply{error->code, error->message}}))));
+        connection->close_after_sending();
       }
     }
   }
 
-  void on_closed(ClientId id) {
+  // Agents are named in the log at once; strangers go through the rate-limited log.
+  void note_dropped(const Session& session, const std::string& why) {
+    if (session.authenticated)
+      spdlog::warn("rendezvous server: dropping {}: {}", session.connection->peer(), why);
+    else
+      strangers.record(fmt::format("dropped {}: {}", session.connection->peer(), why),
+                       Clock::now());
+  }
+
+  // The connection ended by itself: the peer hung up, failed, did not read, or was sent its
+  // last message.
+  void on_closed(ClientId id, const net::ConnectionClosed& why) {
     const auto it = sessions.find(id);
-    if (it != sessions.end() && !it->second->authenticated()) {
-      --handshaking_count;
-      // An agent with another token hangs up here: it checks the server's proof first.
-      if (state.awaiting_proof(id) && id != dropping) {
-        strangers.record(fmt::format("{} hung up instead of proving the token: it has a different "
-                                     "token, or is not an npu_run agent",
-                                     it->second->peer()),
-                         Clock::now());
-      }
+    if (it == sessions.end()) return;
+    using Cause = net::ConnectionClosed::Cause;
+    if (why.cause == Cause::kQueueFull) note_dropped(*it->second, why.text());
+    // An agent with another token hangs up here: it checks the server's proof first.
+    const bool peer_left = why.cause == Cause::kPeerClosed || why.cause == Cause::kReadError;
+    if (peer_left && !it->second->authenticated && state.awaiting_proof(id)) {
+      strangers.record(fmt::format("{} hung up instead of proving the token: it has a different "
+                                   "token, or is not an npu_run agent",
+                                   it->second->connection->peer()),
+                       Clock::now());
     }
-    sessions.erase(id);
+    forget(id);
+  }
+
+  void forget(ClientId id) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    if (!it->second->authenticated) --handshaking_count;
+    sessions.erase(it);
     dispatch(state.on_disconnect(id, now()));
     check_done();
   }
@@ -367,9 +284,18 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       }
       // Serialized once; every recipient's queue shares the same bytes.
       auto frame = std::make_shared<const std::string>(encode_frame(encode(o.message)));
+      // A heartbeat's answer only says "alive": while anything else waits it says nothing new,
+      // and a peer that sends heartbeats without reading cannot pile them up.
+      const bool ack = std::holds_alternative<HeartbeatAck>(o.message);
       for (ClientId id : o.to) {
         const auto it = sessions.find(id);
-        if (it != sessions.end()) it->second->send(frame, o.close_after);
+        if (it == sessions.end()) continue;
+        const auto& connection = it->second->connection;
+        if (ack)
+          connection->send_unless_busy(frame);
+        else
+          connection->send(frame);
+        if (o.close_after) connection->close_after_sending();
       }
     }
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
@@ -415,11 +341,13 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
             const auto it = o.to.size() == 1 ? sessions.find(o.to.front()) : sessions.end();
             if (it == sessions.end()) {
               spdlog::warn("rendezvous server: refused an agent: {}", m.message);
-            } else if (it->second->authenticated()) {
-              spdlog::warn("rendezvous server: refused {}: {}", it->second->peer(), m.message);
+            } else if (it->second->authenticated) {
+              spdlog::warn("rendezvous server: refused {}: {}", it->second->connection->peer(),
+                           m.message);
             } else {
-              strangers.record(fmt::format("refused {}: {}", it->second->peer(), m.message),
-                               Clock::now());
+              strangers.record(
+                  fmt::format("refused {}: {}", it->second->connection->peer(), m.message),
+                  Clock::now());
             }
           }
         },
@@ -451,9 +379,13 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     tick_timer.cancel();
     retry_timer.cancel();
     barrier_timer.cancel();
-    auto remaining = sessions;  // close() calls back into on_closed, which edits `sessions`
-    for (auto& [id, session] : remaining) session->close();
-    sessions.clear();
+    // Every agent is lost to the state machine as if it had hung up (forget() edits `sessions`).
+    std::vector<ClientId> remaining;
+    for (const auto& [id, session] : sessions) remaining.push_back(id);
+    for (ClientId id : remaining) {
+      if (const auto it = sessions.find(id); it != sessions.end()) it->second->connection->close();
+      forget(id);
+    }
     if (on_done) {
       const Decision decision = state.final_decision().value_or(Decision{
           state.round(), Action::kFinish, state.restart_count(), kExitRendezvous, std::nullopt});
@@ -470,11 +402,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer tick_timer;
   asio::steady_timer retry_timer;
   asio::steady_timer barrier_timer;
-  std::unordered_map<ClientId, std::shared_ptr<Session>> sessions;
+  std::unordered_map<ClientId, std::unique_ptr<Session>> sessions;
   // Connections in their handshake, oldest first (welcomed or closed ones are skipped lazily).
   std::deque<ClientId> handshaking;
   size_t handshaking_count = 0;
-  ClientId dropping = 0;  // the stranger being closed by drop_stranger()
   StrangerLog strangers{std::chrono::seconds(5)};
   ClientId next_id = 1;
   int listen_backlog = 0;

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <fstream>
 
+#include "basics/enum_table.hpp"
 #include "basics/kernel_features.hpp"
 
 namespace npu_run {
@@ -82,15 +83,11 @@ void ParentWatch::cancel() {
 }
 
 const char* to_string(ParentWatch::Mechanism mechanism) {
-  switch (mechanism) {
-    case ParentWatch::Mechanism::kPidfd:
-      return "pidfd";
-    case ParentWatch::Mechanism::kDeathSignal:
-      return "PR_SET_PDEATHSIG";
-    case ParentWatch::Mechanism::kNone:
-      break;
-  }
-  return "nothing";
+  static constexpr EnumTable<ParentWatch::Mechanism, 3> kNames(
+      {{{ParentWatch::Mechanism::kPidfd, "pidfd"},
+        {ParentWatch::Mechanism::kDeathSignal, "PR_SET_PDEATHSIG"},
+        {ParentWatch::Mechanism::kNone, "nothing"}}});
+  return kNames.name(mechanism).data();  // the table's literals end in '\0'
 }
 
 }  // namespace npu_run

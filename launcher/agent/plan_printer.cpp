@@ -4,29 +4,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "basics/enum_table.hpp"
 #include "devices/device_list.hpp"
 
 namespace npu_run {
 namespace {
 
-const char* sink_name(StreamSink sink) {
-  switch (sink) {
-    case StreamSink::kInherit:
-      return "console";
-    case StreamSink::kFile:
-      return "file";
-    case StreamSink::kRelay:
-      return "console+file";
-    case StreamSink::kDiscard:
-      return "discarded";
-  }
-  return "?";
-}
+constexpr EnumTable<StreamSink, 4> kSinkNames({{{StreamSink::kInherit, "console"},
+                                                {StreamSink::kFile, "file"},
+                                                {StreamSink::kRelay, "console+file"},
+                                                {StreamSink::kDiscard, "discarded"}}});
 
 std::string describe_route(const StreamRoute& route, bool relayed_prefix) {
   if (route.sink == StreamSink::kRelay && route.file.empty())
     return relayed_prefix ? "console (prefixed)" : "console";
-  std::string text = sink_name(route.sink);
+  std::string text(kSinkNames.name(route.sink));
   if (!route.file.empty()) text += " " + route.file;
   return text;
 }
@@ -112,7 +104,7 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
   json workers = json::array();
   for (const WorkerSpec& spec : specs) {
     auto route = [](const StreamRoute& r) {
-      return json{{"sink", sink_name(r.sink)},
+      return json{{"sink", kSinkNames.name(r.sink)},
                   {"file", r.file.empty() ? json(nullptr) : json(r.file)}};
     };
     json env = json::object();

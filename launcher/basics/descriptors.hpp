@@ -1,6 +1,6 @@
 // Descriptor hygiene that must work on every kernel: close_range where it exists (Linux 5.9,
 // its close-on-exec flag 5.11), else the list in /proc/self/fd, else every number up to the
-// open-files limit. Chosen at run time from kernel_features().
+// open-files limit. Chosen at run time from kernel_features(). Also the open-files limit itself.
 #pragma once
 
 namespace npu_run {
@@ -13,5 +13,9 @@ void set_cloexec_from(int lowest);
 // Closes every descriptor from `lowest` up except `keep` (-1: none). For a forked helper that
 // must hold nothing of its parent; only call it in a single-threaded process (it may allocate).
 void close_descriptors_from(int lowest, int keep);
+
+// Raises the soft open-files limit to the hard one. A process that serves thousands of agents
+// (node 0's agent, `npu_run rdzv-server`) decides this for itself; the server does not.
+void raise_open_files_limit();
 
 }  // namespace npu_run

@@ -19,6 +19,7 @@
 #include "agent/run_directory.hpp"
 #include "agent/tcp_rendezvous.hpp"
 #include "agent/worker_plan.hpp"
+#include "basics/descriptors.hpp"
 #include "basics/kernel_features.hpp"
 #include "basics/token_file.hpp"
 #include "commands/commands.hpp"
@@ -53,6 +54,8 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
   if (cfg.shape.node_rank && *cfg.shape.node_rank != 0) return nullptr;
   const ResolvedEndpoints resolved =
       resolve_endpoints(cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
+  // Thousands of agents need thousands of descriptors; the hard limit is what we may use.
+  raise_open_files_limit();
   // An unresolvable name: the client reports it, with its timeout.
   std::mt19937 rng(std::random_device{}());
   for (const auto& endpoint : resolved.endpoints) {

@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "agent/agent_log.hpp"
+#include "basics/descriptors.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/rendezvous_options.hpp"
 #include "cli/value_parsers.hpp"
@@ -90,6 +91,7 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
 int serve(const ServerCommand& command) {
   configure_agent_logging(command.log_level, boost::asio::ip::host_name(), std::nullopt);
   (void)std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the server
+  raise_open_files_limit();             // one descriptor per agent
   boost::asio::io_context io;
   rdzv::RendezvousServer server(io, command.settings, command.options);
   int exit_code = kExitRendezvous;

@@ -9,6 +9,7 @@
 
 #include "ascend/hccl_ports.hpp"
 #include "ascend/hccn_conf.hpp"
+#include "basics/enum_table.hpp"
 #include "basics/text.hpp"
 #include "basics/usage_error.hpp"
 #include "devices/device_discovery.hpp"
@@ -227,17 +228,8 @@ CheckResult hccn_check(const DoctorSettings& s, const DiscoveredDevices& found) 
   return r;
 }
 
-const char* status_label(Status status) {
-  switch (status) {
-    case Status::kOk:
-      return "ok";
-    case Status::kWarn:
-      return "warn";
-    case Status::kFail:
-      return "fail";
-  }
-  return "?";
-}
+constexpr EnumTable<Status, 3> kStatusLabels(
+    {{{Status::kOk, "ok"}, {Status::kWarn, "warn"}, {Status::kFail, "fail"}}});
 
 }  // namespace
 
@@ -276,7 +268,7 @@ std::string format_doctor_text(const DoctorSettings& s, const std::vector<CheckR
   for (const CheckResult& r : results) {
     warnings += r.status == Status::kWarn;
     failures += r.status == Status::kFail;
-    out += fmt::format("  [{:^4}] {}: {}\n", status_label(r.status), r.name, r.detail);
+    out += fmt::format("  [{:^4}] {}: {}\n", kStatusLabels.name(r.status), r.name, r.detail);
     if (!r.fix.empty()) out += fmt::format("         fix: {}\n", r.fix);
   }
   out += fmt::format("{} warning{}, {} failure{}\n", warnings, warnings == 1 ? "" : "s", failures,
@@ -292,7 +284,7 @@ std::string format_doctor_json(const DoctorSettings& s, const std::vector<CheckR
     warnings += r.status == Status::kWarn;
     failures += r.status == Status::kFail;
     checks.push_back({{"name", r.name},
-                      {"status", status_label(r.status)},
+                      {"status", kStatusLabels.name(r.status)},
                       {"detail", r.detail},
                       {"fix", r.fix}});
   }

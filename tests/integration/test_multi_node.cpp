@@ -1,5 +1,6 @@
 // Multi-node jobs on loopback: one npu_run process per "node", joined through the TCP rendezvous.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "support/harness.hpp"
@@ -433,4 +435,62 @@ TEST_CASE("multi-node: the server leaves after --exit-barrier-timeout if an agen
   b->wait(20s);
   require_no_strays(*a);
   require_no_strays(*b);
+}
+
+namespace {
+
+// "Max open files  <soft>  <hard>  files" of a running process.
+std::pair<std::string, std::string> open_files_limit(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Max open files", 0) != 0) continue;
+    std::istringstream fields(line.substr(14));
+    std::string soft, hard;
+    fields >> soft >> hard;
+    return {soft, hard};
+  }
+  return {};
+}
+
+// Starts the processes of `start` with a soft open-files limit of 256, as a login shell's may be.
+template <typename Start>
+auto with_low_open_files_limit(Start start) {
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  auto started = start();
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  return started;
+}
+
+}  // namespace
+
+TEST_CASE("multi-node: rdzv-server and node 0's agent raise their open-files limit to the hard one",
+          "[integration][multi-node]") {
+  const int port = unused_port();
+  auto server = with_low_open_files_limit([&] {
+    return std::make_unique<NpuRunProcess>(std::vector<std::string>{
+        "rdzv-server", "--port", std::to_string(port), "--nnodes", "2", "--host", "127.0.0.1"});
+  });
+  server->wait_for_output("rendezvous server on 127.0.0.1", 1, 10s, true);
+  const auto [server_soft, server_hard] = open_files_limit(server->pid());
+  CHECK(server_soft != "256");
+  CHECK(server_soft == server_hard);
+  server->send_signal(SIGTERM);
+  server->wait(10s);
+
+  const int agent_port = unused_port();
+  auto node0 = with_low_open_files_limit([&] {
+    return start_node(agent_port, 2, 1, "echo hi", {"--node-rank", "0"});
+  });
+  node0->wait_for_output("rendezvous server on", 1, 10s, true);
+  const auto [agent_soft, agent_hard] = open_files_limit(node0->pid());
+  CHECK(agent_soft != "256");
+  CHECK(agent_soft == agent_hard);
+  node0->send_signal(SIGTERM);
+  node0->wait(10s);
+  require_no_strays(*node0);
 }

@@ -1,0 +1,89 @@
+// Messages from agents to the server: encoding, and decoding with every field checked.
+#include "rendezvous/json_fields.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/wire_parts.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+json client_json(const ClientMessage& message) {
+  return std::visit(
+      [](const auto& m) -> json {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Hello>) {
+          return {{"type", "hello"},
+                  {"magic", m.magic},
+                  {"version", m.version},
+                  {"run_id", m.run_id},
+                  {"nonce", m.nonce}};
+        } else if constexpr (std::is_same_v<T, Auth>) {
+          return {{"type", "auth"}, {"proof", m.proof}};
+        } else if constexpr (std::is_same_v<T, Join>) {
+          json j{{"type", "join"},
+                 {"node", to_json(m.node)},
+                 {"min_nodes", m.min_nodes},
+                 {"max_nodes", m.max_nodes},
+                 {"max_restarts", m.max_restarts},
+                 {"want_peers", m.want_peers}};
+          if (m.node_rank) j["node_rank"] = *m.node_rank;
+          return j;
+        } else if constexpr (std::is_same_v<T, Heartbeat>) {
+          return {{"type", "heartbeat"}};
+        } else {
+          json j{{"type", "report"},     {"round", m.round},
+                 {"outcome", m.outcome}, {"stop_signal", m.stop_signal},
+                 {"fatal", m.fatal},     {"leaving", m.leaving}};
+          if (m.failure) j["failure"] = to_json(*m.failure);
+          return j;
+        }
+      },
+      message);
+}
+
+ClientMessage client_from(const json& j) {
+  const Fields f(j, "message");
+  const std::string type = f.text("type", 32);
+  if (type == "hello") {
+    return Hello{f.text("magic", 64), static_cast<int>(f.integer("version", 0, 1'000'000)),
+                 f.text("run_id", Limits::kMaxRunId), f.text("nonce", Limits::kMaxNonce, false)};
+  }
+  if (type == "auth") return Auth{f.text("proof", Limits::kMaxNonce)};
+  if (type == "join") {
+    Join m;
+    m.node = node_from(f.object("node"));
+    if (auto r = f.optional_integer("node_rank", 0, Limits::kMaxNodes))
+      m.node_rank = static_cast<int>(*r);
+    m.min_nodes = static_cast<int>(f.integer("min_nodes", 1, Limits::kMaxNodes));
+    m.max_nodes = static_cast<int>(f.integer("max_nodes", 1, Limits::kMaxNodes));
+    m.max_restarts = static_cast<int>(f.integer("max_restarts", 0, 1'000'000));
+    m.want_peers = f.boolean("want_peers");
+    return m;
+  }
+  if (type == "heartbeat") return Heartbeat{};
+  if (type == "report") {
+    Report m;
+    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+    m.outcome = enum_field<Outcome>(f, "outcome");
+    if (f.find("failure") != nullptr) m.failure = failure_from(f.object("failure"));
+    m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
+    m.fatal = f.boolean("fatal");
+    m.leaving = f.boolean("leaving");
+    if (m.outcome == Outcome::kFailed && !m.failure)
+      f.fail("reports a failure without describing it");
+    return m;
+  }
+  f.fail(fmt::format("has an unknown type '{}'", type));
+}
+
+}  // namespace
+
+std::string encode(const ClientMessage& message) {
+  return dump(client_json(message));
+}
+
+std::variant<ClientMessage, ProtocolError> decode_client_message(std::string_view json_text) {
+  return decode_json<ClientMessage>(json_text, client_from);
+}
+
+}  // namespace npu_run::rdzv

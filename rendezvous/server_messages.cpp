@@ -1,0 +1,149 @@
+// Messages from the server to agents: encoding, and decoding with every field checked.
+#include "rendezvous/json_fields.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/wire_parts.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+json server_json(const ServerMessage& message) {
+  return std::visit(
+      [](const auto& m) -> json {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Welcome>) {
+          return {{"type", "welcome"},
+                  {"ok", true},
+                  {"heartbeat_interval_ms", m.heartbeat_interval_ms},
+                  {"heartbeat_timeout_ms", m.heartbeat_timeout_ms}};
+        } else if constexpr (std::is_same_v<T, ErrorReply>) {
+          return {{"type", "error"},
+                  {"ok", false},
+                  {"error", {{"code", m.code}, {"message", m.message}}}};
+        } else if constexpr (std::is_same_v<T, Progress>) {
+          return {{"type", "progress"},
+                  {"ok", true},
+                  {"joined", m.joined},
+                  {"expected", m.expected},
+                  {"missing_node_ranks", m.missing_node_ranks}};
+        } else if constexpr (std::is_same_v<T, Assigned>) {
+          json peers = json::array();
+          for (const PeerInfo& p : m.peers) {
+            peers.push_back({{"node_rank", p.node_rank},
+                             {"rank_offset", p.rank_offset},
+                             {"node", to_json(p.node)}});
+          }
+          return {{"type", "assigned"},
+                  {"ok", true},
+                  {"round", m.round},
+                  {"restart_count", m.restart_count},
+                  {"node_rank", m.node_rank},
+                  {"nnodes", m.nnodes},
+                  {"world_size", m.world_size},
+                  {"rank_offset", m.rank_offset},
+                  {"master_addr", m.master_addr},
+                  {"master_port", m.master_port},
+                  {"peers", peers}};
+        } else if constexpr (std::is_same_v<T, StopWorkers>) {
+          return {{"type", "stop"},
+                  {"ok", true},
+                  {"round", m.round},
+                  {"root_cause", to_json(m.root_cause)}};
+        } else if constexpr (std::is_same_v<T, Decision>) {
+          json j{{"type", "decision"},
+                 {"ok", true},
+                 {"round", m.round},
+                 {"action", m.action},
+                 {"restart_count", m.restart_count},
+                 {"exit_code", m.exit_code},
+                 {"membership_change", m.membership_change}};
+          if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
+          return j;
+        } else if constexpr (std::is_same_v<T, Challenge>) {
+          return {{"type", "challenge"}, {"ok", true}, {"nonce", m.nonce}, {"proof", m.proof}};
+        } else if constexpr (std::is_same_v<T, Reform>) {
+          return {{"type", "reform"},         {"ok", true},
+                  {"round", m.round},         {"host", m.host},
+                  {"node_rank", m.node_rank}, {"reason", m.reason}};
+        } else {
+          return {{"type", "heartbeat_ack"}, {"ok", true}};
+        }
+      },
+      message);
+}
+
+ServerMessage server_from(const json& j) {
+  const Fields f(j, "message");
+  const std::string type = f.text("type", 32);
+  if (type == "error") {
+    const Fields e(f.object("error"), "error");
+    return ErrorReply{e.text("code", 64), e.text("message", Limits::kMaxText)};
+  }
+  if (type == "welcome") {
+    return Welcome{f.integer("heartbeat_interval_ms", 1, INT64_MAX),
+                   f.integer("heartbeat_timeout_ms", 1, INT64_MAX)};
+  }
+  if (type == "progress") {
+    Progress m;
+    m.joined = static_cast<int>(f.integer("joined", 0, Limits::kMaxNodes));
+    m.expected = static_cast<int>(f.integer("expected", 0, Limits::kMaxNodes));
+    for (const json& r : f.array("missing_node_ranks", Limits::kMaxNodes)) {
+      if (!r.is_number_integer()) f.fail("'missing_node_ranks' holds a non-integer");
+      m.missing_node_ranks.push_back(r.get<int>());
+    }
+    return m;
+  }
+  if (type == "assigned") {
+    Assigned m;
+    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+    m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
+    m.nnodes = static_cast<int>(f.integer("nnodes", 1, Limits::kMaxNodes));
+    m.node_rank = static_cast<int>(f.integer("node_rank", 0, m.nnodes - 1));
+    m.world_size = static_cast<int>(f.integer("world_size", 1, INT32_MAX));
+    m.rank_offset = static_cast<int>(f.integer("rank_offset", 0, m.world_size - 1));
+    m.master_addr = f.text("master_addr", Limits::kMaxName);
+    m.master_port = static_cast<int>(f.integer("master_port", 1, 65535));
+    for (const json& p : f.array("peers", Limits::kMaxNodes, false)) {
+      const Fields pf(p, "peer");
+      m.peers.push_back(PeerInfo{static_cast<int>(pf.integer("node_rank", 0, Limits::kMaxNodes)),
+                                 static_cast<int>(pf.integer("rank_offset", 0, INT32_MAX)),
+                                 node_from(pf.object("node"))});
+    }
+    return m;
+  }
+  if (type == "stop")
+    return StopWorkers{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                       failure_from(f.object("root_cause"))};
+  if (type == "reform") {
+    return Reform{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                  f.text("host", Limits::kMaxName),
+                  static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes)),
+                  f.text("reason", Limits::kMaxText)};
+  }
+  if (type == "decision") {
+    Decision m;
+    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+    m.action = enum_field<Action>(f, "action");
+    m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
+    m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
+    m.membership_change = f.boolean("membership_change");
+    if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
+    return m;
+  }
+  if (type == "heartbeat_ack") return HeartbeatAck{};
+  if (type == "challenge")
+    return Challenge{f.text("nonce", Limits::kMaxNonce), f.text("proof", Limits::kMaxNonce)};
+  f.fail(fmt::format("has an unknown type '{}'", type));
+}
+
+}  // namespace
+
+std::string encode(const ServerMessage& message) {
+  return dump(server_json(message));
+}
+
+std::variant<ServerMessage, ProtocolError> decode_server_message(std::string_view json_text) {
+  return decode_json<ServerMessage>(json_text, server_from);
+}
+
+}  // namespace npu_run::rdzv

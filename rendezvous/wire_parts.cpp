@@ -1,0 +1,69 @@
+#include "rendezvous/wire_parts.hpp"
+
+#include "rendezvous/json_fields.hpp"
+
+namespace npu_run::rdzv {
+
+json to_json(const NodeInfo& n) {
+  return {{"host", n.host},
+          {"addr", n.addr},
+          {"nproc", n.nproc},
+          {"devices", n.devices},
+          {"device_ips", n.device_ips},
+          {"worker_port", n.worker_port}};
+}
+
+NodeInfo node_from(const json& j) {
+  const Fields f(j, "node info");
+  NodeInfo n;
+  n.host = f.text("host", Limits::kMaxName);
+  n.addr = f.text("addr", Limits::kMaxName);
+  n.nproc = static_cast<int>(f.integer("nproc", 1, Limits::kMaxWorkersPerNode));
+  for (const json& d : f.array("devices", Limits::kMaxDevices)) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > 1'000'000)
+      f.fail("'devices' holds a bad id");
+    n.devices.push_back(d.get<int>());
+  }
+  for (const json& ip : f.array("device_ips", Limits::kMaxDevices, false)) {
+    if (!ip.is_string() || ip.get_ref<const std::string&>().size() > Limits::kMaxName) {
+      f.fail("'device_ips' holds a bad address");
+    }
+    n.device_ips.push_back(ip.get<std::string>());
+  }
+  n.worker_port = static_cast<int>(f.integer("worker_port", 1, 65535));
+  if (static_cast<int>(n.devices.size()) != n.nproc) {
+    f.fail(fmt::format("lists {} devices for {} workers", n.devices.size(), n.nproc));
+  }
+  return n;
+}
+
+json to_json(const FailureReport& r) {
+  return {{"host", r.host},
+          {"node_rank", r.node_rank},
+          {"rank", r.rank},
+          {"local_rank", r.local_rank},
+          {"pid", r.pid},
+          {"exit_code", r.exit_code},
+          {"description", r.description},
+          {"error_message", r.error_message},
+          {"time_ms", r.time_ms},
+          {"stopped_after_error", r.stopped_after_error}};
+}
+
+FailureReport failure_from(const json& j) {
+  const Fields f(j, "failure report");
+  FailureReport r;
+  r.host = f.text("host", Limits::kMaxName);
+  r.node_rank = static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes));
+  r.rank = static_cast<int>(f.integer("rank", -1, INT32_MAX));
+  r.local_rank = static_cast<int>(f.integer("local_rank", -1, Limits::kMaxWorkersPerNode));
+  r.pid = static_cast<int>(f.integer("pid", -1, INT32_MAX));
+  r.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
+  r.description = f.text("description", Limits::kMaxText);
+  r.error_message = f.text("error_message", Limits::kMaxText, false);
+  r.time_ms = f.integer("time_ms", 0, INT64_MAX);
+  r.stopped_after_error = f.boolean("stopped_after_error");
+  return r;
+}
+
+}  // namespace npu_run::rdzv

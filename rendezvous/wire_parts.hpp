@@ -1,0 +1,21 @@
+// The parts both directions of the protocol carry: a node's description, a failure report, and
+// the names of the enums on the wire.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/messages.hpp"
+
+namespace npu_run::rdzv {
+
+NLOHMANN_JSON_SERIALIZE_ENUM(Outcome, {{Outcome::kSucceeded, "succeeded"},
+                                       {Outcome::kFailed, "failed"},
+                                       {Outcome::kStopped, "stopped"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(Action, {{Action::kRestart, "restart"}, {Action::kFinish, "finish"}})
+
+nlohmann::json to_json(const NodeInfo& n);
+NodeInfo node_from(const nlohmann::json& j);
+nlohmann::json to_json(const FailureReport& r);
+FailureReport failure_from(const nlohmann::json& j);
+
+}  // namespace npu_run::rdzv

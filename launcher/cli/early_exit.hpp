@@ -9,10 +9,7 @@
 #include <vector>
 
 #include "basics/usage_error.hpp"
-
-namespace CLI {
-class App;
-}
+#include "cli/cli11_fwd.hpp"
 
 namespace npu_run {
 

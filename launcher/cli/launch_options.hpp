@@ -6,13 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "cli/cli11_fwd.hpp"
 #include "cli/option_names.hpp"
 #include "cli/rendezvous_options.hpp"
-
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
 
 namespace npu_run {
 

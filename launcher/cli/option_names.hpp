@@ -11,11 +11,7 @@
 #include <vector>
 
 #include "basics/environment.hpp"
-
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
+#include "cli/cli11_fwd.hpp"
 
 namespace npu_run {
 

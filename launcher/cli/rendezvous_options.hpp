@@ -7,14 +7,10 @@
 #include <optional>
 #include <string>
 
+#include "cli/cli11_fwd.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/option_names.hpp"
 #include "config/launch_config.hpp"
-
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
 
 namespace npu_run {
 

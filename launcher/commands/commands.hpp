@@ -11,14 +11,11 @@
 
 #include "agent/rendezvous_settings.hpp"
 #include "basics/environment.hpp"
+#include "cli/cli11_fwd.hpp"
 #include "cli/early_exit.hpp"
 #include "cli/parse_launch.hpp"
 #include "doctor/doctor.hpp"
 #include "rendezvous/server.hpp"
-
-namespace CLI {
-class App;
-}
 
 namespace npu_run {
 

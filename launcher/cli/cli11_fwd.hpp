@@ -1,0 +1,7 @@
+// CLI11's classes by name only: headers that hold option pointers need no CLI11 include.
+#pragma once
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI

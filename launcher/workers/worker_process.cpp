@@ -1,0 +1,269 @@
+#include "workers/worker_process.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "workers/boost_process.hpp"
+#include "workers/exec_report.hpp"
+#include "workers/guardian.hpp"
+#include "workers/output_relay.hpp"
+
+namespace npu_run {
+
+namespace bp = boost::process::v2;
+
+namespace {
+
+// When the worker wrote its torchelastic error file, to the file system's precision (the file's
+// own "timestamp" field has whole seconds only); nothing when there is no such file.
+std::optional<std::chrono::system_clock::time_point> error_file_time(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  const auto written = std::filesystem::last_write_time(path, ec);
+  if (ec) return std::nullopt;
+  return std::chrono::time_point_cast<std::chrono::system_clock::duration>(
+      std::chrono::file_clock::to_sys(written));
+}
+
+// Boost.Process initializer that runs in the child between fork and exec, so only
+// async-signal-safe calls. On failure the launcher reports errno to the parent.
+struct WorkerProcessSetup {
+  pid_t agent_pid;
+  int guardian_fd;  // -1: no guardian
+
+  template <typename Launcher>
+  bp::error_code on_exec_setup(Launcher&, const std::filesystem::path&, const char* const*) {
+    // Own process group: the agent signals the worker and everything it starts as one, and a
+    // terminal's Ctrl-C reaches only the agent, which then decides.
+    if (::setpgid(0, 0) != 0) return bp::error_code(errno, boost::system::system_category());
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+      return bp::error_code(errno, boost::system::system_category());
+    // The agent may have died between fork and prctl; then no death signal would ever come.
+    if (::getppid() != agent_pid) {
+      errno = ESRCH;
+      return bp::error_code(ESRCH, boost::system::system_category());
+    }
+    // Register with the guardian here, before exec, i.e. before user code can start children.
+    if (guardian_fd >= 0) {
+      const int32_t group = static_cast<int32_t>(::getpid());
+      if (::write(guardian_fd, &group, sizeof(group)) != static_cast<ssize_t>(sizeof(group))) {
+        return bp::error_code(errno, boost::system::system_category());
+      }
+    }
+    // The agent forked with every signal blocked. Its handlers (Asio's, which write to the
+    // agent's signal pipe) must not run here for a signal meant for this worker: back to the
+    // defaults first, as posix_spawn does, then unblock. Exec would reset them too, but only
+    // later. Ignored signals and the mask survive exec; SIGPIPE is ignored by the agent only.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      struct sigaction current {};
+      if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &current) != 0) continue;
+      if (current.sa_handler != SIG_DFL && (current.sa_handler != SIG_IGN || sig == SIGPIPE))
+        (void)::signal(sig, SIG_DFL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    return {};
+  }
+};
+
+// Blocks every signal of this thread for a scope: around fork, so that the child starts with
+// none pending against the agent's handlers (WorkerProcessSetup resets them first).
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_{};
+};
+
+// The file's directory is the worker's log_dir, which spawn() has created.
+int open_log_file(const std::string& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+}  // namespace
+
+void signal_process_group(pid_t pgid, int sig) {
+  // ESRCH only means the group is already gone.
+  if (pgid > 0) ::kill(-pgid, sig);
+}
+
+WorkerProcess::WorkerProcess(boost::asio::io_context& io, WorkerSpec spec)
+    : io_(io), spec_(std::move(spec)) {
+  outcome_.local_rank = spec_.local_rank;
+  outcome_.global_rank = spec_.global_rank;
+  outcome_.stderr_log = spec_.err.file;
+  outcome_.error_file = spec_.error_file;
+}
+
+WorkerProcess::~WorkerProcess() {
+  if (running_) signal_process_group(outcome_.pid, SIGKILL);
+}
+
+bool WorkerProcess::cannot_start(int err, std::string why) {
+  not_started(err, std::move(why));
+  spdlog::error("cannot start local rank {}: {}", spec_.local_rank, outcome_.start_error);
+  return false;
+}
+
+void WorkerProcess::not_started(int err, std::string why) {
+  outcome_.status = ExitStatus::not_started(err);
+  outcome_.start_error = std::move(why);
+}
+
+// Opens what the child's stdout or stderr should be; returns the fd to hand to the child
+// (owned by `to_close` when we opened it) and creates the relay for kRelay.
+int WorkerProcess::open_sink(const StreamRoute& route, int console_fd, std::vector<int>& to_close) {
+  switch (route.sink) {
+    case StreamSink::kInherit:
+      return console_fd;
+    case StreamSink::kDiscard: {
+      const int fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) to_close.push_back(fd);
+      return fd;
+    }
+    case StreamSink::kFile: {
+      const int fd = open_log_file(route.file);
+      if (fd >= 0) to_close.push_back(fd);
+      return fd;
+    }
+    case StreamSink::kRelay: {
+      const int file_fd = route.file.empty() ? -1 : open_log_file(route.file);
+      if (!route.file.empty() && file_fd < 0) return -1;
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) {
+        const int err = errno;  // reported by the caller; close() must not overwrite it
+        if (file_fd >= 0) ::close(file_fd);
+        errno = err;
+        return -1;
+      }
+      to_close.push_back(fds[1]);
+      relays_.push_back(
+          std::make_shared<OutputRelay>(io_, fds[0], file_fd, console_fd, spec_.console_prefix));
+      return fds[1];
+    }
+  }
+  return -1;
+}
+
+bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guardian) {
+  if (!spec_.log_dir.empty()) {
+    // torch's @record writes TORCHELASTIC_ERROR_FILE but does not create its directory.
+    std::error_code ec;
+    std::filesystem::create_directories(spec_.log_dir, ec);
+    if (ec)
+      return cannot_start(ec.value(),
+                          fmt::format("cannot create {}: {}", spec_.log_dir, ec.message()));
+  }
+  std::vector<int> to_close;
+  const int out_fd = open_sink(spec_.out, STDOUT_FILENO, to_close);
+  const int err_fd = out_fd < 0 ? -1 : open_sink(spec_.err, STDERR_FILENO, to_close);
+  if (out_fd < 0 || err_fd < 0) {
+    const int err = errno;
+    for (int fd : to_close) ::close(fd);
+    relays_.clear();
+    return cannot_start(
+        err, fmt::format("cannot open its output in {}: {}", spec_.log_dir, std::strerror(err)));
+  }
+
+  bp::error_code ec;
+  bp::posix::fork_and_forget_launcher launcher;
+  // The launcher's env pointer is set directly: Boost 1.81's process_environment is not
+  // usable header-only (its on_setup is never compiled in).
+  const std::vector<std::string> env_strings = to_envp(spec_.env);
+  std::vector<const char*> envp;
+  envp.reserve(env_strings.size() + 1);
+  for (const std::string& kv : env_strings) envp.push_back(kv.c_str());
+  envp.push_back(nullptr);
+  launcher.env = envp.data();
+  exec_report_ = std::make_unique<ExecReport>();
+  std::optional<bp::process> proc;
+  {
+    const AllSignalsBlocked blocked;
+    proc.emplace(launcher(
+        spawn_context.get_executor(), ec, std::filesystem::path(spec_.program), spec_.argv,
+        bp::process_stdio{nullptr, out_fd, err_fd},
+        WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1},
+        *exec_report_));
+  }
+  exec_report_->forked();
+  for (int fd : to_close) ::close(fd);  // the child has its copies; pipes see EOF when it ends
+  if (ec) {                             // no child: the pipes or the fork failed
+    relays_.clear();
+    exec_report_.reset();
+    return cannot_start(ec.value(),
+                        fmt::format("cannot start {}: {}", spec_.program, ec.message()));
+  }
+
+  // Boost's handle is not kept: the child is reaped by ChildExits, pidfd or SIGCHLD.
+  outcome_.pid = proc->id();
+  proc->detach();
+  // The child makes its own process group, but this launcher does not wait for it: a stop
+  // signalled to the group before the child got there would find none and be lost. Made from
+  // both sides, as shells do; the second call fails harmlessly (EACCES once it has exec'd).
+  (void)::setpgid(outcome_.pid, outcome_.pid);
+  running_ = true;
+  for (auto& relay : relays_) relay->start();
+  spdlog::debug("started local rank {} (rank {}, device {}) as pid {}", spec_.local_rank,
+                spec_.global_rank, spec_.device_id, outcome_.pid);
+  return true;
+}
+
+void WorkerProcess::ended(boost::system::error_code ec, int wait_status, bool stopped_by_agent,
+                          Guardian* guardian) {
+  running_ = false;
+  if (const auto exec_error = exec_report_->exec_error()) {
+    cannot_start(*exec_error,
+                 fmt::format("cannot execute {}: {}", spec_.program, std::strerror(*exec_error)));
+  } else if (ec) {
+    spdlog::error("lost track of local rank {} (pid {}): {}", spec_.local_rank, outcome_.pid,
+                  ec.message());
+    outcome_.status = ExitStatus::exited(1);
+  } else {
+    outcome_.status = ExitStatus::from_wait_status(wait_status);
+  }
+  outcome_.finished_at = std::chrono::system_clock::now();
+  outcome_.stopped_by_agent = stopped_by_agent;
+  // Whatever the worker left running in its group goes with it. Done now, while the group
+  // id cannot have been reused: pid_max may be as low as 32768.
+  signal_process_group(outcome_.pid, SIGKILL);
+  if (guardian != nullptr) guardian->forget(outcome_.pid);
+  spdlog::debug("local rank {} (pid {}) ended: {}", spec_.local_rank, outcome_.pid,
+                outcome_.status.describe());
+}
+
+void WorkerProcess::abandon() {
+  running_ = false;
+  outcome_.survived_kill = true;
+  outcome_.stopped_by_agent = true;
+}
+
+void WorkerProcess::signal(int sig) const {
+  if (running_) signal_process_group(outcome_.pid, sig);
+}
+
+const WorkerOutcome& WorkerProcess::settle() {
+  for (auto& relay : relays_) relay->drain_and_close();
+  outcome_.raised_at = error_file_time(outcome_.error_file);
+  return outcome_;
+}
+
+}  // namespace npu_run

@@ -1,0 +1,73 @@
+// One worker's process: its output (log files, relays to the console), the spawn with what the
+// child does before exec, and how it ended. It does what it is told; when to start, stop and
+// kill the workers of an attempt is WorkerGroup's policy (worker_group.cpp).
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/system/error_code.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "workers/group_result.hpp"
+#include "workers/worker_spec.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run {
+
+class ExecReport;
+class Guardian;
+class OutputRelay;
+
+class WorkerProcess {
+ public:
+  WorkerProcess(boost::asio::io_context& io, WorkerSpec spec);
+  // A worker still running is killed with its process group: never left behind, even when the
+  // agent is torn down by an exception.
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Creates the log directory, opens the output and forks, without waiting for the exec (its
+  // outcome is read when the process ends). `spawn_context` is handed to Boost's launcher and
+  // never run. False when no process was started; the outcome says why, and it is logged.
+  bool spawn(boost::asio::io_context& spawn_context, Guardian* guardian);
+
+  // Records the end ChildExits observed, and kills whatever the worker left in its group.
+  void ended(boost::system::error_code ec, int wait_status, bool stopped_by_agent,
+             Guardian* guardian);
+  // Marks a worker that is never started, because of another's failure.
+  void not_started(int err, std::string why);
+  // Stops waiting for a worker that SIGKILL did not end (uninterruptible sleep).
+  void abandon();
+  // Sends `sig` to the worker's process group while it runs.
+  void signal(int sig) const;
+  // Drains what its relays still hold and reads when it raised its error, if it did.
+  const WorkerOutcome& settle();
+
+  bool running() const { return running_; }
+  pid_t pid() const { return outcome_.pid; }
+  const WorkerSpec& spec() const { return spec_; }
+  const WorkerOutcome& outcome() const { return outcome_; }
+
+ private:
+  // The one path for a worker that cannot start: status, reason, one log line; returns false.
+  bool cannot_start(int err, std::string why);
+  int open_sink(const StreamRoute& route, int console_fd, std::vector<int>& to_close);
+
+  boost::asio::io_context& io_;
+  WorkerSpec spec_;
+  WorkerOutcome outcome_;
+  std::unique_ptr<ExecReport> exec_report_;  // whether it reached exec, read once it ends
+  std::vector<std::shared_ptr<OutputRelay>> relays_;
+  bool running_ = false;
+};
+
+// Sends `sig` to process group `pgid`; a group that is already gone is not an error.
+void signal_process_group(pid_t pgid, int sig);
+
+}  // namespace npu_run

@@ -21,7 +21,6 @@
 #include "basics/usage_error.hpp"
 #include "net/host_address.hpp"
 #include "rendezvous/describe.hpp"
-#include "workers/worker_group.hpp"
 
 namespace npu_run {
 
@@ -56,6 +55,7 @@ struct LocalAgent::Impl {
         signals(io_context),
         parent_watch(io_context) {
     for (int sig : handled_signals()) signals.add(sig);
+    if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
   }
 
   // The stop signals of --signals-to-handle, plus SIGUSR1/SIGUSR2 to forward (Slurm's
@@ -191,8 +191,8 @@ struct LocalAgent::Impl {
     remote_root_cause.reset();
     reform.reset();
     rendezvous_failure.clear();
-    group = std::make_unique<WorkerGroup>(
-        io, std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout}, guardian);
+    group =
+        ctx.make_workers(std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout});
     group->start([this](GroupResult result) { on_group_done(std::move(result)); });
   }
 
@@ -361,7 +361,7 @@ struct LocalAgent::Impl {
   ParentWatch parent_watch;
   State state = State::kInit;
   Assignment assignment;
-  std::unique_ptr<WorkerGroup> group;
+  std::unique_ptr<RoundWorkers> group;
   GroupResult last_result;
   std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
   std::optional<rdzv::Reform> reform;                    // set when told to stop to re-form
@@ -379,6 +379,10 @@ LocalAgent::~LocalAgent() = default;
 
 void LocalAgent::start(FinishedHandler on_finished) {
   impl_->start(std::move(on_finished));
+}
+
+void LocalAgent::handle_signal(int sig) {
+  impl_->on_signal(sig);
 }
 
 }  // namespace npu_run

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/rendezvous.hpp"
+#include "agent/round_workers.hpp"
 #include "basics/environment.hpp"
 #include "config/launch_config.hpp"
 
@@ -26,6 +27,8 @@ struct AgentContext {
   std::string run_dir;            // where attempt_<n>/<local_rank>/ go
   bool log_files = false;         // false: run_dir holds error files only
   bool hosts_rendezvous = false;  // this process also runs the rendezvous server (node 0)
+  // How each round's workers are made; empty: real processes (WorkerGroup). Tests give fakes.
+  MakeRoundWorkers make_workers;
 };
 
 class LocalAgent {
@@ -41,6 +44,9 @@ class LocalAgent {
   // this node is done (the caller decides when to stop the io_context: node 0 may still serve
   // the rendezvous to the other nodes).
   void start(FinishedHandler on_finished);
+
+  // What a received signal does. The agent's own signal_set calls it; tests call it directly.
+  void handle_signal(int sig);
 
  private:
   struct Impl;

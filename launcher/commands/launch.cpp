@@ -139,9 +139,10 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
   } else {
     rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, avoid);
   }
-  LocalAgent agent(io, cfg, *rendezvous,
-                   AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr},
-                   &guardian);
+  LocalAgent agent(
+      io, cfg, *rendezvous,
+      AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}},
+      &guardian);
 
   int exit_code = 1;
   bool agent_done = false;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <thread>
@@ -120,6 +121,8 @@ Hello real_hello(const std::string& nonce = std::string(64, 'a')) {
 // What an attack found wrong; checked on the test's thread (Catch2 is not thread-safe).
 using Problems = std::vector<std::string>;
 using Attack = std::function<void(int port, Problems& problems)>;
+// An attack that also watches node 0's agent, which hosts the server.
+using AttackOnNode0 = std::function<void(int port, pid_t node0, Problems& problems)>;
 
 void expect(bool ok, const std::string& what, Problems& problems) {
   if (!ok) problems.push_back(what);
@@ -128,7 +131,7 @@ void expect(bool ok, const std::string& what, Problems& problems) {
 // Node 0 (hosting the server, token required, 1 s handshake deadline) starts; `attack` runs
 // against its port while node 1 starts and both nodes' workers run; the workers finish only once
 // the attack is over, so every check the attack makes is against a live server.
-void job_survives(const Attack& attack) {
+void job_survives(const AttackOnNode0& attack) {
   TempDir dir;
   const int port = unused_port();
   for (const char* rank : {"0", "1"}) make_gate(dir.file(std::string("gate.") + rank));
@@ -138,7 +141,7 @@ void job_survives(const Attack& attack) {
   auto a = start_node(port, 2, 1, script, flags, env);
   a->wait_for_output("rendezvous server on", 1, 30s, true);
   Problems problems;
-  std::thread attacker([&] { attack(port, problems); });
+  std::thread attacker([&] { attack(port, a->pid(), problems); });
   auto b = start_node(port, 2, 1, script, flags, env);
   a->wait_for_output("running", 1, 60s);
   b->wait_for_output("running", 1, 60s);
@@ -154,6 +157,20 @@ void job_survives(const Attack& attack) {
   CHECK_THAT(done[1].out, Contains("done-1"));
   require_no_strays(*a);
   require_no_strays(*b);
+}
+
+void job_survives(const Attack& attack) {
+  job_survives([&](int port, pid_t, Problems& problems) { attack(port, problems); });
+}
+
+// Resident memory of a process in KiB (VmRSS), 0 when it cannot be read.
+long resident_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
 }
 
 // The server still answers a newcomer's hello: it kept serving through the attack.
@@ -311,6 +328,38 @@ TEST_CASE("hostile peers: duplicates of a real agent's hello", "[integration][ho
     // and a guess is refused too.
     copies[2].send(Auth{std::string(64, 'f')});
     expect(copies[2].error_code() == "bad_token", "a guessed proof was not refused", problems);
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: a welcomed peer that streams heartbeats and never reads",
+          "[integration][hostile]") {
+  job_survives([](int port, pid_t node0, Problems& problems) {
+    Raw peer(port);
+    const std::string nonce(64, 'b');
+    peer.send(real_hello(nonce));
+    const auto m = peer.reply();
+    const auto* challenge = m ? std::get_if<Challenge>(&*m) : nullptr;
+    expect(challenge != nullptr, "the spammer's hello got no challenge", problems);
+    if (challenge == nullptr) return;
+    peer.send(Auth{agent_proof(kToken, "none", challenge->nonce, nonce)});
+    const auto welcome = peer.reply();
+    expect(welcome && std::holds_alternative<Welcome>(*welcome), "the spammer was not welcomed",
+           problems);
+    // From now on nothing is read: every ack the server queued would stay in its memory.
+    std::string burst;
+    for (int i = 0; i < 10'000; ++i) burst += encode_frame(encode(ClientMessage{Heartbeat{}}));
+    const long before = resident_kib(node0);
+    int bursts = 0;
+    for (; bursts < 50 && peer.send(burst); ++bursts) {
+    }
+    std::this_thread::sleep_for(500ms);  // the server reads what is still in flight
+    const long growth_mib = (resident_kib(node0) - before) / 1024;
+    // Half a million heartbeats: acks queued one by one would take about 65 MiB.
+    expect(growth_mib < 32,
+           "node 0 grew by " + std::to_string(growth_mib) + " MiB under " + std::to_string(bursts) +
+               " x 10,000 heartbeats it could not answer",
+           problems);
     server_still_answers(port, problems);
   });
 }

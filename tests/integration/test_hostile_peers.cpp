@@ -29,6 +29,22 @@ namespace {
 
 const std::string kToken = "hostile-test-token";
 
+// Under ASan or TSan the allocator holds freed memory back (ASan's quarantine alone is 256 MiB),
+// so a process's resident size says nothing about what it keeps alive.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NPU_RUN_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NPU_RUN_SANITIZED 1
+#endif
+#ifdef NPU_RUN_SANITIZED
+constexpr bool kResidentSizeMeansLiveMemory = false;
+#else
+constexpr bool kResidentSizeMeansLiveMemory = true;
+#endif
+
 // A raw TCP connection to the server, closed on destruction.
 class Raw {
  public:
@@ -356,7 +372,7 @@ TEST_CASE("hostile peers: a welcomed peer that streams heartbeats and never read
     std::this_thread::sleep_for(500ms);  // the server reads what is still in flight
     const long growth_mib = (resident_kib(node0) - before) / 1024;
     // Half a million heartbeats: acks queued one by one would take about 65 MiB.
-    expect(growth_mib < 32,
+    expect(!kResidentSizeMeansLiveMemory || growth_mib < 32,
            "node 0 grew by " + std::to_string(growth_mib) + " MiB under " + std::to_string(bursts) +
                " x 10,000 heartbeats it could not answer",
            problems);

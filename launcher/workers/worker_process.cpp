@@ -99,12 +99,12 @@ int open_log_file(const std::string& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
-}  // namespace
-
+// ESRCH only means the group is already gone.
 void signal_process_group(pid_t pgid, int sig) {
-  // ESRCH only means the group is already gone.
   if (pgid > 0) ::kill(-pgid, sig);
 }
+
+}  // namespace
 
 WorkerProcess::WorkerProcess(boost::asio::io_context& io, WorkerSpec spec)
     : io_(io), spec_(std::move(spec)) {

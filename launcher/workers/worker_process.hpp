@@ -67,7 +67,4 @@ class WorkerProcess {
   bool running_ = false;
 };
 
-// Sends `sig` to process group `pgid`; a group that is already gone is not an error.
-void signal_process_group(pid_t pgid, int sig);
-
 }  // namespace npu_run

@@ -35,6 +35,17 @@ std::shared_ptr<const std::string> frame_of(size_t bytes) {
   return std::make_shared<const std::string>(encode_frame(std::string(bytes, 'x')));
 }
 
+// Our side of `pair`, started with a small kernel send buffer so that its queue fills soon;
+// `theirs` is never read. `closed` gets the reason once the connection ends by itself.
+std::shared_ptr<FramedConnection> sending_to_a_peer_that_never_reads(
+    SocketPair& pair, std::optional<ConnectionClosed>& closed) {
+  pair.ours.set_option(asio::socket_base::send_buffer_size(4096));
+  auto connection = FramedConnection::create(std::move(pair.ours), kLimits);
+  connection->start({[](std::vector<std::string>&, const std::optional<WireError>&) {},
+                     [&closed](const ConnectionClosed& why) { closed = why; }});
+  return connection;
+}
+
 }  // namespace
 
 TEST_CASE("framed connection: frames split across reads arrive whole and in order", "[unit][net]") {
@@ -82,12 +93,8 @@ TEST_CASE("framed connection: an oversized frame is refused before its payload i
 TEST_CASE("framed connection: a peer that never reads is dropped at the byte cap", "[unit][net]") {
   asio::io_context io;
   SocketPair pair(io);
-  // A small kernel buffer, so that the queue fills soon after it.
-  pair.ours.set_option(asio::socket_base::send_buffer_size(4096));
-  auto connection = FramedConnection::create(std::move(pair.ours), kLimits);
   std::optional<ConnectionClosed> closed;
-  connection->start({[](std::vector<std::string>&, const std::optional<WireError>&) {},
-                     [&](const ConnectionClosed& why) { closed = why; }});
+  auto connection = sending_to_a_peer_that_never_reads(pair, closed);
   size_t most_queued = 0;
   int sent = 0;
   for (; sent < 100'000 && connection->is_open(); ++sent) {
@@ -123,11 +130,8 @@ TEST_CASE("framed connection: one frame larger than the cap may always wait", "[
 TEST_CASE("framed connection: heartbeats are not queued behind other frames", "[unit][net]") {
   asio::io_context io;
   SocketPair pair(io);
-  pair.ours.set_option(asio::socket_base::send_buffer_size(4096));
-  auto connection = FramedConnection::create(std::move(pair.ours), kLimits);
   std::optional<ConnectionClosed> closed;
-  connection->start({[](std::vector<std::string>&, const std::optional<WireError>&) {},
-                     [&](const ConnectionClosed& why) { closed = why; }});
+  auto connection = sending_to_a_peer_that_never_reads(pair, closed);
   // Fill the kernel's buffers until something waits in the queue.
   while (connection->queued_bytes() == 0) {
     connection->send(frame_of(1000));

@@ -31,7 +31,7 @@ stage_bullseye() {
 elf_of() { case $1 in x86_64) echo "x86-64" ;; aarch64) echo "ARM aarch64" ;; esac; }
 
 check_binary() {  # file arch what
-  file "$1" | grep -q "$(elf_of "$2"), .*static-pie linked" ||
+  grep -q "$(elf_of "$2"), .*static-pie linked" <<<"$(file "$1")" ||
     { echo "portability: $3 does not hold a static $2 binary: $(file "$1")" >&2; return 1; }
 }
 

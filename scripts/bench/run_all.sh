@@ -56,7 +56,7 @@ fi
   echo "same invocation on the same machine, one after the other, so ratios compare like with like."
   echo "Figures are medians with min-max in parentheses. Machine: $(nproc) cores,"
   echo "$(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo), Linux $(uname -r);"
-  echo "npu_run $("$bin/npu_run" --version | head -1 | awk '{print $2}') Release; torchrun from Debian's python3-torch."
+  echo "npu_run $("$bin/npu_run" --version | awk 'NR == 1 {print $2}') Release; torchrun from Debian's python3-torch."
   echo
   "$py" "$bench/startup.py" --static "$root/build-bench-static-pie/npu_run" --dynamic "$bin/npu_run" \
     --plain-static "$root/build-bench-plain-static/npu_run" "${startup[@]}"

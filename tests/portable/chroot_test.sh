@@ -11,7 +11,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 binary=$(realpath "$1")
 deb=${2:+$(realpath "$2")}
 [ "$(id -u)" -eq 0 ] || { echo "chroot_test: chroot needs root; skipped" >&2; exit 77; }
-file "$binary" | grep -q "static-pie linked\|statically linked" ||
+grep -q "static-pie linked\|statically linked" <<<"$(file "$binary")" ||
   { echo "chroot_test: $binary is not a static binary" >&2; exit 1; }
 root=$("$here/debian_chroot.sh" bullseye)
 cleanup() {
@@ -24,7 +24,9 @@ cleanup() {
 trap cleanup EXIT
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
-glibc=$(chroot "$root" /usr/bin/ldd --version | head -1)
+# Not "| head -1": under pipefail, ldd dies of SIGPIPE writing its later lines (94 runs in 200).
+glibc=$(chroot "$root" /usr/bin/ldd --version)
+glibc=${glibc%%$'\n'*}
 echo "== in $root: $glibc"
 install -m 755 "$binary" "$root/usr/local/bin/npu_run"
 bash "$here/smoke.sh" chroot "$root" /usr/local/bin/npu_run

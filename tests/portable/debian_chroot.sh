@@ -19,8 +19,8 @@ fi
 [ "$(id -u)" -eq 0 ] || { echo "debian_chroot: debootstrap needs root" >&2; exit 77; }
 command -v debootstrap >/dev/null || { echo "debian_chroot: no debootstrap (scripts/install_deps.sh --release)" >&2; exit 77; }
 # The mirror apt uses here (deb822 or one-line sources), else Debian's own.
-mirror=$(sed -n 's|^URIs: *\(http[^ ]*/debian\)/*$|\1|p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-[ -n "$mirror" ] || mirror=$(sed -n 's|^deb \(http[^ ]*/debian\)/* .*|\1|p' /etc/apt/sources.list 2>/dev/null | head -1)
+mirror=$(sed -n 's|^URIs: *\(http[^ ]*/debian\)/*$|\1|p' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk 'NR == 1')
+[ -n "$mirror" ] || mirror=$(sed -n 's|^deb \(http[^ ]*/debian\)/* .*|\1|p' /etc/apt/sources.list 2>/dev/null | awk 'NR == 1')
 mirror=${mirror:-http://deb.debian.org/debian}
 # A mount left behind by an interrupted test must not be deleted through: unmount first.
 for m in proc dev; do mountpoint -q "$dir/$m" 2>/dev/null && umount -l "$dir/$m"; done

@@ -4,37 +4,23 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <random>
 
 #include "net/framed_connection.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/server_dialer.hpp"
 
 namespace npu_run::rdzv {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
 
-// Backoff between connection attempts: doubles from 10 ms up to 2 s, each delay drawn
-// uniformly from half to one and a half times the nominal value so that thousands of agents
-// started together do not retry in lockstep. The first retries are short because the usual
-// refusal is node 0's agent still starting, milliseconds behind the others (a refused connect
-// on a LAN costs one RST).
-constexpr milliseconds kFirstRetry{10};
-constexpr milliseconds kMaxRetry{2'000};
-// One connect attempt may wait this long (SYNs to a host whose listen queue is full are
-// retransmitted by the kernel; cutting the attempt short would only restart that).
-constexpr milliseconds kAttemptTimeout{10'000};
-// How often to say where we are while the server is unreachable.
-constexpr milliseconds kWaitingLogInterval{30'000};
 // Large frames (peer tables) arrive in pieces; an agent's own messages are small, and a server
 // that reads nothing for a megabyte of them is not serving.
 constexpr net::ConnectionLimits kLinkLimits{Limits::kMaxServerFrame, 4096, size_t{1024} * 1024};
@@ -49,24 +35,23 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, ClientOptions opts)
       : io(io_context),
         options(std::move(opts)),
-        resolver(io_context),
-        socket(io_context),
-        retry_timer(io_context),
-        attempt_timer(io_context),
+        dialer(ServerDialer::create(io_context, options.server_host, options.server_port,
+                                    options.connect_timeout)),
         heartbeat_timer(io_context),
-        watchdog_timer(io_context),
-        rng(std::random_device{}()) {}
+        watchdog_timer(io_context) {}
 
-  std::string endpoint() const {
-    return fmt::format("{}:{}", options.server_host, options.server_port);
-  }
+  std::string endpoint() const { return dialer->endpoint(); }
 
   void start(Handlers h) {
     handlers = std::move(h);
-    started = Clock::now();
-    deadline = started + options.connect_timeout;
-    last_waiting_log = started;
-    attempt();
+    std::weak_ptr<Impl> weak = shared_from_this();
+    dialer->start({[weak](tcp::socket connected) {
+                     if (auto self = weak.lock(); self && !self->done)
+                       self->on_connected(std::move(connected));
+                   },
+                   [weak](const std::string& why) {
+                     if (auto self = weak.lock()) self->fail(why);
+                   }});
   }
 
   void fail(const std::string& why) {
@@ -81,109 +66,18 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
 
   void cancel_all() {
     cancel_pending();
-    boost::system::error_code ignored;
-    socket.close(ignored);
     if (link) link->close();
   }
 
-  // Every timer and lookup; the link is left to the caller (close() flushes first).
+  // Every timer and attempt; the link is left to the caller (close() flushes first).
   void cancel_pending() {
-    resolver.cancel();
-    retry_timer.cancel();
-    attempt_timer.cancel();
+    dialer->cancel();
     heartbeat_timer.cancel();
     watchdog_timer.cancel();
   }
 
-  void attempt() {
-    // An IP literal needs no lookup: skipping the resolver avoids its background thread, in
-    // every agent and per connection of a storm.
-    boost::system::error_code literal_ec;
-    const auto literal = asio::ip::make_address(options.server_host, literal_ec);
-    if (!literal_ec) {
-      connect(std::vector<tcp::endpoint>{
-          tcp::endpoint(literal, static_cast<unsigned short>(options.server_port))});
-      return;
-    }
-    resolver.async_resolve(options.server_host, std::to_string(options.server_port),
-                           [self = shared_from_this()](boost::system::error_code ec,
-                                                       const tcp::resolver::results_type& results) {
-                             if (self->done) return;
-                             if (ec) {
-                               self->unresolved = true;
-                               self->retry(fmt::format("cannot resolve '{}': {}",
-                                                       self->options.server_host, ec.message()));
-                               return;
-                             }
-                             self->unresolved = false;
-                             self->connect(results);
-                           });
-  }
-
-  template <typename Endpoints>
-  void connect(const Endpoints& endpoints) {
-    attempt_timer.expires_after(std::min(kAttemptTimeout, time_left()));
-    attempt_timer.async_wait(
-        [weak = std::weak_ptr<Impl>(shared_from_this())](boost::system::error_code wait_ec) {
-          if (auto s = weak.lock(); s && !wait_ec) s->socket.cancel();
-        });
-    asio::async_connect(
-        socket, endpoints,
-        [self = shared_from_this()](boost::system::error_code ec, const tcp::endpoint&) {
-          if (self->done) return;
-          self->attempt_timer.cancel();
-          if (ec) {
-            boost::system::error_code ignored;
-            self->socket.close(ignored);
-            self->retry(ec == asio::error::operation_aborted ? "connection attempt timed out"
-                                                             : ec.message());
-            return;
-          }
-          self->on_connected();
-        });
-  }
-
-  milliseconds time_left() const {
-    return std::max(milliseconds(1),
-                    std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-  }
-
-  void retry(const std::string& error) {
-    last_error = error;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      // A name nothing resolves needs another fix than a server that does not answer.
-      const char* fix =
-          unresolved
-              ? "give --master-addr as an IP address, or make the name resolvable here (/etc/hosts "
-                "or DNS; the static npu_run uses no other name service)"
-              : "is node 0's npu_run (or npu_run rdzv-server) running there, and is "
-                "--master-addr/--master-port right?";
-      fail(fmt::format(
-          "cannot reach the rendezvous server at {} within {:.0f} s (last error: {}); {}",
-          endpoint(), seconds(options.connect_timeout), error, fix));
-      return;
-    }
-    if (attempts++ == 0 || now - last_waiting_log >= kWaitingLogInterval) {
-      last_waiting_log = now;
-      spdlog::info("waiting for the rendezvous server at {} ({}); retrying for up to {:.0f} s more",
-                   endpoint(), error,
-                   seconds(std::chrono::duration_cast<milliseconds>(deadline - now)));
-    }
-    std::uniform_real_distribution<double> jitter(0.5, 1.5);
-    const auto delay = std::min(
-        time_left(),
-        milliseconds(static_cast<long>(static_cast<double>(backoff.count()) * jitter(rng))));
-    backoff = std::min(kMaxRetry, backoff * 2);
-    retry_timer.expires_after(delay);
-    retry_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec && !self->done) self->attempt();
-    });
-  }
-
-  void on_connected() {
+  void on_connected(tcp::socket socket) {
     link = net::FramedConnection::create(std::move(socket), kLinkLimits);
-    socket = tcp::socket(io);  // for the next attempt, if this connection is dropped
     local_addr = link->local_address();
     spdlog::debug("connected to the rendezvous server at {} from {}", endpoint(), local_addr);
     ++connection;
@@ -205,7 +99,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     send(hello);
     // No welcome in time: a half-open connection (see drop_and_retry) or a program that is not
     // an npu_run server; either way, another attempt.
-    const milliseconds wait = std::min(options.welcome_timeout, time_left());
+    const milliseconds wait = std::min(options.welcome_timeout, dialer->time_left());
     watchdog_timer.expires_after(wait);
     watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), conn = connection,
                                wait](boost::system::error_code wait_ec) {
@@ -213,10 +107,11 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       if (wait_ec || !self || self->done || conn != self->connection || self->welcomed) return;
       // A wait the join deadline cut short says nothing new ("within 0.0 s"): the error of the
       // attempt before it stays the one reported.
-      const bool cut_short = wait < self->options.welcome_timeout && !self->last_error.empty();
+      const bool cut_short =
+          wait < self->options.welcome_timeout && !self->dialer->last_error().empty();
       self->drop_and_retry(
           cut_short
-              ? self->last_error
+              ? self->dialer->last_error()
               : fmt::format("no answer to the hello within {:.1f} s; is another program using "
                             "that port?",
                             seconds(wait)));
@@ -232,7 +127,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     watchdog_timer.cancel();
     if (link) link->close();
     link.reset();
-    retry(reason);
+    dialer->retry(reason);
   }
 
   // A connection error: retried before the welcome (see drop_and_retry), fatal after it.
@@ -388,28 +283,15 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     done = true;
     handlers = {};
     cancel_pending();
-    boost::system::error_code ignored;
-    socket.close(ignored);
     if (link) link->close_after_sending();
   }
 
   asio::io_context& io;
   ClientOptions options;
-  tcp::resolver resolver;
-  tcp::socket socket;  // the attempt in progress
-  asio::steady_timer retry_timer;
-  asio::steady_timer attempt_timer;
+  std::shared_ptr<ServerDialer> dialer;
   asio::steady_timer heartbeat_timer;
   asio::steady_timer watchdog_timer;
-  std::mt19937 rng;
   Handlers handlers;
-  Clock::time_point started;
-  Clock::time_point deadline;
-  Clock::time_point last_waiting_log;
-  milliseconds backoff = kFirstRetry;
-  int attempts = 0;
-  std::string last_error;
-  bool unresolved = false;  // the last attempt failed to resolve the server's name
   std::string local_addr;
   std::shared_ptr<net::FramedConnection> link;  // of the current connection, once connected
   milliseconds heartbeat_interval{5'000};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -23,75 +24,96 @@ std::string result_text(const WorkerOutcome& w, bool is_root_cause) {
   return text;
 }
 
+// Which workers get a row: the root cause first, then the others in local-rank order; clean
+// exits are only counted.
+struct SummaryRows {
+  std::vector<size_t> workers;
+  size_t succeeded = 0;
+};
+
+SummaryRows summary_rows(const GroupResult& result) {
+  SummaryRows rows;
+  if (result.root_cause) rows.workers.push_back(*result.root_cause);
+  for (size_t i = 0; i < result.workers.size(); ++i) {
+    if (result.root_cause && i == *result.root_cause) continue;
+    if (result.workers[i].status.success() && !result.workers[i].survived_kill) {
+      ++rows.succeeded;
+      continue;
+    }
+    rows.workers.push_back(i);
+  }
+  return rows;
+}
+
+std::string summary_title(const GroupResult& result, const SummaryContext& ctx) {
+  const double seconds = std::chrono::duration<double>(result.elapsed).count();
+  if (!ctx.stopped_because.empty()) {
+    return fmt::format(
+        "npu_run on node {} ({}) stopped its workers after {:.1f} s, attempt {}, because of {}:\n",
+        ctx.node_rank, ctx.host, seconds, ctx.attempt, ctx.stopped_because);
+  }
+  if (result.outcome == GroupResult::Outcome::kStopped) {
+    return fmt::format("npu_run stopped by {} on node {} ({}) after {:.1f} s, attempt {}:\n",
+                       signal_name(result.stop_signal), ctx.node_rank, ctx.host, seconds,
+                       ctx.attempt);
+  }
+  return fmt::format(
+      "npu_run job failed on node {} ({}) after {:.1f} s, attempt {}; root cause first:\n",
+      ctx.node_rank, ctx.host, seconds, ctx.attempt);
+}
+
+constexpr size_t kColumns = 8;
+using Cells = std::array<std::string, kColumns>;
+
+// One row, each column padded to its width but the last, with no trailing blanks.
+std::string aligned_line(const Cells& cells, const std::array<size_t, kColumns>& width) {
+  std::string line = "  ";
+  for (size_t c = 0; c < kColumns; ++c)
+    line += fmt::format("{:<{}}", cells[c], c == kColumns - 1 ? 0 : width[c] + 2);
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line + "\n";
+}
+
+// The lines under a worker's row: why it could not start, its error message, its log.
+std::string row_details(const WorkerOutcome& w, const std::string& error_message) {
+  std::string out;
+  if (!w.start_error.empty()) out += fmt::format("      {}\n", w.start_error);
+  if (!error_message.empty()) out += fmt::format("      error: {}\n", error_message);
+  if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
+  return out;
+}
+
 }  // namespace
 
 std::string format_failure_summary(const GroupResult& result, const SummaryContext& ctx,
                                    const std::map<size_t, std::string>& error_messages) {
-  // Root cause first, then the others in local-rank order; clean exits are only counted.
-  std::vector<size_t> rows;
-  if (result.root_cause) rows.push_back(*result.root_cause);
-  size_t succeeded = 0;
-  for (size_t i = 0; i < result.workers.size(); ++i) {
-    if (result.root_cause && i == *result.root_cause) continue;
-    if (result.workers[i].status.success() && !result.workers[i].survived_kill) {
-      ++succeeded;
-      continue;
-    }
-    rows.push_back(i);
-  }
-
-  const double seconds = std::chrono::duration<double>(result.elapsed).count();
-  std::string out;
-  if (!ctx.stopped_because.empty()) {
-    out += fmt::format(
-        "npu_run on node {} ({}) stopped its workers after {:.1f} s, attempt {}, because of {}:\n",
-        ctx.node_rank, ctx.host, seconds, ctx.attempt, ctx.stopped_because);
-  } else if (result.outcome == GroupResult::Outcome::kStopped) {
-    out +=
-        fmt::format("npu_run stopped by {} on node {} ({}) after {:.1f} s, attempt {}:\n",
-                    signal_name(result.stop_signal), ctx.node_rank, ctx.host, seconds, ctx.attempt);
-  } else {
-    out += fmt::format(
-        "npu_run job failed on node {} ({}) after {:.1f} s, attempt {}; root cause first:\n",
-        ctx.node_rank, ctx.host, seconds, ctx.attempt);
-  }
-
-  struct Row {
-    std::string cells[8];
-  };
-  std::vector<Row> table;
-  table.push_back({{"", "time", "host", "node", "rank", "local", "pid", "result"}});
-  for (size_t i : rows) {
+  const SummaryRows rows = summary_rows(result);
+  std::vector<Cells> table;
+  table.push_back({"", "time", "host", "node", "rank", "local", "pid", "result"});
+  for (size_t i : rows.workers) {
     const WorkerOutcome& w = result.workers[i];
     const bool root = result.root_cause && i == *result.root_cause;
-    table.push_back(
-        {{root ? "*" : "", clock_time(w.finished_at), ctx.host, std::to_string(ctx.node_rank),
-          std::to_string(w.global_rank), std::to_string(w.local_rank),
-          w.pid > 0 ? std::to_string(w.pid) : "-", result_text(w, root)}});
+    table.push_back({root ? "*" : "", clock_time(w.finished_at), ctx.host,
+                     std::to_string(ctx.node_rank), std::to_string(w.global_rank),
+                     std::to_string(w.local_rank), w.pid > 0 ? std::to_string(w.pid) : "-",
+                     result_text(w, root)});
   }
-  size_t width[8] = {};
-  for (const Row& r : table) {
-    for (size_t c = 0; c < 8; ++c) width[c] = std::max(width[c], r.cells[c].size());
+  std::array<size_t, kColumns> width{};
+  for (const Cells& cells : table) {
+    for (size_t c = 0; c < kColumns; ++c) width[c] = std::max(width[c], cells[c].size());
   }
-  for (size_t r = 0; r < table.size(); ++r) {
-    std::string line = "  ";
-    for (size_t c = 0; c < 8; ++c) {
-      line += fmt::format("{:<{}}", table[r].cells[c], c == 7 ? 0 : width[c] + 2);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-    if (r == 0) continue;
-    const size_t index = rows[r - 1];
-    const WorkerOutcome& w = result.workers[index];
+  std::string out = summary_title(result, ctx) + aligned_line(table[0], width);
+  for (size_t r = 0; r < rows.workers.size(); ++r) {
+    const size_t index = rows.workers[r];
     const auto message = error_messages.find(index);
-    if (!w.start_error.empty()) out += fmt::format("      {}\n", w.start_error);
-    if (message != error_messages.end() && !message->second.empty()) {
-      out += fmt::format("      error: {}\n", message->second);
-    }
-    if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
+    out += aligned_line(table[r + 1], width) +
+           row_details(result.workers[index],
+                       message == error_messages.end() ? std::string() : message->second);
   }
-  if (succeeded > 0)
-    out += fmt::format("  ({} other worker{} exited 0)\n", succeeded, succeeded == 1 ? "" : "s");
+  if (rows.succeeded > 0) {
+    out += fmt::format("  ({} other worker{} exited 0)\n", rows.succeeded,
+                       rows.succeeded == 1 ? "" : "s");
+  }
   return out;
 }
 

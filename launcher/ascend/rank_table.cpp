@@ -138,9 +138,8 @@ const ordered_json& array_field(const ordered_json& object, const char* key,
   return *it;
 }
 
-}  // namespace
-
-RankTable parse_rank_table(const std::string& text, const std::string& path) {
+// The text as a JSON object, or a message for someone who gave the wrong file.
+ordered_json parse_json_object(const std::string& text, const std::string& path) {
   ordered_json root;
   try {
     root = ordered_json::parse(text);
@@ -156,12 +155,15 @@ RankTable parse_rank_table(const std::string& text, const std::string& path) {
   if (!root.is_object()) {
     throw UsageError(fmt::format("{}: not a JSON object; is this an HCCL rank table?", path));
   }
-  RankTable table;
-  table.version = string_field(root, "version", path);
-  if (table.version != "1.0" && table.version != "1.2") {
-    throw UsageError(
-        fmt::format("{}: version '{}' is not supported; npu_run reads rank tables 1.0 and 1.2",
-                    path, table.version));
+  return root;
+}
+
+// The version, a finished status, and a server count that matches the list.
+std::string checked_version(const ordered_json& root, const std::string& path) {
+  std::string version = string_field(root, "version", path);
+  if (version != "1.0" && version != "1.2") {
+    throw UsageError(fmt::format(
+        "{}: version '{}' is not supported; npu_run reads rank tables 1.0 and 1.2", path, version));
   }
   const std::string status = string_field(root, "status", path);
   if (status != "completed") {
@@ -169,57 +171,85 @@ RankTable parse_rank_table(const std::string& text, const std::string& path) {
                                  path, status));
   }
   const ordered_json& servers = array_field(root, "server_list", path);
-  const int count = number_field(root, "server_count", path, true);
-  if (static_cast<size_t>(count) != servers.size()) {
+  if (const int count = number_field(root, "server_count", path, true);
+      static_cast<size_t>(count) != servers.size()) {
     throw UsageError(fmt::format("{}: server_count is {} but server_list has {} servers", path,
                                  count, servers.size()));
   }
-  std::map<int, std::string> rank_owner;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    const std::string where = fmt::format("{}: server_list[{}]", path, i);
-    if (!servers[i].is_object()) throw UsageError(fmt::format("{} is not an object", where));
-    RankTableServer server{string_field(servers[i], "server_id", where), {}};
-    const ordered_json& devices = array_field(servers[i], "device", where);
-    std::set<int> device_ids;
-    for (size_t j = 0; j < devices.size(); ++j) {
-      const std::string dwhere = fmt::format("{}.device[{}]", where, j);
-      if (!devices[j].is_object()) throw UsageError(fmt::format("{} is not an object", dwhere));
-      RankTableDevice d;
-      d.device_id = number_field(devices[j], "device_id", dwhere, true);
-      d.device_ip = string_field(devices[j], "device_ip", dwhere, false);
-      d.rank_id = number_field(devices[j], "rank_id", dwhere, true);
-      if (devices[j].contains("super_device_id"))
-        d.super_device_id = number_field(devices[j], "super_device_id", dwhere, true);
-      if (!device_ids.insert(d.device_id).second) {
-        throw UsageError(fmt::format("{}: device {} appears twice on server {}", dwhere,
-                                     d.device_id, server.server_id));
-      }
-      const std::string owner =
-          fmt::format("device {} of server {}", d.device_id, server.server_id);
-      if (const auto [it, fresh] = rank_owner.emplace(d.rank_id, owner); !fresh) {
-        throw UsageError(fmt::format("{}: rank_id {} is given to both {} and {}", dwhere, d.rank_id,
-                                     it->second, owner));
-      }
-      server.devices.push_back(std::move(d));
+  return version;
+}
+
+// Who holds each rank id so far, to name both holders of a rank given twice.
+using RankOwners = std::map<int, std::string>;
+
+RankTableDevice parse_device(const ordered_json& json, const std::string& where) {
+  if (!json.is_object()) throw UsageError(fmt::format("{} is not an object", where));
+  RankTableDevice d;
+  d.device_id = number_field(json, "device_id", where, true);
+  d.device_ip = string_field(json, "device_ip", where, false);
+  d.rank_id = number_field(json, "rank_id", where, true);
+  if (json.contains("super_device_id"))
+    d.super_device_id = number_field(json, "super_device_id", where, true);
+  return d;
+}
+
+RankTableServer parse_server(const ordered_json& json, const std::string& where,
+                             RankOwners& rank_owners) {
+  if (!json.is_object()) throw UsageError(fmt::format("{} is not an object", where));
+  RankTableServer server{string_field(json, "server_id", where), {}};
+  const ordered_json& devices = array_field(json, "device", where);
+  std::set<int> device_ids;
+  for (size_t j = 0; j < devices.size(); ++j) {
+    const std::string dwhere = fmt::format("{}.device[{}]", where, j);
+    RankTableDevice d = parse_device(devices[j], dwhere);
+    if (!device_ids.insert(d.device_id).second) {
+      throw UsageError(fmt::format("{}: device {} appears twice on server {}", dwhere, d.device_id,
+                                   server.server_id));
     }
-    table.servers.push_back(std::move(server));
+    const std::string owner = fmt::format("device {} of server {}", d.device_id, server.server_id);
+    if (const auto [it, fresh] = rank_owners.emplace(d.rank_id, owner); !fresh) {
+      throw UsageError(fmt::format("{}: rank_id {} is given to both {} and {}", dwhere, d.rank_id,
+                                   it->second, owner));
+    }
+    server.devices.push_back(std::move(d));
   }
-  const int total = static_cast<int>(rank_owner.size());
-  if (total > 0 && rank_owner.rbegin()->first != total - 1) {
+  return server;
+}
+
+std::vector<SuperPod> parse_super_pods(const ordered_json& root, const std::string& path) {
+  std::vector<SuperPod> result;
+  const auto pods = root.find("super_pod_list");
+  if (pods == root.end()) return result;
+  const std::string where = fmt::format("{}: super_pod_list", path);
+  if (!pods->is_array()) throw UsageError(fmt::format("{} is not a list", where));
+  for (const ordered_json& pod : *pods) {
+    SuperPod p{string_field(pod, "super_pod_id", where), {}};
+    for (const ordered_json& s : array_field(pod, "server_list", where))
+      p.server_ids.push_back(string_field(s, "server_id", where));
+    result.push_back(std::move(p));
+  }
+  return result;
+}
+
+}  // namespace
+
+RankTable parse_rank_table(const std::string& text, const std::string& path) {
+  const ordered_json root = parse_json_object(text, path);
+  RankTable table;
+  table.version = checked_version(root, path);
+  const ordered_json& servers = array_field(root, "server_list", path);
+  RankOwners rank_owners;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    table.servers.push_back(
+        parse_server(servers[i], fmt::format("{}: server_list[{}]", path, i), rank_owners));
+  }
+  const int total = static_cast<int>(rank_owners.size());
+  if (total > 0 && rank_owners.rbegin()->first != total - 1) {
     throw UsageError(
         fmt::format("{}: rank ids must run from 0 to {} without gaps, but the largest is {}", path,
-                    total - 1, rank_owner.rbegin()->first));
+                    total - 1, rank_owners.rbegin()->first));
   }
-  if (const auto pods = root.find("super_pod_list"); pods != root.end()) {
-    const std::string where = fmt::format("{}: super_pod_list", path);
-    if (!pods->is_array()) throw UsageError(fmt::format("{} is not a list", where));
-    for (const ordered_json& pod : *pods) {
-      SuperPod p{string_field(pod, "super_pod_id", where), {}};
-      for (const ordered_json& s : array_field(pod, "server_list", where))
-        p.server_ids.push_back(string_field(s, "server_id", where));
-      table.super_pods.push_back(std::move(p));
-    }
-  }
+  table.super_pods = parse_super_pods(root, path);
   return table;
 }
 

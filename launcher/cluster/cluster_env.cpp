@@ -46,6 +46,44 @@ void check_agents_per_node(int on_node, int allowed, const std::string& launcher
       on_node, launcher_fix, on_node));
 }
 
+// The batch script itself, outside srun: only this one agent exists.
+ClusterDefaults slurm_batch_script(ClusterDefaults d, const EnvMap& env, const std::string& job,
+                                   bool forced) {
+  d.facts.description = fmt::format("Slurm job {} (batch script, not an srun step)", job);
+  const int nnodes = int_var(env, "SLURM_NNODES", 1, 1'000'000).value_or(1);
+  if (nnodes > 1 || forced) {
+    d.facts.warnings.push_back(
+        fmt::format("npu_run runs in the batch script of Slurm job {}, outside srun: only this "
+                    "node takes part. To use all "
+                    "{} nodes, start it with `srun --ntasks-per-node=1 npu_run ...`",
+                    job, nnodes));
+  }
+  return d;
+}
+
+// The node count and this agent's node rank: the step's nodes (counted from the variable
+// nodes_from), or with several agents per node, the step's tasks.
+void set_slurm_nodes(ClusterDefaults& d, const EnvMap& env, int nodes,
+                     const std::string& nodes_from, int agents_per_node) {
+  if (agents_per_node > 1) {
+    // Several agents per node: each agent is a node of the rendezvous.
+    d.nnodes = int_var(env, "SLURM_STEP_NUM_TASKS", 1, 1'000'000).value_or(nodes);
+    d.node_rank = int_var(env, "SLURM_PROCID", 0, 1'000'000);
+    d.agent_index = int_var(env, "SLURM_LOCALID", 0, 1'000'000).value_or(0);
+    d.facts.detected.push_back(
+        fmt::format("nnodes = {} (SLURM_STEP_NUM_TASKS: agents, --agents-per-node {})", *d.nnodes,
+                    agents_per_node));
+    if (d.node_rank)
+      d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
+    return;
+  }
+  d.nnodes = nodes;
+  d.node_rank = int_var(env, "SLURM_NODEID", 0, 1'000'000);
+  d.facts.detected.push_back(fmt::format("nnodes = {} ({})", nodes, nodes_from));
+  if (d.node_rank)
+    d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
+}
+
 ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced) {
   ClusterDefaults d;
   d.kind = ClusterKind::kSlurm;
@@ -54,19 +92,7 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
   if (!job)
     throw UsageError(
         "--cluster slurm: SLURM_JOB_ID is not set; run npu_run inside a Slurm job (srun)");
-  if (!step) {
-    // The batch script itself, outside srun: only this one agent exists.
-    d.facts.description = fmt::format("Slurm job {} (batch script, not an srun step)", *job);
-    const int nnodes = int_var(env, "SLURM_NNODES", 1, 1'000'000).value_or(1);
-    if (nnodes > 1 || forced) {
-      d.facts.warnings.push_back(
-          fmt::format("npu_run runs in the batch script of Slurm job {}, outside srun: only this "
-                      "node takes part. To use all "
-                      "{} nodes, start it with `srun --ntasks-per-node=1 npu_run ...`",
-                      *job, nnodes));
-    }
-    return d;
-  }
+  if (!step) return slurm_batch_script(std::move(d), env, *job, forced);
   d.facts.description = fmt::format("Slurm job {} step {}", *job, *step);
   std::string nodes_var;
   const auto nodelist =
@@ -86,24 +112,7 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
       most, agents_per_node,
       fmt::format("srun started up to {} tasks per node ({}={}): use `srun --ntasks-per-node=1`",
                   most, tasks_var, tasks.value_or("?")));
-  if (agents_per_node > 1) {
-    // Several agents per node: each agent is a node of the rendezvous.
-    d.nnodes = int_var(env, "SLURM_STEP_NUM_TASKS", 1, 1'000'000).value_or(nodes);
-    d.node_rank = int_var(env, "SLURM_PROCID", 0, 1'000'000);
-    d.agent_index = int_var(env, "SLURM_LOCALID", 0, 1'000'000).value_or(0);
-    d.facts.detected.push_back(
-        fmt::format("nnodes = {} (SLURM_STEP_NUM_TASKS: agents, --agents-per-node {})", *d.nnodes,
-                    agents_per_node));
-    if (d.node_rank)
-      d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_PROCID)", *d.node_rank));
-  } else {
-    d.nnodes = nodes;
-    d.node_rank = int_var(env, "SLURM_NODEID", 0, 1'000'000);
-    d.facts.detected.push_back(
-        fmt::format("nnodes = {} ({})", nodes, node_count ? count_var : nodes_var));
-    if (d.node_rank)
-      d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
-  }
+  set_slurm_nodes(d, env, nodes, node_count ? count_var : nodes_var, agents_per_node);
   if (nodelist) {
     d.master_addr = first_host(*nodelist);
     d.facts.detected.push_back(

@@ -108,6 +108,44 @@ void log_cluster_facts(const ClusterFacts& facts) {
   for (const auto& warning : facts.warnings) spdlog::warn("{}", warning);
 }
 
+// Runs the agent, and node 0's server beside it, until both are done: the server outlives the
+// agent while the other nodes still have to stop and hear the decision. Returns the agent's code.
+int run_until_done(asio::io_context& io, LocalAgent& agent, rdzv::RendezvousServer* server,
+                   const LaunchConfig& cfg) {
+  int exit_code = 1;
+  bool agent_done = false;
+  bool server_done = server == nullptr;
+  asio::steady_timer server_grace(io);
+  auto stop_when_both_done = [&] {
+    if (agent_done && server_done) io.stop();
+  };
+  if (server != nullptr) {
+    server->start([&](const rdzv::Decision&) {
+      server_done = true;
+      stop_when_both_done();
+    });
+  }
+  agent.start([&](int code) {
+    exit_code = code;
+    agent_done = true;
+    if (server != nullptr && !server_done && !server->job_finished()) {
+      if (server->round_in_progress()) {
+        // This node has reported; the others still have to stop and hear the decision.
+        server_grace.expires_after(cfg.supervision.term_timeout +
+                                   cfg.rendezvous.timing.exit_barrier_timeout);
+        server_grace.async_wait([&](boost::system::error_code ec) {
+          if (!ec) server->stop();
+        });
+      } else {
+        server->stop();  // no round runs: there is nothing to finish for anyone
+      }
+    }
+    stop_when_both_done();
+  });
+  io.run();
+  return exit_code;
+}
+
 }  // namespace
 
 int launch(const ParsedLaunch& parsed, const EnvMap& env) {
@@ -144,37 +182,7 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
       AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}},
       &guardian);
 
-  int exit_code = 1;
-  bool agent_done = false;
-  bool server_done = server == nullptr;
-  asio::steady_timer server_grace(io);
-  auto stop_when_both_done = [&] {
-    if (agent_done && server_done) io.stop();
-  };
-  if (server) {
-    server->start([&](const rdzv::Decision&) {
-      server_done = true;
-      stop_when_both_done();
-    });
-  }
-  agent.start([&](int code) {
-    exit_code = code;
-    agent_done = true;
-    if (server && !server_done && !server->job_finished()) {
-      if (server->round_in_progress()) {
-        // This node has reported; the others still have to stop and hear the decision.
-        server_grace.expires_after(cfg.supervision.term_timeout +
-                                   cfg.rendezvous.timing.exit_barrier_timeout);
-        server_grace.async_wait([&](boost::system::error_code ec) {
-          if (!ec) server->stop();
-        });
-      } else {
-        server->stop();  // no round runs: there is nothing to finish for anyone
-      }
-    }
-    stop_when_both_done();
-  });
-  io.run();
+  const int exit_code = run_until_done(io, agent, server.get(), cfg);
   // The code itself, in the log: under Slurm or in a pod, the job's output is often all a user
   // has, and the scheduler's record of the code is easily lost (requeue, no accounting).
   if (exit_code != 0) spdlog::info("exit status {}", exit_code);

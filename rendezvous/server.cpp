@@ -13,8 +13,8 @@
 
 #include "net/framed_connection.hpp"
 #include "net/kernel_limits.hpp"
-#include "rendezvous/describe.hpp"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/server_log.hpp"
 #include "rendezvous/stranger_log.hpp"
 
 namespace npu_run::rdzv {
@@ -29,23 +29,6 @@ double seconds(milliseconds d) {
 }
 
 }  // namespace
-
-std::string kernel_limit_warning(int nodes) {
-  const auto queues = kernel_queues();
-  std::vector<KernelQueue> small;
-  std::vector<std::string> values;
-  for (const KernelQueue& q : queues) {
-    values.push_back(
-        fmt::format("{} is {}", q.key, q.value ? std::to_string(*q.value) : "unknown"));
-    if (q.value && *q.value < nodes) small.push_back(q);
-  }
-  if (small.empty()) return "";
-  return fmt::format(
-      "{}: fewer than the {} agents that connect at once, so their connections will be retried and "
-      "the "
-      "rendezvous slows down. To fix, run as root: {}",
-      fmt::join(values, " and "), nodes, sysctl_fix(small, nodes));
-}
 
 // One agent's connection, and the deadline of its handshake.
 struct Session {
@@ -316,42 +299,20 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void log(const Outgoing& o) {
-    std::visit(
-        [&](const auto& m) {
-          using T = std::decay_t<decltype(m)>;
-          if constexpr (std::is_same_v<T, Assigned>) {
-            if (m.node_rank == 0) {
-              spdlog::info("round {}: all {} nodes joined; workers' store at {}:{}", m.round,
-                           m.nnodes, m.master_addr, m.master_port);
-            }
-          } else if constexpr (std::is_same_v<T, StopWorkers>) {
-            spdlog::warn("round {}: {}; stopping the other nodes", m.round, describe(m.root_cause));
-          } else if constexpr (std::is_same_v<T, Reform>) {
-            spdlog::info("round {}: {}; stopping every node", m.round, describe(m));
-          } else if constexpr (std::is_same_v<T, Decision>) {
-            if (m.action == Action::kRestart && m.membership_change) {
-              spdlog::info("round {} stopped; the job re-forms in round {}", m.round, m.round + 1);
-            } else if (m.action == Action::kRestart) {
-              spdlog::warn("round {} failed; restart {} of {}", m.round, m.restart_count,
-                           state.settings().max_restarts);
-            } else {
-              spdlog::info("job ended with exit code {}", m.exit_code);
-            }
-          } else if constexpr (std::is_same_v<T, ErrorReply>) {
-            const auto it = o.to.size() == 1 ? sessions.find(o.to.front()) : sessions.end();
-            if (it == sessions.end()) {
-              spdlog::warn("rendezvous server: refused an agent: {}", m.message);
-            } else if (it->second->authenticated) {
-              spdlog::warn("rendezvous server: refused {}: {}", it->second->connection->peer(),
-                           m.message);
-            } else {
-              strangers.record(
-                  fmt::format("refused {}: {}", it->second->connection->peer(), m.message),
-                  Clock::now());
-            }
-          }
-        },
-        o.message);
+    log_milestone(o.message, state.settings().max_restarts);
+    const auto* refusal = std::get_if<ErrorReply>(&o.message);
+    if (refusal == nullptr) return;
+    const auto it = o.to.size() == 1 ? sessions.find(o.to.front()) : sessions.end();
+    if (it == sessions.end()) {
+      spdlog::warn("rendezvous server: refused an agent: {}", refusal->message);
+    } else if (it->second->authenticated) {
+      spdlog::warn("rendezvous server: refused {}: {}", it->second->connection->peer(),
+                   refusal->message);
+    } else {
+      strangers.record(
+          fmt::format("refused {}: {}", it->second->connection->peer(), refusal->message),
+          Clock::now());
+    }
   }
 
   void schedule_tick() {

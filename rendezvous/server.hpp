@@ -68,8 +68,4 @@ class RendezvousServer {
   std::shared_ptr<Impl> impl_;
 };
 
-// Kernel limits that cap how many agents can connect at once, and what to run when they are
-// too small for `nodes`; empty when they are fine.
-std::string kernel_limit_warning(int nodes);
-
 }  // namespace npu_run::rdzv

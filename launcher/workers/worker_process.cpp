@@ -24,6 +24,24 @@ namespace bp = boost::process::v2;
 
 namespace {
 
+// The child's environment as execve takes it: "NAME=value" strings and a null-terminated array
+// of pointers into them, which live as long as this block.
+class EnvBlock {
+ public:
+  explicit EnvBlock(const EnvMap& env) : strings_(to_envp(env)) {
+    pointers_.reserve(strings_.size() + 1);
+    for (const std::string& kv : strings_) pointers_.push_back(kv.c_str());
+    pointers_.push_back(nullptr);
+  }
+  EnvBlock(const EnvBlock&) = delete;
+  EnvBlock& operator=(const EnvBlock&) = delete;
+  const char* const* envp() const { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<const char*> pointers_;
+};
+
 // When the worker wrote its torchelastic error file, to the file system's precision (the file's
 // own "timestamp" field has whole seconds only); nothing when there is no such file.
 std::optional<std::chrono::system_clock::time_point> error_file_time(const std::string& path) {
@@ -188,12 +206,8 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
   bp::posix::fork_and_forget_launcher launcher;
   // The launcher's env pointer is set directly: Boost 1.81's process_environment is not
   // usable header-only (its on_setup is never compiled in).
-  const std::vector<std::string> env_strings = to_envp(spec_.env);
-  std::vector<const char*> envp;
-  envp.reserve(env_strings.size() + 1);
-  for (const std::string& kv : env_strings) envp.push_back(kv.c_str());
-  envp.push_back(nullptr);
-  launcher.env = envp.data();
+  const EnvBlock env(spec_.env);
+  launcher.env = env.envp();
   exec_report_ = std::make_unique<ExecReport>();
   std::optional<bp::process> proc;
   {

@@ -13,6 +13,7 @@
 #include "rendezvous/client.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/server.hpp"
+#include "rendezvous/server_log.hpp"
 
 using namespace npu_run::rdzv;
 using namespace std::chrono_literals;

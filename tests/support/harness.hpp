@@ -1,6 +1,7 @@
 // Runs the real npu_run binary for integration tests: output captured through pipes, waits
 // driven by pidfd/poll events with deadlines, and every process it leads to tagged with a unique
-// marker environment variable, so a test can prove that none of them is left behind.
+// marker environment variable (support/process_census.hpp), so a test can prove that none of
+// them is left behind.
 #pragma once
 
 #include <poll.h>
@@ -12,6 +13,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "support/fixtures.hpp"
+#include "support/process_census.hpp"
 
 namespace npu_run::testing {
 
@@ -26,8 +30,6 @@ struct Finished {
   std::string err;
   double seconds = 0;
 };
-
-inline constexpr const char* kMarkerVariable = "NPU_RUN_TEST_MARKER";
 
 class NpuRunProcess {
  public:
@@ -70,34 +72,7 @@ class NpuRunProcess {
 Finished run_npu_run(const std::vector<std::string>& args, const EnvOverrides& env = {},
                      milliseconds timeout = 60s, const std::string& cwd = "");
 
-// Processes (other than this test) whose environment carries `marker`.
-std::vector<pid_t> processes_with_marker(const std::string& marker);
-
-// Waits until at least `count` processes carry `marker`; returns how many do at the end. Checks
-// /proc every 10 ms: nothing signals that a grandchild finished exec (whose environment reads
-// as empty while it is being replaced).
-size_t wait_for_marker_processes(const std::string& marker, size_t count, milliseconds timeout);
-
-// Waits, on pidfd events, until no process carries `marker`; returns those left after `timeout`.
-std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker, milliseconds timeout);
-
 // Fails the test (naming them) if processes of `p` are still there after 5 s.
 void require_no_strays(const NpuRunProcess& p);
-
-// A FIFO a worker blocks on (`read x < gate`) until the test opens it: the test, not a timer,
-// decides when the worker proceeds.
-std::string make_gate(const std::string& path);
-void open_gate(const std::string& path);
-
-// "pid 123 (sleep 60) state S ppid 1" per process, for failure messages.
-std::string describe_processes(const std::vector<pid_t>& pids);
-
-// A TCP port that was free a moment ago on 127.0.0.1, for a test's rendezvous.
-int unused_port();
-
-std::string npu_run_binary();
-std::string source_dir();
-
-size_t count_occurrences(const std::string& text, const std::string& needle);
 
 }  // namespace npu_run::testing

@@ -1,0 +1,66 @@
+#include "support/fixtures.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <random>
+
+namespace npu_run::testing {
+
+std::string make_gate(const std::string& path) {
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  return path;
+}
+
+void open_gate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "go\n", 3) == 3);
+  ::close(fd);
+}
+
+// Below the kernel's ephemeral range (32768-60999 here): a port the kernel handed out could be
+// handed out again as the source port of any test's outgoing connection (the hostile-peer tests
+// make thousands), and a server port equal to a live connection's source port makes the agent
+// think the port is served. Above the derived Slurm ports (20000-29999) and the test cluster's.
+int unused_port() {
+  static std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(30000, 32767);
+  boost::asio::io_context io;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto port = static_cast<unsigned short>(pick(rng));
+    boost::system::error_code ec;
+    boost::asio::ip::tcp::acceptor probe(io);
+    probe.open(boost::asio::ip::tcp::v4(), ec);
+    if (!ec) probe.bind({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) return port;
+  }
+  FAIL("no free port in 30000-32767");
+  return 0;
+}
+
+// NPU_RUN_UNDER_TEST replaces the binary for a whole run of the suite: ctest sets it to a
+// wrapper that runs npu_run as on Linux 3.10 (tests/tools/as_old_kernel.cpp).
+std::string npu_run_binary() {
+  const char* under_test = std::getenv("NPU_RUN_UNDER_TEST");
+  return under_test != nullptr && *under_test != '\0' ? under_test : NPU_RUN_BINARY;
+}
+
+std::string source_dir() {
+  return NPU_RUN_SOURCE_DIR;
+}
+
+size_t count_occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size()))
+    ++n;
+  return n;
+}
+
+}  // namespace npu_run::testing

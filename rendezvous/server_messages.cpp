@@ -7,6 +7,45 @@ namespace npu_run::rdzv {
 
 namespace {
 
+// The largest message, the one that carries the job's shape to every node.
+json assigned_json(const Assigned& m) {
+  json peers = json::array();
+  for (const PeerInfo& p : m.peers) {
+    peers.push_back(
+        {{"node_rank", p.node_rank}, {"rank_offset", p.rank_offset}, {"node", to_json(p.node)}});
+  }
+  return {{"type", "assigned"},
+          {"ok", true},
+          {"round", m.round},
+          {"restart_count", m.restart_count},
+          {"node_rank", m.node_rank},
+          {"nnodes", m.nnodes},
+          {"world_size", m.world_size},
+          {"rank_offset", m.rank_offset},
+          {"master_addr", m.master_addr},
+          {"master_port", m.master_port},
+          {"peers", peers}};
+}
+
+Assigned assigned_from(const Fields& f) {
+  Assigned m;
+  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+  m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
+  m.nnodes = static_cast<int>(f.integer("nnodes", 1, Limits::kMaxNodes));
+  m.node_rank = static_cast<int>(f.integer("node_rank", 0, m.nnodes - 1));
+  m.world_size = static_cast<int>(f.integer("world_size", 1, INT32_MAX));
+  m.rank_offset = static_cast<int>(f.integer("rank_offset", 0, m.world_size - 1));
+  m.master_addr = f.text("master_addr", Limits::kMaxName);
+  m.master_port = static_cast<int>(f.integer("master_port", 1, 65535));
+  for (const json& p : f.array("peers", Limits::kMaxNodes, false)) {
+    const Fields pf(p, "peer");
+    m.peers.push_back(PeerInfo{static_cast<int>(pf.integer("node_rank", 0, Limits::kMaxNodes)),
+                               static_cast<int>(pf.integer("rank_offset", 0, INT32_MAX)),
+                               node_from(pf.object("node"))});
+  }
+  return m;
+}
+
 json server_json(const ServerMessage& message) {
   return std::visit(
       [](const auto& m) -> json {
@@ -27,23 +66,7 @@ json server_json(const ServerMessage& message) {
                   {"expected", m.expected},
                   {"missing_node_ranks", m.missing_node_ranks}};
         } else if constexpr (std::is_same_v<T, Assigned>) {
-          json peers = json::array();
-          for (const PeerInfo& p : m.peers) {
-            peers.push_back({{"node_rank", p.node_rank},
-                             {"rank_offset", p.rank_offset},
-                             {"node", to_json(p.node)}});
-          }
-          return {{"type", "assigned"},
-                  {"ok", true},
-                  {"round", m.round},
-                  {"restart_count", m.restart_count},
-                  {"node_rank", m.node_rank},
-                  {"nnodes", m.nnodes},
-                  {"world_size", m.world_size},
-                  {"rank_offset", m.rank_offset},
-                  {"master_addr", m.master_addr},
-                  {"master_port", m.master_port},
-                  {"peers", peers}};
+          return assigned_json(m);
         } else if constexpr (std::is_same_v<T, StopWorkers>) {
           return {{"type", "stop"},
                   {"ok", true},
@@ -93,24 +116,7 @@ ServerMessage server_from(const json& j) {
     }
     return m;
   }
-  if (type == "assigned") {
-    Assigned m;
-    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-    m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
-    m.nnodes = static_cast<int>(f.integer("nnodes", 1, Limits::kMaxNodes));
-    m.node_rank = static_cast<int>(f.integer("node_rank", 0, m.nnodes - 1));
-    m.world_size = static_cast<int>(f.integer("world_size", 1, INT32_MAX));
-    m.rank_offset = static_cast<int>(f.integer("rank_offset", 0, m.world_size - 1));
-    m.master_addr = f.text("master_addr", Limits::kMaxName);
-    m.master_port = static_cast<int>(f.integer("master_port", 1, 65535));
-    for (const json& p : f.array("peers", Limits::kMaxNodes, false)) {
-      const Fields pf(p, "peer");
-      m.peers.push_back(PeerInfo{static_cast<int>(pf.integer("node_rank", 0, Limits::kMaxNodes)),
-                                 static_cast<int>(pf.integer("rank_offset", 0, INT32_MAX)),
-                                 node_from(pf.object("node"))});
-    }
-    return m;
-  }
+  if (type == "assigned") return assigned_from(f);
   if (type == "stop")
     return StopWorkers{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
                        failure_from(f.object("root_cause"))};

@@ -3,6 +3,8 @@
 // open-files limit. Chosen at run time from kernel_features(). Also the open-files limit itself.
 #pragma once
 
+#include <string_view>
+
 namespace npu_run {
 
 // Marks every descriptor from `lowest` up close-on-exec. Called once at start-up, so that what
@@ -17,5 +19,9 @@ void close_descriptors_from(int lowest, int keep);
 // Raises the soft open-files limit to the hard one. A process that serves thousands of agents
 // (node 0's agent, `npu_run rdzv-server`) decides this for itself; the server does not.
 void raise_open_files_limit();
+
+// write(2) until everything is written; false on an error other than EINTR (EPIPE: the reader
+// is gone; ENOSPC: the disk is full). Blocks as the descriptor blocks.
+bool write_fully(int fd, std::string_view data);
 
 }  // namespace npu_run

@@ -27,6 +27,7 @@
 #include "net/held_port.hpp"
 #include "rendezvous/server.hpp"
 #include "workers/child_exits.hpp"
+#include "workers/console.hpp"
 #include "workers/guardian.hpp"
 
 namespace npu_run {
@@ -167,6 +168,10 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
   (void)std::signal(SIGPIPE, SIG_IGN);
   RunDirectory run_dir = RunDirectory::create(cfg, env);
   asio::io_context io;
+  // While the loop runs, the console is written by a thread of its own: heartbeats, signals and
+  // exits never wait for a reader that stopped reading. Lives shorter than `io`, which the
+  // console posts to, and longer than the agent, whose relays write to it.
+  const QueuedConsole console;
   const std::vector<PortRange> avoid = worker_ports_to_avoid(env, cfg.rendezvous.master_port);
 
   std::unique_ptr<rdzv::RendezvousServer> server;

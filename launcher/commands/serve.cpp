@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "agent/agent_log.hpp"
+#include "workers/console.hpp"
 #include "basics/descriptors.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/rendezvous_options.hpp"
@@ -93,6 +94,7 @@ int serve(const ServerCommand& command) {
   (void)std::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the server
   raise_open_files_limit();             // one descriptor per agent
   boost::asio::io_context io;
+  const QueuedConsole console;  // a console that stops reading must not stop the server
   rdzv::RendezvousServer server(io, command.settings, command.options);
   int exit_code = kExitRendezvous;
   server.start([&](const rdzv::Decision& decision) {

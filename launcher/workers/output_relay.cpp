@@ -3,49 +3,44 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
+
+#include "basics/descriptors.hpp"
+#include "workers/console.hpp"
 
 namespace npu_run {
 
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 void LinePrefixer::feed(std::string_view data, std::string& out) {
   while (!data.empty()) {
-    const auto newline = data.find('\n');
-    if (newline == std::string_view::npos) {
-      pending_.append(data);
-      if (pending_.size() >= kMaxPending) finish(out);
+    // The prefix goes before every line, an empty one too (as torchrun's), but not before the
+    // '\n' of a "\r\n".
+    if (state_ == State::kLineStart || (state_ == State::kAfterReturn && data.front() != '\n'))
+      out += prefix_;
+    const auto end = data.find_first_of("\r\n");
+    if (end == std::string_view::npos) {
+      out.append(data);
+      state_ = State::kInLine;
       return;
     }
-    out += prefix_;
-    out += pending_;
-    out.append(data.substr(0, newline + 1));
-    pending_.clear();
-    data.remove_prefix(newline + 1);
+    out.append(data.substr(0, end + 1));
+    state_ = data[end] == '\n' ? State::kLineStart : State::kAfterReturn;
+    data.remove_prefix(end + 1);
   }
 }
 
 void LinePrefixer::finish(std::string& out) {
-  if (pending_.empty()) return;
-  out += prefix_;
-  out += pending_;
-  out += '\n';
-  pending_.clear();
+  if (state_ != State::kLineStart) out += '\n';
+  state_ = State::kLineStart;
 }
 
-OutputRelay::OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
-                         std::string prefix)
-    : pipe_(io, pipe_fd), file_fd_(file_fd), console_fd_(console_fd), prefixer_(std::move(prefix)) {
+OutputRelay::OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd,
+                         std::string file_path, ConsoleStream* console, std::string prefix)
+    : io_(io),
+      pipe_(io, pipe_fd),
+      file_fd_(file_fd),
+      file_path_(std::move(file_path)),
+      console_(console),
+      prefixer_(std::move(prefix)) {
   pipe_.non_blocking(true);
 }
 
@@ -67,6 +62,12 @@ void OutputRelay::read_more() {
         if (n > 0) deliver(std::string_view(buffer_.data(), n));
         if (draining_) {
           drain_now();
+        } else if (paused_) {
+          // Resumed by the console once it has room; the worker waits meanwhile.
+          console_->when_room(io_, [this, self] {
+            paused_ = false;
+            if (!closed_ && !draining_) read_more();
+          });
         } else if (!ec) {
           read_more();
         }
@@ -75,16 +76,24 @@ void OutputRelay::read_more() {
 }
 
 void OutputRelay::deliver(std::string_view data) {
-  if (file_fd_ >= 0 && !write_all(file_fd_, data)) {
+  if (file_fd_ >= 0 && !write_fully(file_fd_, data)) {
     ::close(file_fd_);  // disk full or similar: keep relaying to the console at least
     file_fd_ = -1;
   }
-  if (console_fd_ >= 0) {
-    std::string lines;
-    prefixer_.feed(data, lines);
-    // A closed console (EPIPE after the terminal went away) must not stop the job.
-    if (!lines.empty() && !write_all(console_fd_, lines)) console_fd_ = -1;
+  if (console_ != nullptr) to_console(data);
+}
+
+void OutputRelay::to_console(std::string_view data) {
+  std::string lines;
+  prefixer_.feed(data, lines);
+  if (file_fd_ >= 0) {
+    // The file has it all: the console copy may lose what the console cannot take.
+    console_->offer(io_, this, lines, prefixer_.line_open(),
+                    static_cast<size_t>(std::count(data.begin(), data.end(), '\n')), file_path_);
+    return;
   }
+  console_->write(this, lines, prefixer_.line_open());
+  paused_ = !console_->has_room();
 }
 
 void OutputRelay::drain_and_close() {
@@ -102,6 +111,7 @@ void OutputRelay::drain_and_close() {
 }
 
 void OutputRelay::drain_now() {
+  // What is left in the pipe is at most its capacity: queued for the console even when full.
   boost::system::error_code ec;
   while (true) {
     const size_t n = pipe_.read_some(boost::asio::buffer(buffer_), ec);
@@ -114,11 +124,7 @@ void OutputRelay::drain_now() {
 void OutputRelay::finish() {
   if (closed_) return;
   closed_ = true;
-  if (console_fd_ >= 0) {
-    std::string tail;
-    prefixer_.finish(tail);
-    if (!tail.empty()) write_all(console_fd_, tail);
-  }
+  if (console_ != nullptr && prefixer_.line_open()) console_->end_line(this);
   boost::system::error_code ignored;
   pipe_.cancel(ignored);
   pipe_.close(ignored);

@@ -1,8 +1,12 @@
 // Copies one worker stream from its pipe to a log file and/or the console, line-prefixed, as
-// the data arrives (event driven: no polling of files, unlike torchrun's tee).
+// the data arrives (event driven: no polling of files, unlike torchrun's tee). The console is
+// never waited for: with a log file beside it, what the console cannot take is dropped from the
+// console copy only; as the only destination, a full console pauses the reading of the pipe, so
+// the worker waits as it would on an inherited terminal, and the agent never does.
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <memory>
@@ -10,30 +14,34 @@
 
 namespace npu_run {
 
-// Splits bytes into lines and prefixes each complete line; keeps the unfinished tail.
+class ConsoleStream;
+
+// Puts the prefix at the start of every line as the bytes arrive, without holding back an
+// unfinished line: a progress bar redrawn with '\r' reaches the console when it is written, and
+// each redraw keeps its prefix.
 class LinePrefixer {
  public:
   explicit LinePrefixer(std::string prefix) : prefix_(std::move(prefix)) {}
-  // Appends the prefixed complete lines in `data` to `out`.
+  // Appends `data` to `out` with the prefixes it needs.
   void feed(std::string_view data, std::string& out);
-  // Appends what is left (a last line without '\n') as a line of its own.
+  // Ends a line left open (a last line without '\n').
   void finish(std::string& out);
+  // True when the last byte fed left a line unfinished.
+  bool line_open() const { return state_ != State::kLineStart; }
 
  private:
-  // A line longer than this is flushed in pieces, so a worker printing without newlines
-  // cannot grow the agent's memory.
-  static constexpr size_t kMaxPending = size_t{64} * 1024;
+  enum class State : uint8_t { kLineStart, kAfterReturn, kInLine };
   std::string prefix_;
-  std::string pending_;
+  State state_ = State::kLineStart;
 };
 
 // Owned through shared_ptr: a read still queued in the io_context keeps its relay alive.
 class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
  public:
-  // Takes ownership of `pipe_fd` and `file_fd` (-1: no file). `console_fd` (-1: none) is
-  // borrowed: the agent's stdout or stderr.
-  OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd, int console_fd,
-              std::string prefix);
+  // Takes ownership of `pipe_fd` and `file_fd` (-1: no file), which was opened at `file_path`.
+  // `console` (nullptr: none) is the agent's stdout or stderr.
+  OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd, std::string file_path,
+              ConsoleStream* console, std::string prefix);
   ~OutputRelay();
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
@@ -49,19 +57,20 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   void read_more();
   void drain_now();
   void deliver(std::string_view data);
+  void to_console(std::string_view data);
   void finish();
 
+  boost::asio::io_context& io_;
   boost::asio::posix::stream_descriptor pipe_;
   int file_fd_;
-  int console_fd_;
+  std::string file_path_;
+  ConsoleStream* console_;
   LinePrefixer prefixer_;
   std::array<char, size_t{64} * 1024> buffer_{};
   bool read_in_flight_ = false;
+  bool paused_ = false;  // the console is full and this relay's output has no other copy
   bool draining_ = false;
   bool closed_ = false;
 };
-
-// write(2) until everything is written or an error other than EINTR occurs.
-bool write_all(int fd, std::string_view data);
 
 }  // namespace npu_run

@@ -16,6 +16,7 @@
 #include "workers/boost_process.hpp"
 #include "workers/exec_report.hpp"
 #include "workers/guardian.hpp"
+#include "workers/console.hpp"
 #include "workers/output_relay.hpp"
 
 namespace npu_run {
@@ -174,8 +175,10 @@ int WorkerProcess::open_sink(const StreamRoute& route, int console_fd, std::vect
         return -1;
       }
       to_close.push_back(fds[1]);
-      relays_.push_back(
-          std::make_shared<OutputRelay>(io_, fds[0], file_fd, console_fd, spec_.console_prefix));
+      ConsoleStream* console = nullptr;
+      if (route.to_console) console = console_fd == STDOUT_FILENO ? &console_out() : &console_err();
+      relays_.push_back(std::make_shared<OutputRelay>(io_, fds[0], file_fd, route.file, console,
+                                                      spec_.console_prefix));
       return fds[1];
     }
   }

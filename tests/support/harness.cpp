@@ -24,6 +24,7 @@ struct NpuRunProcess::State {
   std::optional<OutputPipes> output;
   int pid_fd = -1;
   bool exited = false;
+  bool stdout_paused = false;
   Clock::time_point started = Clock::now();
 
   const std::string& out() const { return output->out(); }
@@ -102,6 +103,7 @@ pid_t NpuRunProcess::pid() const {
 
 void NpuRunProcess::add_pollfds(std::vector<pollfd>& fds) const {
   state_->output->add_pollfds(fds);
+  if (state_->stdout_paused) fds[fds.size() - 2].fd = -1;  // a console that stopped reading
   fds.push_back({state_->exited ? -1 : state_->pid_fd, POLLIN, 0});
 }
 
@@ -163,6 +165,28 @@ void NpuRunProcess::wait_for_output(const std::string& needle, int count, millis
     }
     pump(std::min(left, milliseconds(100)));
   }
+}
+
+void NpuRunProcess::pause_stdout() {
+  state_->stdout_paused = true;
+}
+
+void NpuRunProcess::wait_until_stdout_full(milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  // Nothing signals that a writer blocked: npu_run's threads are looked at every 10 ms, until
+  // one of them sleeps in pipe_write (a pipe's fill level in bytes says nothing exact: the
+  // pipe is full when its pages are, however many bytes they hold).
+  while (!thread_blocked_in(pid(), "pipe_write")) {
+    if (Clock::now() > deadline) {
+      FAIL("npu_run's stdout did not fill within " << timeout.count() << " ms; stderr:\n"
+                                                    << state_->err());
+    }
+    pump(10ms);
+  }
+}
+
+void NpuRunProcess::resume_stdout() {
+  state_->stdout_paused = false;
 }
 
 void NpuRunProcess::send_signal(int sig) {

@@ -51,6 +51,12 @@ class NpuRunProcess {
   void wait_for_output(const std::string& needle, int count, milliseconds timeout,
                        bool in_stderr = false);
   void send_signal(int sig);
+  // Stops reading npu_run's stdout (its pipe fills and writes to it block), as a paused `less`
+  // or a stalled ssh session does; stderr is still read. Then reads it again.
+  void pause_stdout();
+  // After pause_stdout(): waits until the stdout pipe is full, so npu_run's writes block.
+  void wait_until_stdout_full(milliseconds timeout);
+  void resume_stdout();
   // Waits for npu_run to exit; on timeout it is killed and the test fails.
   Finished wait(milliseconds timeout);
 

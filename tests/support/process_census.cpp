@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -25,6 +26,18 @@ std::string new_marker() {
   static std::atomic<int> counter{0};
   std::random_device rd;
   return std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+}
+
+bool thread_blocked_in(pid_t pid, const std::string& wchan) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(
+           tasks, std::filesystem::directory_options::skip_permission_denied)) {
+    std::ifstream file(task.path() / "wchan");
+    std::string current;
+    std::getline(file, current);
+    if (current.find(wchan) != std::string::npos) return true;
+  }
+  return false;
 }
 
 std::string describe_processes(const std::vector<pid_t>& pids) {

@@ -32,6 +32,10 @@ std::vector<pid_t> wait_until_no_marker_processes(const std::string& marker,
 // "pid 123 (sleep 60) state S ppid 1 wchan ..." per process, for failure messages.
 std::string describe_processes(const std::vector<pid_t>& pids);
 
+// True when a thread of `pid` sleeps in a kernel function whose name contains `wchan`
+// ("pipe_write" matches anon_pipe_write on newer kernels).
+bool thread_blocked_in(pid_t pid, const std::string& wchan);
+
 // pidfd_open(2), which glibc 2.36 wraps but older test machines' headers may not.
 int pidfd_open(pid_t pid);
 

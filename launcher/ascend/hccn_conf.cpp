@@ -13,18 +13,6 @@
 
 namespace npu_run {
 
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
-
 std::map<int, std::string> parse_hccn_conf(const std::string& text, const std::string& path) {
   std::map<int, std::string> addresses;
   std::map<int, int> seen_on_line;

@@ -14,6 +14,9 @@ namespace npu_run {
 // that callers can reject them with a message.
 std::vector<std::string_view> split(std::string_view text, char separator);
 
+// `text` without leading and trailing blanks (spaces, tabs, newlines).
+std::string_view trim(std::string_view text);
+
 // The whole of `text` as a decimal integer within [min, max]; nullopt otherwise (empty text,
 // trailing characters, overflow, out of range).
 std::optional<long long> parse_integer(std::string_view text, long long min, long long max);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "basics/text.hpp"
 #include "basics/usage_error.hpp"
 
 namespace npu_run {
@@ -16,11 +17,7 @@ namespace npu_run {
 namespace {
 
 std::string trimmed_first_line(const std::string& text) {
-  std::string line = text.substr(0, text.find('\n'));
-  const auto first = line.find_first_not_of(" \t\r");
-  if (first == std::string::npos) return "";
-  const auto last = line.find_last_not_of(" \t\r");
-  return line.substr(first, last - first + 1);
+  return std::string(trim(std::string_view(text).substr(0, text.find('\n'))));
 }
 
 // Reads at most kMaxTokenBytes + 1 bytes: a token file that is really something else (a log, a

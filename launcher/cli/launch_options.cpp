@@ -58,6 +58,8 @@ LaunchOptions::LaunchOptions()
   app_->set_version_flag("--version", std::string("npu_run ") + kVersion);
   app_->footer(kFooter);
   app_->prefix_command();  // parsing stops at the script; everything after it is the script's
+  // As argparse: an option given twice takes the last value (scripts append overrides).
+  app_->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_shape("Job shape");
   rdzv = add_rendezvous_options(*app_, flags_.rdzv, names_, "Rendezvous",
                                 RendezvousVariables::kPetAndToken);
@@ -85,16 +87,22 @@ void LaunchOptions::add_shape(const char* shape) {
   local_addr = add("--local-addr", f.local_addr,
                    "Address of this node that peers should use (multi-NIC hosts)", shape);
   rdzv_backend = add("--rdzv-backend", f.rdzv_backend,
-                     "Accepted for torchrun compatibility (static, c10d, etcd, etcd-v2); npu_run "
-                     "always uses its own TCP rendezvous",
+                     "static or c10d (torchrun's names; npu_run always uses its own TCP "
+                     "rendezvous, and c10d's default port is 29400); etcd and etcd-v2 are "
+                     "refused",
                      shape)
                      ->type_name("{static,c10d,etcd,etcd-v2}");
   rdzv_endpoint = add("--rdzv-endpoint", f.rdzv_endpoint,
-                      "HOST[:PORT] of the rendezvous; same as --master-addr/--master-port", shape);
+                      "HOST[:PORT] of the rendezvous; decides over --master-addr/--master-port; "
+                      "port 0 picks a free one (single-node jobs)",
+                      shape);
   rdzv_conf = add("--rdzv-conf", f.rdzv_conf,
                   "Rendezvous settings key=value,... (timeout, join_timeout, last_call_timeout, "
                   "close_timeout, read_timeout: seconds a new connection has to finish its "
-                  "handshake, default 10)",
+                  "handshake, default 10; keep_alive_interval and keep_alive_max_attempt: the "
+                  "heartbeat; is_host=true|false: whether this agent hosts the rendezvous "
+                  "(default: node 0's does); use_libuv: accepted, no effect, npu_run's store "
+                  "is its own)",
                   shape);
   standalone = add_flag("--standalone", f.standalone,
                         "Single-node job with its own local rendezvous", shape);

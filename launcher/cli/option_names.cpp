@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "basics/usage_error.hpp"
+
 namespace npu_run {
 
 std::string OptionNames::spellings(const std::string& dashed) {
@@ -77,6 +79,73 @@ std::vector<std::string> OptionNames::long_names(const CLI::App& app) {
     for (const auto& name : option->get_lnames()) names.push_back("--" + name);
   }
   return names;
+}
+
+namespace {
+
+// The option a long name (without "--") belongs to, exactly or as the only option it abbreviates;
+// nullptr when it fits none. `ambiguous` lists the candidates when it fits several.
+const CLI::Option* option_for_long_name(const CLI::App& app, const std::string& name,
+                                        std::vector<std::string>& ambiguous) {
+  std::vector<const CLI::Option*> fits;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const auto& long_name : option->get_lnames()) {
+      if (long_name == name) return option;
+      if (long_name.rfind(name, 0) == 0 && (fits.empty() || fits.back() != option))
+        fits.push_back(option);
+    }
+  }
+  if (fits.size() > 1) {
+    for (const CLI::Option* option : fits) ambiguous.push_back("--" + option->get_lnames().front());
+    return nullptr;
+  }
+  return fits.empty() ? nullptr : fits.front();
+}
+
+std::string underscored(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+bool takes_value(const CLI::Option* option) {
+  return option->get_items_expected_max() > 0;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_abbreviations(const std::vector<std::string>& args,
+                                              const CLI::App& app) {
+  std::vector<std::string> out = args;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string& token = out[i];
+    if (token == "--" || token.size() < 2 || token[0] != '-') break;  // the script starts here
+    const CLI::Option* option = nullptr;
+    const size_t equals = token.find('=');
+    if (token[1] == '-') {
+      const std::string name = token.substr(2, equals == std::string::npos ? equals : equals - 2);
+      std::vector<std::string> ambiguous;
+      option = option_for_long_name(app, name, ambiguous);
+      if (!ambiguous.empty()) {
+        throw UsageError(
+            fmt::format("ambiguous option '--{}' could be {}", name, fmt::join(ambiguous, ", ")));
+      }
+      if (option == nullptr) break;  // unknown: reported by the parser
+      if (!option->check_lname(name)) {
+        const std::string& full = option->get_lnames().front();
+        // Keep the spelling family the user typed (underscores or dashes).
+        std::string written =
+            "--" + (name.find('_') != std::string::npos ? underscored(full) : full);
+        if (equals != std::string::npos) written += token.substr(equals);
+        out[i] = written;
+      }
+    } else {
+      option = app.get_option_no_throw(token.substr(0, 2));
+      if (option == nullptr) break;
+      if (token.size() > 2) continue;  // "-t3": the value is attached
+    }
+    if (equals == std::string::npos && takes_value(option)) ++i;  // its value
+  }
+  return out;
 }
 
 namespace {

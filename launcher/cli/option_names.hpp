@@ -35,6 +35,8 @@ class OptionNames {
   std::string source(const CLI::Option* option) const;
   // Given on the command line or through its variable.
   static bool given(const CLI::Option* option);
+  // Given through its variable only (PET_MASTER_PORT from Kubeflow, not a flag the user typed).
+  bool from_environment(const CLI::Option* option) const { return from_env_.count(option) > 0; }
   // " (note: PET_X=v is set in the environment)" when `message` names an option whose variable
   // is set: a stale exported variable is a common and puzzling cause.
   std::string env_hint(const std::string& message, const EnvMap& env) const;
@@ -49,6 +51,13 @@ class OptionNames {
   std::map<const CLI::Option*, std::string> from_env_;  // applied from the environment
   std::vector<std::string> typed_;
 };
+
+// The options part of `args` (up to the script or "--") with abbreviated long options written
+// out, as argparse accepts them: "--max_restart 3" -> "--max_restarts 3", "--rdzv_endp=h:1" ->
+// "--rdzv_endpoint=h:1". Throws UsageError when an abbreviation fits several options, naming
+// them. Unknown options are left for the parser to report.
+std::vector<std::string> expand_abbreviations(const std::vector<std::string>& args,
+                                              const CLI::App& app);
 
 // "unknown option '--nproc-per-nod'; did you mean '--nproc-per-node'?" (within 3 edits), or where
 // to look.

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "basics/usage_error.hpp"
 #include "cli/launch_options.hpp"
 #include "cli/resolvers.hpp"
 #include "npu_run/version.hpp"
@@ -53,9 +54,15 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
 
 }  // namespace
 
-ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
+ParseResult parse_command_line(const std::vector<std::string>& typed, const EnvMap& env,
                                HostProbe& host) {
   LaunchOptions options;
+  std::vector<std::string> args;
+  try {
+    args = expand_abbreviations(typed, options.app());
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     options.app().parse(reversed);

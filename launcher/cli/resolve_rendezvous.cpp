@@ -11,7 +11,20 @@ namespace npu_run {
 
 namespace {
 
-// --master-addr/--master-port (or the scheduler's), then --rdzv-endpoint, which must agree.
+// torchrun's port for a c10d endpoint without one.
+constexpr int kC10dDefaultPort = 29400;
+
+// A typed flag that contradicts the endpoint is refused; one from the environment (Kubeflow
+// exports PET_MASTER_PORT beside the endpoint) gives way, as torchrun ignores it.
+void check_agrees(const LaunchOptions& o, const CLI::Option* option, bool agrees,
+                  const std::string& endpoint_source, const std::string& endpoint,
+                  const std::string& value, const char* what) {
+  if (agrees || !OptionNames::given(option) || o.names().from_environment(option)) return;
+  throw UsageError(fmt::format("{} '{}' and {} {} disagree about the rendezvous {}; give one",
+                               endpoint_source, endpoint, o.source(option), value, what));
+}
+
+// --master-addr/--master-port (or the scheduler's), else --rdzv-endpoint, which decides.
 void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
   const LaunchOptions& o = in.options;
   const LaunchFlags& f = o.flags();
@@ -22,8 +35,8 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
   rdzv.master_addr = !OptionNames::given(o.master_addr) && in.cluster.master_addr
                          ? *in.cluster.master_addr
                          : f.master_addr;
-  if (f.master_port < 1 || f.master_port > 65535) {
-    throw UsageError(fmt::format("{} {}: a port must be between 1 and 65535",
+  if (f.master_port < 0 || f.master_port > 65535) {
+    throw UsageError(fmt::format("{} {}: a port must be between 1 and 65535 (0: a free one)",
                                  o.source(o.master_port), f.master_port));
   }
   rdzv.master_port = !OptionNames::given(o.master_port) && in.cluster.master_port
@@ -32,16 +45,27 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
   if (f.rdzv_endpoint.empty()) return;
   const std::string src = o.source(o.rdzv_endpoint);
   const Endpoint ep = parse_endpoint(f.rdzv_endpoint, src);
-  if (OptionNames::given(o.master_addr) && f.master_addr != ep.host) {
-    throw UsageError(fmt::format("{} '{}' and {} {} disagree about the rendezvous host; give one",
-                                 src, f.rdzv_endpoint, o.source(o.master_addr), f.master_addr));
-  }
-  if (ep.port && OptionNames::given(o.master_port) && f.master_port != *ep.port) {
-    throw UsageError(fmt::format("{} '{}' and {} {} disagree about the rendezvous port; give one",
-                                 src, f.rdzv_endpoint, o.source(o.master_port), f.master_port));
-  }
+  check_agrees(o, o.master_addr, f.master_addr == ep.host, src, f.rdzv_endpoint, f.master_addr,
+               "host");
+  check_agrees(o, o.master_port, !ep.port || f.master_port == *ep.port, src, f.rdzv_endpoint,
+               std::to_string(f.master_port), "port");
   rdzv.master_addr = ep.host;
-  if (ep.port) rdzv.master_port = *ep.port;
+  if (ep.port) {
+    rdzv.master_port = *ep.port;
+  } else if (f.rdzv_backend == "c10d" &&
+             (!OptionNames::given(o.master_port) || o.names().from_environment(o.master_port))) {
+    rdzv.master_port = kC10dDefaultPort;
+  }
+}
+
+// etcd needs a server npu_run does not speak to; waiting for it would only time out.
+void refuse_etcd(const std::string& backend, const std::string& source) {
+  if (backend != "etcd" && backend != "etcd-v2") return;
+  throw UsageError(fmt::format(
+      "{} {}: npu_run has no etcd rendezvous; use --rdzv-backend c10d (or static) with "
+      "--rdzv-endpoint NODE0_HOST:PORT, where node 0's agent hosts the rendezvous, or run "
+      "'npu_run rdzv-server' on a host of its own and point every node at it",
+      source, backend));
 }
 
 // Token precedence: a file, else the flag or NPU_RUN_RDZV_TOKEN, else (multi-node Slurm step) one
@@ -72,11 +96,20 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   const LaunchOptions& o = in.options;
   const LaunchFlags& f = o.flags();
   rdzv.standalone = f.standalone;
-  resolve_master(in, rdzv);
-  if (!f.local_addr.empty()) rdzv.local_addr = f.local_addr;
   check_choice(f.rdzv_backend, {"static", "c10d", "etcd", "etcd-v2"}, o.source(o.rdzv_backend));
+  refuse_etcd(f.rdzv_backend, o.source(o.rdzv_backend));
+  resolve_master(in, rdzv);
+  if (rdzv.master_port == 0 && shape.multi_node()) {
+    throw UsageError(fmt::format(
+        "rendezvous port 0 asks for a free port, which only a single-node job can use: the "
+        "other nodes could not find it; give node 0's port with {} or --master-port",
+        o.source(o.rdzv_endpoint)));
+  }
+  if (!f.local_addr.empty()) rdzv.local_addr = f.local_addr;
   rdzv.backend = f.rdzv_backend;
   rdzv.conf = parse_rdzv_conf(f.rdzv_conf, o.source(o.rdzv_conf));
+  rdzv.is_host = conf_bool(rdzv.conf, "is_host", o.source(o.rdzv_conf));
+  (void)conf_bool(rdzv.conf, "use_libuv", o.source(o.rdzv_conf));  // checked; see --help
   rdzv.timing = resolve_timing(f.rdzv, o.rdzv, o.names(), rdzv.conf, o.source(o.rdzv_conf));
   check_name(f.rdzv.run_id, o.source(o.rdzv.run_id), "a run id (it names the log directory)");
   rdzv.run_id =

@@ -100,7 +100,8 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
                                                    const std::string& source) {
   static const std::set<std::string> kKnown = {
       "timeout",      "join_timeout",        "last_call_timeout",      "close_timeout",
-      "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host"};
+      "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host",
+      "use_libuv"};
   std::map<std::string, std::string> conf;
   if (text.empty()) return conf;
   for (const std::string_view item : split(text, ',')) {
@@ -108,14 +109,39 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
     if (eq == std::string_view::npos || eq == 0) {
       throw UsageError(fmt::format("{} '{}': item '{}' is not key=value", source, text, item));
     }
-    const std::string key(item.substr(0, eq));
+    // As torchrun: blanks around keys and values do not count; a value may also be quoted.
+    const std::string key(trim(item.substr(0, eq)));
     if (!kKnown.count(key)) {
       throw UsageError(fmt::format("{} '{}': unknown key '{}'; known keys: {}", source, text, key,
                                    fmt::join(kKnown, ", ")));
     }
-    conf[key] = std::string(item.substr(eq + 1));
+    std::string_view value = trim(item.substr(eq + 1));
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front())
+      value = value.substr(1, value.size() - 2);
+    if (value.empty()) {
+      throw UsageError(
+          fmt::format("{} '{}': '{}' has no value; write {}=VALUE", source, text, key, key));
+    }
+    conf[key] = std::string(value);
   }
   return conf;
+}
+
+std::optional<bool> conf_bool(const std::map<std::string, std::string>& conf,
+                              const std::string& key, const std::string& source) {
+  const auto it = conf.find(key);
+  if (it == conf.end()) return std::nullopt;
+  std::string value = it->second;
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // torch's RendezvousParameters.get_as_bool spellings.
+  for (const char* yes : {"1", "true", "t", "yes", "y"})
+    if (value == yes) return true;
+  for (const char* no : {"0", "false", "f", "no", "n"})
+    if (value == no) return false;
+  throw UsageError(
+      fmt::format("{} {}={}: expected true or false (or 1/0, yes/no)", source, key, it->second));
 }
 
 double conf_number(const std::map<std::string, std::string>& conf, const std::string& key,
@@ -129,6 +155,12 @@ double conf_number(const std::map<std::string, std::string>& conf, const std::st
   return value;
 }
 
+int parse_port(const std::string& text, const std::string& source) {
+  // 0 asks for a free port, as torchrun's "localhost:0"; resolve_rendezvous allows it only
+  // where nobody else has to find the port.
+  return text == "0" ? 0 : parse_positive(text, 65535, source, "a port");
+}
+
 Endpoint parse_endpoint(const std::string& text, const std::string& source) {
   Endpoint ep{text, std::nullopt};
   const auto colon = text.rfind(':');
@@ -140,11 +172,11 @@ Endpoint parse_endpoint(const std::string& text, const std::string& source) {
     if (close + 1 < text.size()) {
       if (text[close + 1] != ':')
         throw UsageError(fmt::format("{} '{}': expected [ADDR]:PORT", source, text));
-      ep.port = parse_positive(text.substr(close + 2), 65535, source, "a port");
+      ep.port = parse_port(text.substr(close + 2), source);
     }
   } else if (colon != std::string::npos && text.find(':') == colon) {
     ep.host = text.substr(0, colon);
-    ep.port = parse_positive(text.substr(colon + 1), 65535, source, "a port");
+    ep.port = parse_port(text.substr(colon + 1), source);
   }
   if (ep.host.empty())
     throw UsageError(fmt::format("{} '{}': the host is empty; write HOST:PORT", source, text));

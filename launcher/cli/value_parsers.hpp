@@ -41,6 +41,9 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
                                                    const std::string& source);
 
 // A number in --rdzv-conf's `key`, named as the user wrote it when it is wrong.
+// A true/false --rdzv-conf value, with torch's spellings; nullopt when the key is absent.
+std::optional<bool> conf_bool(const std::map<std::string, std::string>& conf,
+                              const std::string& key, const std::string& source);
 double conf_number(const std::map<std::string, std::string>& conf, const std::string& key,
                    const std::string& source);
 
@@ -50,6 +53,8 @@ struct Endpoint {
   std::optional<int> port;
 };
 Endpoint parse_endpoint(const std::string& text, const std::string& source);
+// 1-65535, or 0 for "a free port".
+int parse_port(const std::string& text, const std::string& source);
 
 // A value that must be one of `choices`: "SOURCE 'VALUE': expected a, b or c" otherwise.
 void check_choice(const std::string& value, std::initializer_list<const char*> choices,

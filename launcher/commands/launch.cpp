@@ -50,9 +50,11 @@ int print_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& ho
 // Node 0 hosts the rendezvous server: the agent with --node-rank 0, or, without --node-rank,
 // whichever agent can bind --master-addr:--master-port on its own host. Anyone else (or node 0
 // when the port is already served, e.g. by `npu_run rdzv-server`) joins as a client.
+// --rdzv-conf is_host=true|false overrides the node rank, as under torchrun's c10d backend.
 std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& io,
                                                               const LaunchConfig& cfg) {
-  if (cfg.shape.node_rank && *cfg.shape.node_rank != 0) return nullptr;
+  const bool other_node = cfg.shape.node_rank && *cfg.shape.node_rank != 0;
+  if (cfg.rendezvous.is_host.value_or(!other_node) == false) return nullptr;
   const ResolvedEndpoints resolved =
       resolve_endpoints(cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
   // Thousands of agents need thousands of descriptors; the hard limit is what we may use.

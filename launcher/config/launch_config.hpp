@@ -81,10 +81,13 @@ std::string token_source(const RendezvousToken& token);
 // Where and how the agents of the job meet.
 struct RendezvousConfig {
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
+  int master_port = 29500;                // 0 (single-node only): a free port, chosen at launch
   std::optional<std::string> local_addr;  // the address peers use for this node
   std::string backend = "static";         // torchrun's --rdzv-backend, accepted and recorded
   std::map<std::string, std::string> conf;
+  // --rdzv-conf is_host: true hosts the rendezvous whatever the node rank, false never does
+  // (a server runs elsewhere); unset: node 0's agent hosts it.
+  std::optional<bool> is_host;
   bool standalone = false;
   std::string run_id = "none";
   RendezvousTiming timing;

@@ -70,7 +70,6 @@ class ConsoleStream {
   size_t queued_bytes_ = 0;
   bool queuing_ = false;
   bool stopping_ = false;
-  bool writing_ = false;
   bool broken_ = false;  // EPIPE or another write error: the console is gone, output is skipped
   std::vector<Waiter> waiters_;
   const void* open_line_source_ = nullptr;

@@ -46,7 +46,7 @@ TEST_CASE("usage errors: exit 2 with the value and the fix, before anything star
   const std::vector<Case> cases = {
       {{"--nproc-per-node", "8", "--devices", "0-3", "--no-python", "/bin/true"},
        "--devices 0-3 names 4 devices but --nproc-per-node is 8"},
-      {{"--nproc-per-nod", "8", "train.py"}, "did you mean '--nproc-per-node'?"},
+      {{"--nproc-per-nodes", "8", "train.py"}, "did you mean '--nproc-per-node'?"},
       {{"--nproc-per-node", "2"}, "no training script given"},
       {{"no_such_script.py"}, "training script 'no_such_script.py' not found"},
       {{"--no-python", "no-such-binary-xyz"},

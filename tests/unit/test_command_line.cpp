@@ -221,13 +221,36 @@ TEST_CASE("cli: --nproc-per-node auto, npu, gpu and cpu", "[cli]") {
 
 TEST_CASE("cli: unknown options are named, with a suggestion when one is close", "[cli]") {
   Cli cli;
-  CHECK_THAT(cli.error({"--nproc-per-nod", "4", cli.script}),
-             Contains("unknown option '--nproc-per-nod'; did you mean '--nproc-per-node'?"));
-  CHECK_THAT(cli.error({"--max-restart=3", cli.script}),
+  CHECK_THAT(cli.error({"--nproc-per-nodes", "4", cli.script}),
+             Contains("unknown option '--nproc-per-nodes'; did you mean '--nproc-per-node'?"));
+  CHECK_THAT(cli.error({"--max-restrats=3", cli.script}),
              Contains("did you mean '--max-restarts'?"));
   CHECK_THAT(cli.error({"--frobnicate", cli.script}),
              Contains("unknown option '--frobnicate'; see 'npu_run --help'") &&
                  Contains("script must come after"));
+}
+
+TEST_CASE("cli: argparse habits: last value wins and long options may be abbreviated", "[cli]") {
+  Cli cli;
+  // A repeated option takes its last value, as argparse (scripts append overrides).
+  CHECK(
+      cli.ok({"--nproc-per-node", "2", "--nproc_per_node", "3", cli.script}).shape.nproc_per_node ==
+      3);
+  // Unique prefixes, as PyTorch's own launcher tests type them.
+  const LaunchConfig c = cli.ok({"--max_restart", "2", "--redirect", "3", "--nproc_per=4",
+                                 "--rdzv_endp", "h:29400", "--nnodes", "1", cli.script});
+  CHECK(c.supervision.max_restarts == 2);
+  CHECK(c.shape.nproc_per_node == 4);
+  CHECK(c.rendezvous.master_addr == "h");
+  CHECK(has_stdout(c.output.redirects.for_rank(0)));
+  // A prefix that fits several options is refused, naming them; one spelling each.
+  const std::string ambiguous = cli.error({"--rdzv", "x", cli.script});
+  CHECK_THAT(ambiguous, Contains("ambiguous option '--rdzv' could be --rdzv-backend, ") &&
+                            Contains("--rdzv-endpoint"));
+  CHECK(ambiguous.find("--rdzv_endpoint") == std::string::npos);
+  // After the script, nothing is npu_run's: its arguments are left alone.
+  CHECK(cli.ok({cli.script, "--max_rest", "1"}).worker.args ==
+        std::vector<std::string>{"--max_rest", "1"});
 }
 
 TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") {
@@ -317,6 +340,45 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
              Contains("unknown key 'jion_timeout'; known keys:") && Contains("join_timeout"));
   CHECK_THAT(cli.error({"--rdzv-conf", "timeout", cli.script}),
              Contains("item 'timeout' is not key=value"));
+}
+
+TEST_CASE("cli: torchrun's rendezvous habits: c10d's port, free ports, etcd, conf spellings",
+          "[cli]") {
+  Cli cli;
+  // An endpoint without a port means 29400 for c10d, as in torchrun.
+  CHECK(cli.ok({"--rdzv-backend", "c10d", "--rdzv-endpoint", "head", cli.script})
+            .rendezvous.master_port == 29400);
+  // Kubeflow exports PET_MASTER_PORT beside the endpoint: the endpoint decides, no conflict.
+  Cli kubeflow;
+  kubeflow.env["PET_MASTER_PORT"] = "23456";
+  kubeflow.env["PET_MASTER_ADDR"] = "elsewhere";
+  const LaunchConfig k = kubeflow.ok(
+      {"--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400", "--nnodes", "2", cli.script});
+  CHECK(k.rendezvous.master_addr == "head");
+  CHECK(k.rendezvous.master_port == 29400);
+  CHECK(kubeflow.ok({"--rdzv-backend", "c10d", "--rdzv-endpoint", "head", kubeflow.script})
+            .rendezvous.master_port == 29400);
+  // Port 0: a free port, for single-node jobs only (others could not find it).
+  CHECK(cli.ok({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", cli.script})
+            .rendezvous.master_port == 0);
+  CHECK_THAT(cli.error({"--rdzv-endpoint", "localhost:0", "--nnodes", "2", cli.script}),
+             Contains("port 0 asks for a free port, which only a single-node job can use"));
+  // etcd: refused at once, saying what to use.
+  for (const char* backend : {"etcd", "etcd-v2"}) {
+    CHECK_THAT(cli.error({"--rdzv-backend", backend, "--rdzv-endpoint", "h:2379", cli.script}),
+               Contains("npu_run has no etcd rendezvous; use --rdzv-backend c10d"));
+  }
+  // Blanks and quotes around values, as torchrun's parser takes them; torch's boolean words.
+  const LaunchConfig q =
+      cli.ok({"--rdzv-conf", " join_timeout = '600' ,is_host=\"False\",use_libuv=1", cli.script});
+  CHECK(q.rendezvous.conf.at("join_timeout") == "600");
+  CHECK(q.rendezvous.is_host == false);
+  CHECK(cli.ok({"--rdzv-conf", "is_host=yes", cli.script}).rendezvous.is_host == true);
+  CHECK_FALSE(cli.ok({cli.script}).rendezvous.is_host.has_value());
+  CHECK_THAT(cli.error({"--rdzv-conf", "is_host=maybe", cli.script}),
+             Contains("is_host=maybe: expected true or false"));
+  CHECK_THAT(cli.error({"--rdzv-conf", "timeout= ", cli.script}),
+             Contains("'timeout' has no value"));
 }
 
 TEST_CASE("cli: run id and role become directory names, so they are checked", "[cli]") {

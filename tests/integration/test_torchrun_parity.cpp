@@ -1,0 +1,60 @@
+// torchrun's documented command lines, run as a torchrun user types them.
+#include <catch2/catch.hpp>
+
+#include "support/harness.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<std::string> with_workers(std::vector<std::string> flags, const std::string& script) {
+  for (const char* a : {"--no-python", "/bin/sh", "-c"}) flags.emplace_back(a);
+  flags.push_back(script);
+  return flags;
+}
+
+}  // namespace
+
+TEST_CASE("torchrun parity: localhost:0 stacks single-node jobs on free ports",
+          "[integration][torchrun]") {
+  // torchrun's documented way to run several single-node jobs on one host at once.
+  const std::vector<std::string> flags = {"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",
+                                          "--nnodes=1", "--nproc-per-node=2"};
+  NpuRunProcess a(with_workers(flags, "echo port=$MASTER_PORT"));
+  NpuRunProcess b(with_workers(flags, "echo port=$MASTER_PORT"));
+  const std::vector<Finished> f = NpuRunProcess::wait_all({&a, &b}, 30s);
+  INFO(f[0].err << f[1].err);
+  REQUIRE(f[0].exit_code == 0);
+  REQUIRE(f[1].exit_code == 0);
+  CHECK(count_occurrences(f[0].out, "port=") == 2);
+  CHECK(f[0].out.find("port=0\n") == std::string::npos);
+  require_no_strays(a);
+  require_no_strays(b);
+}
+
+TEST_CASE("torchrun parity: is_host in --rdzv-conf chooses the agent that hosts",
+          "[integration][torchrun][multi-node]") {
+  // Node 1 hosts, node 0 joins it: the node rank no longer decides.
+  const int port = unused_port();
+  auto node = [&](const std::string& rank, const std::string& is_host) {
+    return with_workers({"--nnodes", "2", "--node-rank", rank, "--nproc-per-node", "1",
+                         "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                         "127.0.0.1:" + std::to_string(port), "--rdzv-conf", "is_host=" + is_host},
+                        "echo rank=$RANK");
+  };
+  NpuRunProcess joiner(node("0", "false"));
+  NpuRunProcess host(node("1", "true"));
+  const std::vector<Finished> f = NpuRunProcess::wait_all({&joiner, &host}, 30s);
+  INFO(f[0].err << "\n----\n" << f[1].err);
+  CHECK(f[0].exit_code == 0);
+  CHECK(f[1].exit_code == 0);
+  CHECK_THAT(f[0].out, Contains("rank=0"));
+  CHECK_THAT(f[1].out, Contains("rank=1"));
+  // Node 0 did not host: its log says it joined, never that it serves.
+  CHECK(f[0].err.find("rendezvous server on") == std::string::npos);
+  CHECK_THAT(f[1].err, Contains("rendezvous server on"));
+  require_no_strays(joiner);
+  require_no_strays(host);
+}

@@ -35,8 +35,11 @@ std::string make_temp_dir(const std::string& base, const std::string& run_id) {
 }  // namespace
 
 std::string RunDirectory::preview(const LaunchConfig& cfg, const EnvMap& env) {
-  if (cfg.output.log_dir)
-    return (fs::path(*cfg.output.log_dir) / cfg.rendezvous.run_id).lexically_normal().string();
+  if (cfg.output.log_dir) {
+    return (fs::path(*cfg.output.log_dir) / (cfg.rendezvous.run_id + "_XXXXXX"))
+        .lexically_normal()
+        .string();
+  }
   return fmt::format("{}/npu_run_{}_XXXXXX", temp_base(env), cfg.rendezvous.run_id);
 }
 
@@ -47,24 +50,20 @@ RunDirectory RunDirectory::create(const LaunchConfig& cfg, const EnvMap& env) {
       spdlog::info("worker log files go to {} (pass --log-dir to choose)", dir);
     return RunDirectory(dir, cfg.output.log_dir_is_temporary, !cfg.output.log_dir_is_temporary);
   }
-  const fs::path dir = (fs::path(*cfg.output.log_dir) / cfg.rendezvous.run_id).lexically_normal();
+  // Each launch gets a directory of its own, as under torchrun (<run_id>_<unique>): a second
+  // run into the same --log-dir never overwrites the first one's logs.
+  const fs::path base = fs::path(*cfg.output.log_dir).lexically_normal();
   std::error_code ec;
-  const bool existed = fs::exists(dir / "attempt_0", ec);
-  fs::create_directories(dir, ec);
-  if (ec || ::access(dir.c_str(), W_OK) != 0) {
+  fs::create_directories(base, ec);
+  std::string pattern = (base / (cfg.rendezvous.run_id + "_XXXXXX")).string();
+  if (ec || ::mkdtemp(pattern.data()) == nullptr) {
     throw UsageError(
-        fmt::format("--log-dir {}: cannot create the writable directory {}: {}; choose a directory "
-                    "you can write to",
-                    *cfg.output.log_dir, dir.string(), ec ? ec.message() : std::strerror(errno)));
+        fmt::format("--log-dir {}: cannot create a directory for this run in {}: {}; choose a "
+                    "directory you can write to",
+                    *cfg.output.log_dir, base.string(), ec ? ec.message() : std::strerror(errno)));
   }
-  if (existed) {
-    spdlog::warn(
-        "{} holds logs of an earlier run with run id '{}'; they are overwritten (pass --run-id to "
-        "keep "
-        "runs apart)",
-        dir.string(), cfg.rendezvous.run_id);
-  }
-  return RunDirectory(dir.string(), true, false);
+  spdlog::info("logs of this run: {}", pattern);
+  return RunDirectory(pattern, true, false);
 }
 
 RunDirectory::RunDirectory(RunDirectory&& other) noexcept

@@ -1,4 +1,5 @@
-// The directory of one run's files: <log_dir>/<run_id> when the user asked for logs, a fresh
+// The directory of one run's files: a fresh <log_dir>/<run_id>_XXXXXX when the user gave
+// --log-dir (error files always, worker output where -r/-t ask for it), a fresh
 // $TMPDIR/npu_run_<run_id>_XXXXXX when -r/-t asked for files without --log-dir (kept, like
 // torchrun), or a private temporary directory for error files only (removed at exit).
 #pragma once

@@ -23,7 +23,8 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
   const bool filtered_to_file = !console_allowed && layout.log_files;
 
   StreamRoute route;
-  route.to_console = console_allowed && !redirected;
+  // Tee wins over redirect for a stream both name, as in torchrun (-r 3 -t 3 tees).
+  route.to_console = console_allowed && (!redirected || teed);
   if ((redirected || teed || filtered_to_file) && layout.log_files) {
     route.file = fmt::format("{}/{}", attempt_rank_dir(layout, local_rank),
                              is_stdout ? "stdout.log" : "stderr.log");

@@ -14,7 +14,7 @@ const char* const kFooter = R"(Examples:
   npu_run --nproc-per-node auto --devices 4-7 train.py          # 4 workers on NPUs 4..7
   npu_run --nproc-per-node 4 -m mypkg.train --lr 0.1              # python -u -m mypkg.train
   npu_run --nproc-per-node 2 --no-python ./run.sh                  # any executable
-  npu_run --nproc-per-node 8 --log-dir logs --local-ranks-filter 0 train.py
+  npu_run --nproc-per-node 8 --log-dir logs -t 3 --local-ranks-filter 0 train.py
                                                 # rank 0 on the console, every rank in logs/
   npu_run --nproc-per-node 8 --dry-run --json train.py            # show the plan, start nothing
 
@@ -156,11 +156,12 @@ void LaunchOptions::add_supervision_and_output(const char* supervise, const char
                 "Signals that stop the job after forwarding them to workers (default "
                 "SIGTERM,SIGINT,SIGHUP,SIGQUIT); SIGUSR1/SIGUSR2 are otherwise forwarded only",
                 supervise);
-  log_dir = add("--log-dir", f.log_dir,
-                "Write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log (implies --tee "
-                "3 unless -r/-t say otherwise)",
-                logs)
-                ->type_name("DIR");
+  log_dir =
+      add("--log-dir", f.log_dir,
+          "Each run gets <dir>/<run_id>_XXXXXX/attempt_<n>/<local_rank>/ with error files, and "
+          "{stdout,stderr}.log for the streams -r/-t name",
+          logs)
+          ->type_name("DIR");
   redirects = add("--redirects", f.redirects,
                   "Streams sent only to log files: 0 none, 1 stdout, 2 stderr, 3 both, or per "
                   "local rank like 0:3,12:1",
@@ -173,7 +174,8 @@ void LaunchOptions::add_supervision_and_output(const char* supervise, const char
                logs);
   prefix = add("--log-line-prefix-template", f.prefix_template,
                "Prefix of relayed console lines; ${rank} ${local_rank} ${node_rank} ${role_name} "
-               "${host} (default '[${rank}]: ' when teeing; '' for none)",
+               "${host} (default '[${role_name}${local_rank}]:' when teeing, as torchrun; '' for "
+               "none; also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)",
                logs);
 }
 

@@ -23,10 +23,8 @@ void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& o
     }
   }
   if (!f.log_dir.empty()) {
+    // As torchrun: the directory holds error files; -r/-t say which streams go to files.
     output.log_dir = f.log_dir;
-    // Asking for a log directory is asking for files: all streams, unless -r/-t chose some.
-    if (output.redirects.empty() && output.tee.empty())
-      output.tee = RankStreamMap(StdStreams::kBoth);
   } else if (!output.redirects.empty() || !output.tee.empty()) {
     output.log_dir_is_temporary = true;  // as torchrun: files go to a fresh directory under $TMPDIR
   }
@@ -37,6 +35,9 @@ void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& o
   if (OptionNames::given(o.prefix)) {
     validate_prefix_template(f.prefix_template, o.source(o.prefix));
     output.prefix_template = f.prefix_template;
+  } else if (const auto from_env = lookup(in.env, kPrefixTemplateVariable)) {
+    validate_prefix_template(*from_env, kPrefixTemplateVariable);
+    output.prefix_template = *from_env;
   }
 }
 

@@ -36,7 +36,7 @@ bool walk_template(const std::string& text, OnText on_text, OnName on_name, std:
 
 bool known(const std::string& name) {
   return name == "rank" || name == "local_rank" || name == "node_rank" || name == "role_name" ||
-         name == "host";
+         name == "host" || name == "hostname";
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ std::string expand_prefix_template(const std::string& text, const PrefixValues& 
           out += std::to_string(v.node_rank);
         else if (name == "role_name")
           out += v.role_name;
-        else if (name == "host")
+        else if (name == "host" || name == "hostname")  // torchrun 2.x says hostname
           out += v.host;
         else
           return false;

@@ -14,7 +14,10 @@ struct PrefixValues {
   std::string host;
 };
 
-inline constexpr const char* kDefaultPrefixTemplate = "[${rank}]: ";
+// torchrun's own: "[default0]:hello" (role and local rank, no space).
+inline constexpr const char* kDefaultPrefixTemplate = "[${role_name}${local_rank}]:";
+// torchrun 2.x reads the template from here too; the flag wins.
+inline constexpr const char* kPrefixTemplateVariable = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
 
 // Throws UsageError naming `source` when the template uses an unknown ${name} or leaves one open.
 void validate_prefix_template(const std::string& text, const std::string& source);

@@ -45,15 +45,15 @@ TEST_CASE("console: a stalled console costs only its copy when the logs have eve
   REQUIRE(f.exit_code == 0);
   for (int r = 0; r < 2; ++r) {
     const std::string n = std::to_string(r);
-    CHECK(count_lines(dir.file("logs/none/attempt_0/" + n + "/stdout.log")) == 100000);
+    CHECK(count_lines(run_dir(dir.file("logs")) + "/attempt_0/" + n + "/stdout.log") == 100000);
     // Lines that reached the console are whole and prefixed.
-    CHECK(count_occurrences(f.out, "[" + n + "]: line-" + n + "-") ==
+    CHECK(count_occurrences(f.out, "[default" + n + "]:line-" + n + "-") ==
           count_occurrences(f.out, "line-" + n + "-"));
   }
   CHECK(count_occurrences(f.out, "\n") < 200000);
   CHECK(count_occurrences(f.err, "could not keep up") == 1);
   CHECK_THAT(f.err, Contains("lines of worker output were left out of it"));
-  CHECK_THAT(f.err, Contains("logs/none/attempt_0/"));
+  CHECK_THAT(f.err, Contains(run_dir(dir.file("logs")) + "/attempt_0/"));
   require_no_strays(p);
 }
 
@@ -84,12 +84,12 @@ TEST_CASE("console: a node whose console stalls still beats its heartbeats",
   const int port = unused_port();
   TempDir dir;
   auto node = [&](const std::string& rank) {
-    return with_workers({"--nnodes", "2", "--node-rank", rank, "--nproc-per-node", "1",
-                         "--master-addr", "127.0.0.1", "--master-port", std::to_string(port),
-                         "--heartbeat-interval", "0.2", "--heartbeat-timeout", "1.5", "--tee",
-                         "3", "--log-dir", dir.file("logs" + rank)},
-                        // Quiet long after the flood, while the console is still stalled.
-                        kFlood + "; sleep 3; echo finished-$RANK >&2");
+    return with_workers(
+        {"--nnodes", "2", "--node-rank", rank, "--nproc-per-node", "1", "--master-addr",
+         "127.0.0.1", "--master-port", std::to_string(port), "--heartbeat-interval", "0.2",
+         "--heartbeat-timeout", "1.5", "--tee", "3", "--log-dir", dir.file("logs" + rank)},
+        // Quiet long after the flood, while the console is still stalled.
+        kFlood + "; sleep 3; echo finished-$RANK >&2");
   };
   NpuRunProcess node0(node("0"));
   NpuRunProcess node1(node("1"));

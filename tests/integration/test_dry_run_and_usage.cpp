@@ -24,16 +24,18 @@ TEST_CASE("dry run: text plan, nothing started", "[integration][dry-run]") {
 }
 
 TEST_CASE("dry run: JSON plan for scripts", "[integration][dry-run]") {
+  TempDir dir;
+  const std::string logs = dir.file("x");
   const Finished f = run_npu_run({"--nproc-per-node", "4", "--dry-run", "--json", "--tee", "3",
-                                  "--log-dir", "/tmp/x", "--no-python", "/bin/true"});
+                                  "--log-dir", logs, "--no-python", "/bin/true"});
   REQUIRE(f.exit_code == 0);
   const auto plan = nlohmann::json::parse(f.out);
   CHECK(plan["world_size"] == 4);
   REQUIRE(plan["workers"].size() == 4);
   CHECK(plan["workers"][3]["env"]["RANK"] == "3");
-  CHECK(plan["workers"][3]["stdout"]["file"] == "/tmp/x/none/attempt_0/3/stdout.log");
-  CHECK(plan["workers"][3]["console_prefix"] == "[3]: ");
-  CHECK_FALSE(std::filesystem::exists("/tmp/x/none/attempt_0"));
+  CHECK(plan["workers"][3]["stdout"]["file"] == logs + "/none_XXXXXX/attempt_0/3/stdout.log");
+  CHECK(plan["workers"][3]["console_prefix"] == "[default3]:");
+  CHECK_FALSE(std::filesystem::exists(logs));  // a dry run creates nothing
 }
 
 TEST_CASE("usage errors: exit 2 with the value and the fix, before anything starts",

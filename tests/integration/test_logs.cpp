@@ -1,5 +1,6 @@
 // Where worker output goes: untouched by default, per-rank files and prefixed console lines on
 // request, filters for the console.
+#include <boost/asio/ip/host_name.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -20,7 +21,7 @@ std::vector<std::string> with_workers(std::vector<std::string> flags, const std:
 }
 
 std::string rank_file(const TempDir& dir, int rank, const char* stream) {
-  return dir.file("logs/none/attempt_0/" + std::to_string(rank) + "/" + stream + ".log");
+  return run_dir(dir.file("logs")) + "/attempt_0/" + std::to_string(rank) + "/" + stream + ".log";
 }
 
 }  // namespace
@@ -44,8 +45,9 @@ TEST_CASE("logs: --tee 3 writes raw files and prefixed console lines", "[integra
   REQUIRE(f.exit_code == 0);
   for (int r = 0; r < 3; ++r) {
     const std::string n = std::to_string(r);
-    CHECK(count_occurrences(f.out, "[" + n + "]: out-" + n + "\n") == 1);
-    CHECK(count_occurrences(f.err, "[" + n + "]: err-" + n + "\n") == 1);
+    // torchrun's prefix: role and local rank, no space.
+    CHECK(count_occurrences(f.out, "[default" + n + "]:out-" + n + "\n") == 1);
+    CHECK(count_occurrences(f.err, "[default" + n + "]:err-" + n + "\n") == 1);
     CHECK(read_file(rank_file(dir, r, "stdout")) == "out-" + n + "\n");
     CHECK(read_file(rank_file(dir, r, "stderr")) == "err-" + n + "\n");
   }
@@ -63,15 +65,15 @@ TEST_CASE("logs: --redirects 1 keeps stdout off the console, in the file", "[int
   CHECK_FALSE(std::filesystem::exists(rank_file(dir, 1, "stderr")));
 }
 
-TEST_CASE("logs: --local-ranks-filter 0 with --log-dir: rank 0 on the console, every rank in files",
+TEST_CASE("logs: --local-ranks-filter 0 with -t 3: rank 0 on the console, every rank in files",
           "[integration][logs]") {
   TempDir dir;
-  const Finished f = run_npu_run(with_workers(
-      {"--nproc-per-node", "4", "--local-ranks-filter", "0", "--log-dir", dir.file("logs")},
-      kPrintBoth));
+  const Finished f = run_npu_run(with_workers({"--nproc-per-node", "4", "--local-ranks-filter", "0",
+                                               "-t", "3", "--log-dir", dir.file("logs")},
+                                              kPrintBoth));
   REQUIRE(f.exit_code == 0);
   CHECK(count_occurrences(f.out, "out-") == 1);
-  CHECK(count_occurrences(f.out, "[0]: out-0") == 1);
+  CHECK(count_occurrences(f.out, "[default0]:out-0") == 1);
   for (int r = 0; r < 4; ++r)
     CHECK(read_file(rank_file(dir, r, "stdout")) == "out-" + std::to_string(r) + "\n");
 }
@@ -95,7 +97,7 @@ TEST_CASE("logs: per-rank maps work for local ranks with two digits", "[integrat
   CHECK_FALSE(std::filesystem::exists(rank_file(dir, 11, "stderr")));
   CHECK(read_file(rank_file(dir, 0, "stderr")) == "err-0\n");
   CHECK_FALSE(std::filesystem::exists(rank_file(dir, 5, "stdout")));
-  CHECK(count_occurrences(f.out, "[11]: out-11") == 1);
+  CHECK(count_occurrences(f.out, "[default11]:out-11") == 1);
   CHECK(count_occurrences(f.out, "out-5\n") == 1);  // not teed: straight to the console
 }
 
@@ -127,12 +129,57 @@ TEST_CASE("logs: -t without --log-dir writes to a kept temporary directory",
   CHECK(files == 2);
 }
 
-TEST_CASE("logs: a rerun with the same run id warns before overwriting", "[integration][logs]") {
+TEST_CASE("logs: each run into one --log-dir gets a directory of its own", "[integration][logs]") {
   TempDir dir;
-  const auto args = with_workers({"--log-dir", dir.file("logs")}, "echo hi");
-  REQUIRE(run_npu_run(args).exit_code == 0);
-  const Finished f = run_npu_run(args);
+  const auto args = with_workers({"--log-dir", dir.file("logs"), "-t", "1"}, "echo hi-$RANK");
+  const Finished first = run_npu_run(args);
+  REQUIRE(first.exit_code == 0);
+  const Finished second = run_npu_run(args);
+  REQUIRE(second.exit_code == 0);
+  const std::vector<std::string> runs = run_dirs(dir.file("logs"));
+  REQUIRE(runs.size() == 2);
+  for (const std::string& run : runs) {
+    CHECK(read_file(run + "/attempt_0/0/stdout.log") == "hi-0\n");
+    // The agent says where this run's logs are.
+    CHECK_THAT(first.err + second.err, Contains("logs of this run: " + run));
+  }
+}
+
+TEST_CASE("logs: --log-dir alone keeps error files only and leaves the console untouched",
+          "[integration][logs]") {
+  TempDir dir;
+  const Finished f = run_npu_run(
+      with_workers({"--nproc-per-node", "2", "--log-dir", dir.file("logs")}, kPrintBoth));
   REQUIRE(f.exit_code == 0);
-  CHECK_THAT(f.err,
-             Contains("holds logs of an earlier run with run id 'none'") && Contains("--run-id"));
+  CHECK(count_occurrences(f.out, "out-0\n") == 1);
+  CHECK(f.out.find("]:") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(rank_file(dir, 0, "stdout")));
+  CHECK(std::filesystem::is_directory(run_dir(dir.file("logs")) + "/attempt_0/0"));
+}
+
+TEST_CASE("logs: -r 3 -t 3 tees and the prefix template comes from torchrun's variable",
+          "[integration][logs]") {
+  TempDir dir;
+  const Finished f = run_npu_run(
+      with_workers({"--nproc-per-node", "2", "-r", "3", "-t", "3", "--log-dir", dir.file("logs")},
+                   kPrintBoth),
+      {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${role_name}:${rank}@${hostname}| "}});
+  REQUIRE(f.exit_code == 0);
+  const std::string host = boost::asio::ip::host_name();
+  CHECK(count_occurrences(f.out, "default:1@" + host + "| out-1\n") == 1);
+  CHECK(read_file(rank_file(dir, 1, "stderr")) == "err-1\n");
+}
+
+TEST_CASE("logs: a progress bar reaches the console before its newline", "[integration][logs]") {
+  TempDir dir;
+  const std::string gate = make_gate(dir.file("gate"));
+  NpuRunProcess p(with_workers({"--tee", "3", "--log-dir", dir.file("logs")},
+                               "printf ' 10%%|#\r 20%%|##'; read x < " + gate + "; echo"));
+  // Shown while the worker still waits for the gate, with no newline written yet.
+  p.wait_for_output("[default0]: 20%|##", 1, 10s);
+  open_gate(gate);
+  const Finished f = p.wait(10s);
+  CHECK(f.exit_code == 0);
+  CHECK(f.out == "[default0]: 10%|#\r[default0]: 20%|##\n");
+  require_no_strays(p);
 }

@@ -169,18 +169,29 @@ TEST_CASE("supervision: SIGUSR1 and SIGUSR2 are forwarded and the job goes on",
 
 TEST_CASE("supervision: a worker that cannot be started is the root cause, later ones never start",
           "[integration][supervision]") {
+  // Each run's log directory has a fresh name, so nothing can be put in a rank's way; a path
+  // length can: the base is chosen so that local rank 9's directory,
+  // <base>/none_XXXXXX/attempt_0/9, is the longest path Linux takes (4,095 bytes) and rank 10's
+  // is one byte too long (ENAMETOOLONG).
   TempDir dir;
-  // A file where rank 1's log directory must go: creating it fails.
-  dir.write("logs/none/attempt_0/1", "in the way");
-  const Finished f = run_npu_run(
-      sh_workers(3, "echo started-$LOCAL_RANK; exec sleep 60", {"--log-dir", dir.file("logs")}));
+  std::string base = dir.path();
+  const size_t wanted = 4095 - std::string("/none_XXXXXX/attempt_0/9").size();
+  while (base.size() < wanted) {
+    const size_t left = wanted - base.size();
+    // Components of at most 200 bytes (NAME_MAX is 255), never a last one shorter than 2.
+    const size_t part = left > 202 ? 200 : (left > 200 ? left - 3 : left - 1);
+    base += "/" + std::string(part, 'd');
+  }
+  REQUIRE(base.size() == wanted);
+  std::filesystem::create_directories(base);
+  const Finished f =
+      run_npu_run(sh_workers(12, "echo started-$LOCAL_RANK; exec sleep 60", {"--log-dir", base}));
   INFO(f.err);
   CHECK(f.exit_code == 1);
-  CHECK_THAT(f.err, Contains("cannot start local rank 1: cannot create " +
-                             dir.file("logs/none/attempt_0/1")));
-  CHECK_THAT(f.err, Contains("not started: Not a directory") &&
-                        Contains("not started because local rank 1 could not start"));
-  CHECK(count_occurrences(f.out, "started-2") == 0);
+  CHECK_THAT(f.err, Contains("cannot start local rank 10: cannot create " + base + "/none_"));
+  CHECK_THAT(f.err, Contains("File name too long"));
+  CHECK_THAT(f.err, Contains("not started because local rank 10 could not start"));
+  CHECK(count_occurrences(f.out, "started-11") == 0);
 }
 
 TEST_CASE("supervision: a worker whose exec fails is the root cause with the errno and 126",
@@ -251,10 +262,9 @@ TEST_CASE("supervision: --max-restarts re-runs the whole group with the restart 
         CHECK(attempts == std::vector<std::string>{"attempt 0", "attempt 1", "attempt 2"});
     }
     CHECK(ports.size() == 1);  // the held worker port survives restarts
-    for (int a = 0; a < 3; ++a) {
-      CHECK(
-          std::filesystem::is_directory(dir.file("logs/none/attempt_" + std::to_string(a) + "/1")));
-    }
+    const std::string run = run_dir(dir.file("logs"));
+    for (int a = 0; a < 3; ++a)
+      CHECK(std::filesystem::is_directory(run + "/attempt_" + std::to_string(a) + "/1"));
     require_no_strays(p);
   }
   SECTION("restarts exhausted: the last failure decides the exit code") {

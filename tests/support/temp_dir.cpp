@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -57,6 +59,26 @@ ScopedEnv::~ScopedEnv() {
     else
       ::unsetenv(name.c_str());
   }
+}
+
+std::vector<std::string> run_dirs(const std::string& log_dir, const std::string& run_id) {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(log_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind(run_id + "_", 0) == 0 &&
+        name.size() == run_id.size() + 7)
+      dirs.push_back(entry.path().string());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+std::string run_dir(const std::string& log_dir, const std::string& run_id) {
+  const std::vector<std::string> dirs = run_dirs(log_dir, run_id);
+  INFO("runs in " << log_dir);
+  REQUIRE(dirs.size() == 1);
+  return dirs.front();
 }
 
 }  // namespace npu_run::testing

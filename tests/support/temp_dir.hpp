@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace npu_run::testing {
 
@@ -26,6 +27,11 @@ class TempDir {
 };
 
 std::string read_file(const std::string& path);
+
+// The directories of the runs logged into `log_dir` (<run_id>_XXXXXX, one per launch), sorted.
+std::vector<std::string> run_dirs(const std::string& log_dir, const std::string& run_id = "none");
+// The one run's directory in `log_dir`; fails the test unless there is exactly one.
+std::string run_dir(const std::string& log_dir, const std::string& run_id = "none");
 
 // Sets (or with nullopt unsets) process environment variables until destroyed.
 class ScopedEnv {

@@ -412,8 +412,10 @@ TEST_CASE("cli: output routing flags", "[cli]") {
   LaunchConfig c = cli.ok({"-r", "3", cli.script});
   CHECK(c.output.log_dir_is_temporary);  // files were asked for without a directory
   c = cli.ok({"--log-dir", cli.dir.path(), cli.script});
-  CHECK(c.output.tee.for_rank(0) ==
-        StdStreams::kBoth);  // a log directory implies files for every stream
+  // As torchrun: a log directory alone asks for error files, not for the streams.
+  CHECK(c.output.tee.empty());
+  CHECK(c.output.redirects.empty());
+  CHECK(c.output.log_dir == cli.dir.path());
   c = cli.ok({"--log-dir", cli.dir.path(), "-r", "2", cli.script});
   CHECK(c.output.tee.empty());
   CHECK(c.output.redirects.for_rank(0) == StdStreams::kErr);

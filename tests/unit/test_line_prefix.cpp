@@ -8,7 +8,8 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("prefix templates expand every placeholder", "[prefix]") {
   const PrefixValues v{12, 4, 1, "trainer", "node-a"};
-  CHECK(expand_prefix_template(kDefaultPrefixTemplate, v) == "[12]: ");
+  CHECK(expand_prefix_template(kDefaultPrefixTemplate, v) == "[trainer4]:");  // torchrun's
+  CHECK(expand_prefix_template("${hostname}", v) == "node-a");  // torchrun 2.x's spelling
   CHECK(expand_prefix_template("${host}:${node_rank}/${local_rank} ${role_name}${rank}| ", v) ==
         "node-a:1/4 trainer12| ");
   CHECK(expand_prefix_template("", v).empty());

@@ -69,7 +69,7 @@ TEST_CASE("specs: ranks, devices, env and files per local rank", "[spec]") {
   CHECK(specs[1].log_dir == "/logs/none/attempt_2/1");
   CHECK(specs[1].error_file == "/logs/none/attempt_2/1/error.json");
   CHECK(specs[1].env.at("TORCHELASTIC_ERROR_FILE") == "/logs/none/attempt_2/1/error.json");
-  CHECK(specs[1].console_prefix == "[3]: ");
+  CHECK(specs[1].console_prefix == "[default1]:");  // torchrun's: role and local rank
 }
 
 TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
@@ -86,6 +86,14 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(s[3].out.sink == StreamSink::kRelay);
     CHECK(s[3].out.file == "/logs/none/attempt_2/3/stdout.log");
     CHECK(s[3].err.file == "/logs/none/attempt_2/3/stderr.log");
+  }
+  SECTION("-r 3 -t 3: tee wins, as in torchrun") {
+    cfg.output.redirects = RankStreamMap(StdStreams::kBoth);
+    cfg.output.tee = RankStreamMap(StdStreams::kBoth);
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    CHECK(s[1].out.sink == StreamSink::kRelay);
+    CHECK(s[1].out.to_console);
+    CHECK(s[1].err.file == "/logs/none/attempt_2/1/stderr.log");
   }
   SECTION("--redirects 1: stdout only to the file, stderr untouched") {
     cfg.output.redirects = RankStreamMap(StdStreams::kOut);

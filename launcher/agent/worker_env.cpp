@@ -37,8 +37,10 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
   };
   if (!slot.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = slot.error_file;
   if (!a.rank_table_file.empty()) env["RANK_TABLE_FILE"] = a.rank_table_file;
-  if (!agent_env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"))
-    env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  // Both names, as torchrun sets them: torch < 2.2 reads only the old one.
+  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
+    if (!agent_env.count(name)) env[name] = "1";
+  }
   if (omp_threads_defaulted(cfg, agent_env)) env["OMP_NUM_THREADS"] = "1";
   return env;
 }

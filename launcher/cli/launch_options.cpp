@@ -72,10 +72,11 @@ LaunchOptions::~LaunchOptions() = default;
 
 void LaunchOptions::add_shape(const char* shape) {
   LaunchFlags& f = flags_;
-  nproc = add("--nproc-per-node", f.nproc_per_node,
-              "Workers per node: N, auto (detected NPUs, else GPUs, else 1), npu, gpu, or cpu "
-              "(one per core)",
-              shape, "--nproc");
+  nproc = add(
+      "--nproc-per-node", f.nproc_per_node,
+      "Workers per node: N, auto (detected NPUs, else GPUs, else one per CPU), npu, gpu, or cpu "
+      "(one per core)",
+      shape, "--nproc");
   devices = add("--devices", f.devices,
                 "Physical device id per local rank, e.g. 4-7 or 0,2,4,6 (default 0..N-1)", shape);
   node_rank = add("--node-rank", f.node_rank, "Rank of this node (default 0)", shape);

@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
+#include <cstdint>
+#include <random>
 
 #include "basics/token_file.hpp"
 #include "basics/usage_error.hpp"
@@ -10,6 +13,20 @@
 namespace npu_run {
 
 namespace {
+
+// A version 4 UUID, "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", from the system's entropy.
+std::string random_uuid() {
+  std::random_device entropy;
+  std::array<uint8_t, 16> b{};
+  for (auto& byte : b) byte = static_cast<uint8_t>(entropy());
+  b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);
+  return fmt::format(
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}"
+      "{:02x}{:02x}{:02x}{:02x}",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+      b[15]);
+}
 
 // torchrun's port for a c10d endpoint without one.
 constexpr int kC10dDefaultPort = 29400;
@@ -114,6 +131,9 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   check_name(f.rdzv.run_id, o.source(o.rdzv.run_id), "a run id (it names the log directory)");
   rdzv.run_id =
       !OptionNames::given(o.rdzv.run_id) && in.cluster.run_id ? *in.cluster.run_id : f.rdzv.run_id;
+  // torchrun --standalone gives every launch a fresh id (a uuid4); an id the user chose stays.
+  if (f.standalone && !OptionNames::given(o.rdzv.run_id) && !in.cluster.run_id)
+    rdzv.run_id = random_uuid();
   rdzv.token = resolve_token(in, shape, warnings);
 }
 

@@ -45,12 +45,16 @@ void take_discovered(const LaunchInputs& in, const std::optional<std::vector<int
     shape.devices_source = in.options.source(in.options.devices);
   } else if (found.physical_ids.empty() || wrong_kind) {
     if (n != "auto") {
-      throw UsageError(fmt::format("{} {}: {}; use a number, or auto to fall back to 1 worker",
-                                   in.options.source(in.options.nproc), n, found.description));
+      throw UsageError(
+          fmt::format("{} {}: {}; use a number, or auto to fall back to one worker per CPU",
+                      in.options.source(in.options.nproc), n, found.description));
     }
-    shape.nproc_per_node = 1;
-    shape.devices = {0};
-    shape.devices_source = found.description + "; 1 worker";
+    // torchrun's rule: without accelerators, one worker per CPU (os.cpu_count()).
+    shape.nproc_per_node = std::min(in.host.cpu_count(), kMaxWorkersPerNode);
+    shape.devices.resize(static_cast<size_t>(shape.nproc_per_node));
+    for (int i = 0; i < shape.nproc_per_node; ++i) shape.devices[static_cast<size_t>(i)] = i;
+    shape.devices_source =
+        fmt::format("{}; one worker per CPU ({})", found.description, shape.nproc_per_node);
   } else {
     shape.nproc_per_node = static_cast<int>(found.physical_ids.size());
     shape.devices = found.physical_ids;

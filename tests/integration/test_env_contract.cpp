@@ -66,6 +66,7 @@ TEST_CASE("env contract: four workers get ranks, devices, sizes and a shared hel
     CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"],
                Contains("attempt_0/" + std::to_string(r) + "/error.json"));
     CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+    CHECK(env["NCCL_ASYNC_ERROR_HANDLING"] == "1");
     CHECK(env["OMP_NUM_THREADS"] == "1");
     CHECK(env["KEEP_ME"] == "yes");  // the rest of the agent's environment is inherited
     ports.insert(env["MASTER_PORT"]);

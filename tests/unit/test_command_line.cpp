@@ -209,7 +209,11 @@ TEST_CASE("cli: --nproc-per-node auto, npu, gpu and cpu", "[cli]") {
   TempDir empty;
   cli.env["NPU_RUN_DEV_ROOT"] = empty.path();
   c = cli.ok({"--nproc-per-node", "auto", cli.script});
-  CHECK(c.shape.nproc_per_node == 1);
+  // torchrun's rule without accelerators: one worker per CPU.
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(c.shape.nproc_per_node == cpus);
+  CHECK(c.shape.devices.size() == static_cast<size_t>(cpus));
+  CHECK_THAT(c.shape.devices_source, Contains("one worker per CPU"));
   CHECK_THAT(cli.error({"--nproc-per-node", "npu", cli.script}),
              Contains("no Ascend or NVIDIA devices"));
   c = cli.ok({"--nproc-per-node", "cpu", cli.script});
@@ -300,6 +304,14 @@ TEST_CASE("cli: node counts, node rank, standalone", "[cli]") {
   CHECK_THAT(cli.error({"--standalone", "--nnodes", "2", cli.script}),
              Contains("--standalone runs a single node"));
   CHECK(cli.ok({"--standalone", cli.script}).rendezvous.standalone);
+  // torchrun --standalone: a fresh uuid4 run id per launch, unless the user chose one.
+  const std::string id = cli.ok({"--standalone", cli.script}).rendezvous.run_id;
+  CHECK(id.size() == 36);
+  CHECK(id[14] == '4');
+  CHECK(id.find_first_not_of("0123456789abcdef-") == std::string::npos);
+  CHECK(cli.ok({"--standalone", cli.script}).rendezvous.run_id != id);
+  CHECK(cli.ok({"--standalone", "--rdzv-id", "mine", cli.script}).rendezvous.run_id == "mine");
+  CHECK(cli.ok({cli.script}).rendezvous.run_id == "none");
 }
 
 TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {

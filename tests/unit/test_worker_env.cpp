@@ -53,6 +53,7 @@ TEST_CASE("worker env: the whole contract for a worker on the second node", "[en
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCHELASTIC_ERROR_FILE", "/logs/e.json"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the name torch < 2.2 reads
       {"OMP_NUM_THREADS", "1"},
   };
   CHECK(env == expected);
@@ -77,10 +78,12 @@ TEST_CASE("worker env: user settings are inherited, npu_run's contract wins over
   const EnvMap agent{{"PATH", "/bin"},
                      {"RANK", "99"},
                      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+                     {"NCCL_ASYNC_ERROR_HANDLING", "0"},
                      {"OMP_NUM_THREADS", "4"}};
   const EnvMap contract =
       worker_contract_env(config(4), second_node_of_two(), WorkerSlot{0, 0, ""}, agent);
   CHECK_FALSE(contract.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
+  CHECK_FALSE(contract.count("NCCL_ASYNC_ERROR_HANDLING"));
   CHECK_FALSE(contract.count("TORCHELASTIC_ERROR_FILE"));
   const EnvMap merged = merged_worker_env(agent, contract);
   CHECK(merged.at("PATH") == "/bin");

@@ -20,8 +20,9 @@ std::string describe(const FailureReport& f) {
 }
 
 std::string describe(const Reform& r) {
+  // A node that left has a rank; a joiner has none yet, and its reason names it.
   if (r.node_rank >= 0) return fmt::format("node {} ({}) {}", r.node_rank, r.host, r.reason);
-  return fmt::format("{}: {}", r.host, r.reason);
+  return r.reason;
 }
 
 }  // namespace npu_run::rdzv

@@ -12,7 +12,7 @@ namespace npu_run::rdzv {
 std::string describe(const FailureReport& failure);
 
 // "node 2 (host-c) left the job (npu_run got signal 15); the job re-forms without it", or
-// "host-d: a new agent joined; the job re-forms with 3 node(s)".
+// "the job re-forms as round 2 to add host-d (3 nodes)".
 std::string describe(const Reform& reform);
 
 }  // namespace npu_run::rdzv

@@ -135,7 +135,7 @@ struct Reform {
   uint64_t round = 0;
   std::string host;    // the node that joined or left
   int node_rank = -1;  // the node that left; -1 for one that joined
-  std::string reason;  // "a new agent joined; the job re-forms with 3 node(s)"
+  std::string reason;  // "the job re-forms as round 1 to add host-b (3 nodes)"
 };
 
 enum class Action { kRestart, kFinish };

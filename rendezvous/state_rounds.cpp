@@ -105,10 +105,11 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
   if (room_while_running) {
     std::vector<Outgoing> out;
     if (phase_ == Phase::kRunning) {
+      const size_t nodes =
+          std::min<size_t>(staying_members() + pending_.size(), settings_.max_nodes);
       begin_reform(Reform{round_, join.node.host, -1,
-                          fmt::format("a new agent joined; the job re-forms with {} node(s)",
-                                      std::min<size_t>(staying_members() + pending_.size(),
-                                                       settings_.max_nodes))},
+                          fmt::format("the job re-forms as round {} to add {} ({} nodes)",
+                                      round_ + 1, join.node.host, nodes)},
                    out);
     }
     return out;  // otherwise the round is stopping already: the joiner is in the next one

@@ -209,7 +209,8 @@ struct LocalAgent::Impl {
   void on_reform(const rdzv::Reform& r) {
     if (state != State::kRunning || stopping()) return;
     reform = r;
-    spdlog::warn("{}; stopping this node's workers", rdzv::describe(r));
+    // Not a failure: the job grows or shrinks on purpose.
+    spdlog::info("round {}: {}; stopping this node's workers", r.round, rdzv::describe(r));
     group->stop(SIGTERM);
   }
 

@@ -4,4 +4,5 @@
 namespace CLI {
 class App;
 class Option;
+class ParseError;
 }  // namespace CLI

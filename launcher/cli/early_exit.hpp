@@ -27,6 +27,10 @@ EarlyExit usage_error(const std::string& message, const std::string& command = "
 
 // Parses `args` (argv[0] and the subcommand's name left out) with `app`: nothing when parsing
 // went through, else --help or CLI11's own complaint as an EarlyExit for `command`.
+// CLI11's message for a parse error, in npu_run's words when CLI11's own would puzzle a user
+// ("Could not convert: --x = y", "1 required TEXT missing"); other messages unchanged.
+std::string explain_parse_error(const CLI::ParseError& error, const CLI::App& app);
+
 std::optional<EarlyExit> parse_options(CLI::App& app, const std::vector<std::string>& args,
                                        const std::string& command);
 

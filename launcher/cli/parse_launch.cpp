@@ -75,7 +75,7 @@ ParseResult parse_command_line(const std::vector<std::string>& typed, const EnvM
   } catch (const CLI::ExcludesError& e) {
     return usage_error(options.exclusion_reason(e.what()));
   } catch (const CLI::ParseError& e) {
-    const std::string what = e.what();
+    const std::string what = explain_parse_error(e, options.app());
     return usage_error(what + options.names().env_hint(what, env));
   }
   Split split = split_at_script(args, options.app());

@@ -234,6 +234,19 @@ TEST_CASE("cli: unknown options are named, with a suggestion when one is close",
                  Contains("script must come after"));
 }
 
+TEST_CASE("cli: malformed options are explained in npu_run's words, never CLI11's", "[cli]") {
+  Cli cli;
+  const std::string missing = cli.error({"--nnodes"});
+  CHECK_THAT(missing, Contains("--nnodes needs a value; write it after the option"));
+  CHECK(missing.find("required TEXT missing") == std::string::npos);
+  CHECK_THAT(cli.error({"--rdzv-backend"}), Contains("needs one of {static,c10d,etcd,etcd-v2}"));
+  const std::string convert = cli.error({"--max-restarts", "abc", cli.script});
+  CHECK_THAT(convert, Contains("--max-restarts 'abc': expected a whole number"));
+  CHECK(convert.find("Could not convert") == std::string::npos);
+  CHECK_THAT(cli.error({"--heartbeat-timeout", "soon", cli.script}),
+             Contains("'soon': expected a number"));
+}
+
 TEST_CASE("cli: argparse habits: last value wins and long options may be abbreviated", "[cli]") {
   Cli cli;
   // A repeated option takes its last value, as argparse (scripts append overrides).

@@ -47,6 +47,10 @@ class RealHost : public HostProbe {
     }
     return "";
   }
+  bool is_directory(const std::string& path) override {
+    std::error_code ec;
+    return fs::is_directory(path, ec);
+  }
   bool is_regular_file(const std::string& path) override {
     std::error_code ec;
     return fs::is_regular_file(path, ec);

@@ -27,6 +27,7 @@ class HostProbe {
   // The absolute path execvp would run for `name` (in $PATH unless it has a '/'); "" if none.
   virtual std::string find_program(const std::string& name) = 0;
   virtual bool is_regular_file(const std::string& path) = 0;
+  virtual bool is_directory(const std::string& path) = 0;
   virtual std::string working_directory() = 0;
   virtual std::string absolute(const std::string& path) = 0;
   virtual int cpu_count() = 0;

@@ -43,7 +43,17 @@ void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& scri
         python, python.find('/') == std::string::npos ? " on PATH" : "",
         lookup(in.env, "PYTHON_EXEC") ? "PYTHON_EXEC" : "the default python3"));
   }
-  if (worker.mode == WorkerMode::kPythonScript && !in.host.is_regular_file(worker.entrypoint)) {
+  if (worker.mode != WorkerMode::kPythonScript) return;
+  // As `python DIR` and `python app.zip` run them: a directory with a __main__.py (a zip is a
+  // regular file, and python reports one without __main__.py itself).
+  if (in.host.is_directory(worker.entrypoint)) {
+    if (in.host.is_regular_file(worker.entrypoint + "/__main__.py")) return;
+    throw UsageError(fmt::format(
+        "'{}' is a directory without a __main__.py, so python cannot run it; give the training "
+        "script inside it, or use -m for a package",
+        worker.entrypoint));
+  }
+  if (!in.host.is_regular_file(worker.entrypoint)) {
     throw UsageError(fmt::format(
         "training script '{}' not found (working directory {}); give its path, or use -m for a "
         "module or --no-python for a program",

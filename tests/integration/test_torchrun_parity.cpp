@@ -1,5 +1,6 @@
 // torchrun's documented command lines, run as a torchrun user types them.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
@@ -57,4 +58,23 @@ TEST_CASE("torchrun parity: is_host in --rdzv-conf chooses the agent that hosts"
   CHECK_THAT(f[1].err, Contains("rendezvous server on"));
   require_no_strays(joiner);
   require_no_strays(host);
+}
+
+TEST_CASE("torchrun parity: a directory or a zip with __main__.py runs as python runs it",
+          "[integration][torchrun]") {
+  TempDir dir;
+  dir.write("app/__main__.py", "import os\nprint('dir', os.environ['RANK'])\n");
+  const std::string zip = dir.file("app.zip");
+  REQUIRE(std::system(("/usr/bin/python3 -c \"import zipfile; z = zipfile.ZipFile('" + zip +
+                       "', 'w'); z.writestr('__main__.py', 'import os; print(\\\"zip\\\", "
+                       "os.environ[\\\"RANK\\\"])'); z.close()\"")
+                          .c_str()) == 0);
+  for (const auto& [target, word] :
+       {std::pair{dir.file("app"), std::string("dir")}, std::pair{zip, std::string("zip")}}) {
+    const Finished f = run_npu_run({"--nproc-per-node", "2", target});
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    CHECK(count_occurrences(f.out, word + " 0\n") == 1);
+    CHECK(count_occurrences(f.out, word + " 1\n") == 1);
+  }
 }

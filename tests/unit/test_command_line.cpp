@@ -297,6 +297,13 @@ TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") 
              Contains("cannot find the python interpreter 'python-that-does-not-exist' on "
                       "PATH (from PYTHON_EXEC)") &&
                  Contains("PYTHON_EXEC=/usr/bin/python3"));
+  // `python DIR` runs DIR/__main__.py: a directory is a script only with one.
+  const Cli fresh;
+  fresh.dir.write("app/__main__.py", "print('hi')\n");
+  CHECK(fresh.ok({fresh.dir.file("app")}).worker.entrypoint == fresh.dir.file("app"));
+  fresh.dir.write("lib/x.py", "");
+  CHECK_THAT(fresh.error({fresh.dir.file("lib")}),
+             Contains("is a directory without a __main__.py"));
 }
 
 TEST_CASE("cli: node counts, node rank, standalone", "[cli]") {

@@ -35,8 +35,8 @@ class ConsoleLogSink final : public spdlog::sinks::base_sink<std::mutex> {
     }
     // The level name in colour, as spdlog's own colour sink shows it on a terminal.
     static constexpr std::array<std::string_view, 7> kColors = {
-        "\033[37m", "\033[36m", "\033[32m", "\033[33m\033[1m", "\033[31m\033[1m",
-        "\033[1m\033[41m", ""};
+        "\033[37m",        "\033[36m",        "\033[32m", "\033[33m\033[1m",
+        "\033[31m\033[1m", "\033[1m\033[41m", ""};
     std::string coloured;
     coloured.append(line.substr(0, msg.color_range_start));
     coloured.append(kColors.at(static_cast<size_t>(msg.level)));

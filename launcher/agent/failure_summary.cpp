@@ -74,19 +74,40 @@ std::string aligned_line(const Cells& cells, const std::array<size_t, kColumns>&
   return line + "\n";
 }
 
-// The lines under a worker's row: why it could not start, its error message, its log.
-std::string row_details(const WorkerOutcome& w, const std::string& error_message) {
+// The lines under a worker's row: why it could not start, its error message (and for the root
+// cause its traceback), its log.
+std::string row_details(const WorkerOutcome& w, const WorkerError& error, bool root) {
   std::string out;
   if (!w.start_error.empty()) out += fmt::format("      {}\n", w.start_error);
-  if (!error_message.empty()) out += fmt::format("      error: {}\n", error_message);
+  if (!error.message.empty()) out += fmt::format("      error: {}\n", error.message);
+  if (root && !error.traceback.empty()) {
+    out += fmt::format("      traceback (from {}):\n", error.path);
+    for (const std::string_view line : split(error.traceback, '\n')) {
+      if (!line.empty()) out += fmt::format("        {}\n", line);
+    }
+  }
   if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
+  return out;
+}
+
+// The last kMaxTracebackLines lines of `text`, after a line saying how many were left out.
+std::string last_lines(const std::string& text) {
+  std::vector<std::string_view> lines = split(text, '\n');
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  std::string out;
+  size_t first = 0;
+  if (lines.size() > kMaxTracebackLines) {
+    first = lines.size() - kMaxTracebackLines;
+    out = fmt::format("... ({} lines left out)\n", first);
+  }
+  for (size_t i = first; i < lines.size(); ++i) out += fmt::format("{}\n", lines[i]);
   return out;
 }
 
 }  // namespace
 
 std::string format_failure_summary(const GroupResult& result, const SummaryContext& ctx,
-                                   const std::map<size_t, std::string>& error_messages) {
+                                   const std::map<size_t, WorkerError>& errors) {
   const SummaryRows rows = summary_rows(result);
   std::vector<Cells> table;
   table.push_back({"", "time", "host", "node", "rank", "local", "pid", "result"});
@@ -105,10 +126,11 @@ std::string format_failure_summary(const GroupResult& result, const SummaryConte
   std::string out = summary_title(result, ctx) + aligned_line(table[0], width);
   for (size_t r = 0; r < rows.workers.size(); ++r) {
     const size_t index = rows.workers[r];
-    const auto message = error_messages.find(index);
+    const auto error = errors.find(index);
+    const bool root = result.root_cause && index == *result.root_cause;
     out += aligned_line(table[r + 1], width) +
-           row_details(result.workers[index],
-                       message == error_messages.end() ? std::string() : message->second);
+           row_details(result.workers[index], error == errors.end() ? WorkerError{} : error->second,
+                       root);
   }
   if (rows.succeeded > 0) {
     out += fmt::format("  ({} other worker{} exited 0)\n", rows.succeeded,
@@ -140,19 +162,33 @@ rdzv::FailureReport failure_report(const GroupResult& result, const std::string&
   return f;
 }
 
-std::string read_error_file_message(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("message")) return "";
+WorkerError read_worker_error(const std::string& path) {
+  // The worker writes this file: a few kilobytes from @record, never trusted to be small.
+  constexpr size_t kMaxBytes = size_t{1} << 20;
+  WorkerError error;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error;
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) return error;
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("message")) return error;
   const nlohmann::json& m = doc["message"];
-  std::string text;
-  if (m.is_string())
-    text = m.get<std::string>();
-  else if (m.is_object() && m.contains("message") && m["message"].is_string())
-    text = m["message"].get<std::string>();
-  const auto newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline);
+  if (m.is_string()) {
+    error.message = m.get<std::string>();
+  } else if (m.is_object() && m.contains("message") && m["message"].is_string()) {
+    error.message = m["message"].get<std::string>();
+    const nlohmann::json* stack = nullptr;
+    if (m.contains("extraInfo") && m["extraInfo"].is_object() &&
+        m["extraInfo"].contains("py_callstack"))
+      stack = &m["extraInfo"]["py_callstack"];
+    if (stack != nullptr && stack->is_string())
+      error.traceback = last_lines(stack->get<std::string>());
+  }
+  error.message = error.message.substr(0, error.message.find('\n'));
+  error.path = path;
+  return error;
 }
 
 }  // namespace npu_run

@@ -18,17 +18,29 @@ struct SummaryContext {
   std::string stopped_because;
 };
 
-// `error_messages` maps a worker index to the message its error file recorded (may be empty).
+// What a worker's torchelastic error file (written by @record) says about its failure.
+struct WorkerError {
+  std::string message;    // first line: "RuntimeError: boom"
+  std::string traceback;  // extraInfo.py_callstack, at most kMaxTracebackLines lines
+  std::string path;       // the file
+};
+
+// A traceback longer than this shows its first lines and where the rest is: the root cause's
+// place in the code is at the end of a Python traceback, so the last lines are kept.
+inline constexpr size_t kMaxTracebackLines = 40;
+
+// `errors` maps a worker index to what its error file recorded; the root cause's traceback is
+// shown under its row, as torchrun shows it.
 std::string format_failure_summary(const GroupResult& result, const SummaryContext& ctx,
-                                   const std::map<size_t, std::string>& error_messages);
+                                   const std::map<size_t, WorkerError>& errors);
 
 // This node's root cause as the rendezvous passes it to every node. `error_message` comes from
 // the worker's error file.
 rdzv::FailureReport failure_report(const GroupResult& result, const std::string& host,
                                    int node_rank, const std::string& error_message);
 
-// The message of a torchelastic error file (written by @record in the worker), first line only;
-// empty when the file is missing or not in that format.
-std::string read_error_file_message(const std::string& path);
+// A torchelastic error file, read with a size limit (the worker writes it); empty fields when
+// the file is missing or not in that format.
+WorkerError read_worker_error(const std::string& path);
 
 }  // namespace npu_run

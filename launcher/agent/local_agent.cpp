@@ -226,7 +226,7 @@ struct LocalAgent::Impl {
 
   std::string error_file_message(const GroupResult& result) const {
     if (!result.root_cause) return "";
-    return read_error_file_message(result.workers[*result.root_cause].error_file);
+    return read_worker_error(result.workers[*result.root_cause].error_file).message;
   }
 
   void on_group_done(GroupResult result) {
@@ -327,16 +327,16 @@ struct LocalAgent::Impl {
   }
 
   void print_summary(const GroupResult& result, const std::string& stopped_because) {
-    std::map<size_t, std::string> messages;
+    std::map<size_t, WorkerError> errors;
     for (size_t i = 0; i < result.workers.size(); ++i) {
       if (!result.workers[i].error_file.empty())
-        messages[i] = read_error_file_message(result.workers[i].error_file);
+        errors[i] = read_worker_error(result.workers[i].error_file);
     }
     std::string table =
         format_failure_summary(result,
                                SummaryContext{assignment.host, assignment.node_rank,
                                               assignment.restart_count, stopped_because},
-                               messages);
+                               errors);
     if (!table.empty() && table.back() == '\n') table.pop_back();
     spdlog::error("{}", table);
   }

@@ -28,4 +28,8 @@ TEST_CASE("pytorch: a failing rank is the root cause, with its exception from th
   REQUIRE(table != std::string::npos);
   CHECK_THAT(f.err.substr(table),
              Contains("error: RuntimeError: rank 1 fails at step 3 as asked by --fail-rank"));
+  // And where it was raised, from the traceback @record wrote, as torchrun shows it.
+  CHECK_THAT(f.err.substr(table), Contains("traceback (from ") && Contains("/error.json):") &&
+                                      Contains("train_ddp.py\", line ") &&
+                                      Contains("raise RuntimeError("));
 }

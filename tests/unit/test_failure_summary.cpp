@@ -6,6 +6,7 @@
 
 using namespace npu_run;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using npu_run::testing::TempDir;
 
 namespace {
@@ -34,8 +35,9 @@ GroupResult failed_group() {
 
 TEST_CASE("summary: root cause first, then the other unclean exits, clean ones counted",
           "[summary]") {
-  const std::string text = format_failure_summary(
-      failed_group(), SummaryContext{"node-a", 2, 0, ""}, {{2, "ValueError: bad batch"}});
+  const std::string text =
+      format_failure_summary(failed_group(), SummaryContext{"node-a", 2, 0, ""},
+                             {{2, WorkerError{"ValueError: bad batch", "", "/e2.json"}}});
   CHECK_THAT(text,
              Contains("job failed on node 2 (node-a) after 2.5 s, attempt 0; root cause first"));
   const auto root = text.find("exit code 3");
@@ -65,9 +67,38 @@ TEST_CASE("error files: torchelastic's format, first line only, garbage ignored"
   TempDir dir;
   const auto good = dir.write(
       "e.json", R"({"message": {"message": "RuntimeError: boom\nmore", "extraInfo": {}}})");
-  CHECK(read_error_file_message(good) == "RuntimeError: boom");
-  CHECK(read_error_file_message(dir.write("s.json", R"({"message": "plain"})")) == "plain");
-  CHECK(read_error_file_message(dir.write("bad.json", "not json")).empty());
-  CHECK(read_error_file_message(dir.write("other.json", R"([1,2])")).empty());
-  CHECK(read_error_file_message(dir.file("missing.json")).empty());
+  CHECK(read_worker_error(good).message == "RuntimeError: boom");
+  CHECK(read_worker_error(dir.write("s.json", R"({"message": "plain"})")).message == "plain");
+  CHECK(read_worker_error(dir.write("bad.json", "not json")).message.empty());
+  CHECK(read_worker_error(dir.write("other.json", R"([1,2])")).message.empty());
+  CHECK(read_worker_error(dir.file("missing.json")).message.empty());
+  // A worker could write anything there: a huge file is not read whole.
+  CHECK(
+      read_worker_error(dir.write("huge.json", std::string(size_t{2} << 20, ' '))).message.empty());
+}
+
+TEST_CASE("error files: the root cause's traceback is shown, its last lines when long",
+          "[summary]") {
+  TempDir dir;
+  std::string stack = "Traceback (most recent call last):\\n";
+  for (int i = 0; i < 50; ++i)
+    stack += "  File \\\"train.py\\\", line " + std::to_string(i) + "\\n";
+  stack += "ValueError: bad batch\\n";
+  const std::string path = dir.write(
+      "e.json",
+      R"({"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": ")" +
+          stack + R"(", "timestamp": "1700000000"}}})");
+  const WorkerError error = read_worker_error(path);
+  CHECK(error.message == "ValueError: bad batch");
+  CHECK(error.path == path);
+  CHECK_THAT(error.traceback, StartsWith("... (12 lines left out)\n"));
+  CHECK_THAT(error.traceback, Contains("line 49\nValueError: bad batch\n"));
+  const std::string text = format_failure_summary(
+      failed_group(), SummaryContext{"node-a", 2, 0, ""}, {{2, error}, {0, error}});
+  CHECK_THAT(text,
+             Contains("      traceback (from " + path + "):\n        ... (12 lines left out)\n"));
+  CHECK_THAT(text,
+             Contains("        ValueError: bad batch\n      log: /logs/attempt_0/2/stderr.log"));
+  // Only the root cause's: the others keep their one-line error.
+  CHECK(text.find("traceback (from") == text.rfind("traceback (from"));
 }

@@ -35,6 +35,13 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
       // agent store that npu_run does not serve.
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  if (cfg.worker.virtual_local_rank) {
+    // Each worker sees only its own device, at index 0 (torchrun 2.x --virtual-local-rank).
+    env["LOCAL_RANK"] = "0";
+    if (!cfg.worker.visible_devices_variable.empty())
+      env[cfg.worker.visible_devices_variable] =
+          std::to_string(cfg.shape.devices.at(slot.local_rank));
+  }
   if (!slot.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = slot.error_file;
   if (!a.rank_table_file.empty()) env["RANK_TABLE_FILE"] = a.rank_table_file;
   // Both names, as torchrun sets them: torch < 2.2 reads only the old one.

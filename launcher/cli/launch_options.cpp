@@ -132,6 +132,11 @@ void LaunchOptions::add_what_runs(const char* what) {
   start_method = add("--start-method", f.start_method,
                      "Accepted for torchrun compatibility (spawn, fork, forkserver); ignored", what)
                      ->type_name("{spawn,fork,forkserver}");
+  virtual_local_rank =
+      add_flag("--virtual-local-rank", f.virtual_local_rank,
+               "LOCAL_RANK=0 in every worker, with ASCEND_RT_VISIBLE_DEVICES (NPUs) or "
+               "CUDA_VISIBLE_DEVICES (GPUs) narrowed to the worker's own device (torchrun 2.x)",
+               what);
   no_python->excludes(module)->excludes(run_path);
 }
 
@@ -173,6 +178,14 @@ void LaunchOptions::add_supervision_and_output(const char* supervise, const char
                "Only these local ranks reach the console, e.g. 0 or 0,1 (others: log files or "
                "nothing)",
                logs);
+  event_log_handler = add("--event-log-handler", f.event_log_handler,
+                          "Accepted for torchrun 2.x compatibility; npu_run has no event "
+                          "handlers: its log lines record the job's events",
+                          logs);
+  logs_specs = add("--logs-specs", f.logs_specs,
+                   "Accepted for torchrun 2.x compatibility; npu_run loads no logging plugins: "
+                   "--log-dir, -r and -t choose the files",
+                   logs);
   prefix = add("--log-line-prefix-template", f.prefix_template,
                "Prefix of relayed console lines; ${rank} ${local_rank} ${node_rank} ${role_name} "
                "${host} (default '[${role_name}${local_rank}]:' when teeing, as torchrun; '' for "

@@ -30,6 +30,9 @@ struct LaunchFlags {
   bool module = false;
   bool no_python = false;
   bool run_path = false;
+  bool virtual_local_rank = false;
+  std::string event_log_handler = "null";
+  std::string logs_specs;
   std::string log_dir;
   std::string redirects = "0";
   std::string tee = "0";
@@ -69,7 +72,8 @@ class LaunchOptions {
   CLI::Option *nproc, *devices, *node_rank, *master_addr, *master_port, *local_addr, *rdzv_backend,
       *rdzv_endpoint, *rdzv_conf, *standalone, *role, *module, *no_python, *run_path, *start_method,
       *monitor_interval, *term_timeout, *signals, *log_dir, *redirects, *tee, *filter, *prefix,
-      *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node;
+      *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node,
+      *virtual_local_rank, *event_log_handler, *logs_specs;
 
  private:
   void add_shape(const char* shape);

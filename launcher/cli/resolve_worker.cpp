@@ -21,6 +21,23 @@ void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& scri
   worker.mode = f.no_python ? WorkerMode::kExecutable
                 : f.module  ? WorkerMode::kPythonModule
                             : WorkerMode::kPythonScript;
+  worker.virtual_local_rank = f.virtual_local_rank;
+  if (f.virtual_local_rank) {
+    const DeviceKind kind = in.host.devices().kind;
+    worker.visible_devices_variable = kind == DeviceKind::kAscend   ? "ASCEND_RT_VISIBLE_DEVICES"
+                                      : kind == DeviceKind::kNvidia ? "CUDA_VISIBLE_DEVICES"
+                                                                    : "";
+  }
+  if (f.event_log_handler != "null") {
+    worker.accepted_notes.push_back(fmt::format(
+        "{} {}: npu_run has no event handlers; its own log lines record the job's events",
+        o.source(o.event_log_handler), f.event_log_handler));
+  }
+  if (!f.logs_specs.empty()) {
+    worker.accepted_notes.push_back(fmt::format(
+        "{} {}: npu_run loads no logging plugins; --log-dir, -r and -t choose the log files",
+        o.source(o.logs_specs), f.logs_specs));
+  }
   worker.entrypoint = script_and_args.front();
   worker.args.assign(script_and_args.begin() + 1, script_and_args.end());
 

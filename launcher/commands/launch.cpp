@@ -158,6 +158,7 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
   spdlog::debug("kernel {}: worker exits observed through {}", describe_kernel(kernel_features()),
                 to_string(ChildExits::preferred()));
   log_cluster_facts(parsed.cluster);
+  for (const std::string& note : cfg.worker.accepted_notes) spdlog::info("{}", note);
   // Where the token came from, never the token itself.
   if (cfg.shape.multi_node() && !token_source(cfg.rendezvous.token).empty())
     spdlog::info("rendezvous token: {}", token_source(cfg.rendezvous.token));

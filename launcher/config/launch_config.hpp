@@ -32,6 +32,12 @@ struct WorkerCommand {
   std::vector<std::string> args;  // the user's arguments after it (before ${local_rank} expansion)
   std::string program;            // absolute path of the file exec'd: python or the executable
   std::string role = "default";   // ROLE_NAME
+  // --virtual-local-rank: LOCAL_RANK=0, and this variable (empty: none, a CPU job) set to the
+  // worker's own device.
+  bool virtual_local_rank = false;
+  std::string visible_devices_variable;
+  // torchrun 2.x options npu_run accepts without acting on them, for the agent to say so.
+  std::vector<std::string> accepted_notes;
 };
 
 // How many nodes and workers, on which devices.

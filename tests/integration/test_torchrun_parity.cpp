@@ -78,3 +78,20 @@ TEST_CASE("torchrun parity: a directory or a zip with __main__.py runs as python
     CHECK(count_occurrences(f.out, word + " 1\n") == 1);
   }
 }
+
+TEST_CASE("torchrun parity: --virtual-local-rank and the torchrun 2.x logging options",
+          "[integration][torchrun]") {
+  TempDir dev;
+  for (int i = 0; i < 4; ++i) dev.write("davinci" + std::to_string(i), "");
+  const Finished f = run_npu_run(
+      with_workers({"--nproc-per-node", "2", "--devices", "2,3", "--virtual-local-rank",
+                    "--event-log-handler", "console", "--logs-specs", "custom"},
+                   "echo rank=$RANK local=$LOCAL_RANK visible=$ASCEND_RT_VISIBLE_DEVICES"),
+      {{"NPU_RUN_DEV_ROOT", dev.path()}});
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK(count_occurrences(f.out, "rank=0 local=0 visible=2\n") == 1);
+  CHECK(count_occurrences(f.out, "rank=1 local=0 visible=3\n") == 1);
+  CHECK_THAT(f.err, Contains("--event-log-handler console: npu_run has no event handlers"));
+  CHECK_THAT(f.err, Contains("--logs-specs custom: npu_run loads no logging plugins"));
+}

@@ -191,6 +191,23 @@ TEST_CASE("cli: --devices lists physical ids per local rank and must match the w
              Contains("listed twice"));
 }
 
+TEST_CASE("cli: torchrun 2.x options: --virtual-local-rank, --event-log-handler, --logs-specs",
+          "[cli]") {
+  Cli cli;
+  TempDir dev;
+  for (int i = 0; i < 2; ++i) dev.write("davinci" + std::to_string(i), "");
+  cli.env["NPU_RUN_DEV_ROOT"] = dev.path();
+  LaunchConfig c = cli.ok({"--virtual-local-rank", "--nproc-per-node", "auto", cli.script});
+  CHECK(c.worker.virtual_local_rank);
+  CHECK(c.worker.visible_devices_variable == "ASCEND_RT_VISIBLE_DEVICES");
+  CHECK(c.worker.accepted_notes.empty());
+  c = cli.ok({"--event-log-handler", "console", "--logs-specs", "mine", cli.script});
+  REQUIRE(c.worker.accepted_notes.size() == 2);
+  CHECK_THAT(c.worker.accepted_notes[0], Contains("--event-log-handler console: npu_run has no"));
+  CHECK_THAT(c.worker.accepted_notes[1], Contains("--logs-specs mine: npu_run loads no logging"));
+  CHECK(cli.ok({"--event-log-handler", "null", cli.script}).worker.accepted_notes.empty());
+}
+
 TEST_CASE("cli: --nproc-per-node auto, npu, gpu and cpu", "[cli]") {
   Cli cli;
   TempDir dev;

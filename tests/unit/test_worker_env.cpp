@@ -92,6 +92,22 @@ TEST_CASE("worker env: user settings are inherited, npu_run's contract wins over
   CHECK(merged.at("OMP_NUM_THREADS") == "4");
 }
 
+TEST_CASE("worker env: --virtual-local-rank shows each worker its own device at index 0", "[env]") {
+  LaunchConfig cfg = config(4);
+  cfg.shape.devices = {4, 5, 6, 7};
+  cfg.worker.virtual_local_rank = true;
+  cfg.worker.visible_devices_variable = "ASCEND_RT_VISIBLE_DEVICES";
+  const EnvMap env = worker_contract_env(cfg, second_node_of_two(), WorkerSlot{2, 0, ""}, {});
+  CHECK(env.at("LOCAL_RANK") == "0");
+  CHECK(env.at("ASCEND_RT_VISIBLE_DEVICES") == "6");
+  CHECK(env.at("RANK") == "6");                 // the global rank is untouched
+  cfg.worker.visible_devices_variable.clear();  // a CPU job: nothing to narrow
+  const EnvMap cpu = worker_contract_env(cfg, second_node_of_two(), WorkerSlot{2, 0, ""}, {});
+  CHECK(cpu.at("LOCAL_RANK") == "0");
+  CHECK_FALSE(cpu.count("CUDA_VISIBLE_DEVICES"));
+  CHECK_FALSE(cpu.count("ASCEND_RT_VISIBLE_DEVICES"));
+}
+
 TEST_CASE("worker env: RANK_TABLE_FILE only when the job has a rank table", "[env]") {
   Assignment a = second_node_of_two();
   CHECK_FALSE(worker_contract_env(config(4), a, WorkerSlot{0, 0, ""}, {}).count("RANK_TABLE_FILE"));

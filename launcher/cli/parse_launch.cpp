@@ -54,17 +54,17 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
 
 }  // namespace
 
-ParseResult parse_command_line(const std::vector<std::string>& typed, const EnvMap& env,
+ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
                                HostProbe& host) {
   LaunchOptions options;
-  std::vector<std::string> args;
+  std::vector<std::string> expanded;
   try {
-    args = expand_abbreviations(typed, options.app());
+    expanded = expand_abbreviations(args, options.app());
   } catch (const UsageError& e) {
     return usage_error(e.what());
   }
   try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    std::vector<std::string> reversed(expanded.rbegin(), expanded.rend());
     options.app().parse(reversed);
     options.names().apply_environment(env);
   } catch (const CLI::CallForHelp&) {
@@ -78,7 +78,7 @@ ParseResult parse_command_line(const std::vector<std::string>& typed, const EnvM
     const std::string what = explain_parse_error(e, options.app());
     return usage_error(what + options.names().env_hint(what, env));
   }
-  Split split = split_at_script(args, options.app());
+  Split split = split_at_script(expanded, options.app());
   options.names().set_typed(split.options);
   if (split.script_and_args.empty())
     return usage_error("no training script given; usage: npu_run [OPTIONS] SCRIPT [ARGS...]");

@@ -105,7 +105,14 @@ def start():
 thread = threading.Thread(target=start)
 thread.start()
 thread.join()  # the thread that forked npu_run is gone; this process is not
-seen = wait_logged("the process runs on") and os.path.exists(witness)
+def wait_exists(path):
+    while time.time() < deadline:
+        if os.path.exists(path):
+            return True
+        time.sleep(0.02)
+    return False
+# The worker runs its own "touch" some time after the agent logs its start: wait for both.
+seen = wait_logged("the process runs on") and wait_exists(witness)
 print("thread exit seen:", seen, "agent running:", agent[0].poll() is None, flush=True)
 os._exit(0)  # without waiting for npu_run: its parent is gone now
 )");

@@ -30,8 +30,19 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
                              is_stdout ? "stdout.log" : "stderr.log");
   }
   const bool explicit_prefix = cfg.output.prefix_template.has_value();
+  const auto& filters = is_stdout ? cfg.output.stdout_filters : cfg.output.stderr_filters;
+  if (route.to_console && !filters.empty() && layout.log_files) {
+    // torchrun copies the teed lines; lines that reach the console plainly are copied too, and
+    // that console keeps them as it would have shown them.
+    route.filters = filters;
+    route.filtered_file = fmt::format("{}/attempt_{}/filtered_{}.log", layout.run_dir,
+                                      layout.attempt, is_stdout ? "stdout" : "stderr");
+  }
   if (route.to_console && (!route.file.empty() || explicit_prefix)) {
     route.sink = StreamSink::kRelay;
+  } else if (route.to_console && !route.filters.empty()) {
+    route.sink = StreamSink::kRelay;
+    route.prefixed = false;
   } else if (route.to_console) {
     route.sink = StreamSink::kInherit;
   } else if (!route.file.empty()) {

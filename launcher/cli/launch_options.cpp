@@ -178,6 +178,15 @@ void LaunchOptions::add_supervision_and_output(const char* supervise, const char
                "Only these local ranks reach the console, e.g. 0 or 0,1 (others: log files or "
                "nothing)",
                logs);
+  stdout_filters = add("--duplicate-stdout-filters", f.stdout_filters,
+                       "Copy the console-bound stdout lines that contain any of these strings "
+                       "(comma-separated; ',,' is a comma) to attempt_<n>/filtered_stdout.log "
+                       "in the run's log directory (torchrun 2.x)",
+                       logs)
+                       ->type_name("TEXT,...");
+  stderr_filters = add("--duplicate-stderr-filters", f.stderr_filters,
+                       "The same for stderr lines, into attempt_<n>/filtered_stderr.log", logs)
+                       ->type_name("TEXT,...");
   event_log_handler = add("--event-log-handler", f.event_log_handler,
                           "Accepted for torchrun 2.x compatibility; npu_run has no event "
                           "handlers: its log lines record the job's events",

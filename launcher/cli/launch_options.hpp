@@ -38,6 +38,8 @@ struct LaunchFlags {
   std::string tee = "0";
   std::string local_ranks_filter;
   std::string prefix_template;
+  std::string stdout_filters;
+  std::string stderr_filters;
   double term_timeout = 30.0;
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string devices;
@@ -73,7 +75,7 @@ class LaunchOptions {
       *rdzv_endpoint, *rdzv_conf, *standalone, *role, *module, *no_python, *run_path, *start_method,
       *monitor_interval, *term_timeout, *signals, *log_dir, *redirects, *tee, *filter, *prefix,
       *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node,
-      *virtual_local_rank, *event_log_handler, *logs_specs;
+      *virtual_local_rank, *event_log_handler, *logs_specs, *stdout_filters, *stderr_filters;
 
  private:
   void add_shape(const char* shape);

@@ -22,10 +22,13 @@ void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& o
           map->highest_named_rank(), nproc_per_node, nproc_per_node == 1 ? "" : "s"));
     }
   }
+  output.stdout_filters = parse_line_filters(f.stdout_filters);
+  output.stderr_filters = parse_line_filters(f.stderr_filters);
+  const bool filtered = !output.stdout_filters.empty() || !output.stderr_filters.empty();
   if (!f.log_dir.empty()) {
     // As torchrun: the directory holds error files; -r/-t say which streams go to files.
     output.log_dir = f.log_dir;
-  } else if (!output.redirects.empty() || !output.tee.empty()) {
+  } else if (!output.redirects.empty() || !output.tee.empty() || filtered) {
     output.log_dir_is_temporary = true;  // as torchrun: files go to a fresh directory under $TMPDIR
   }
   if (!f.local_ranks_filter.empty()) {

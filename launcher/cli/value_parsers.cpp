@@ -96,6 +96,24 @@ std::set<int> parse_rank_filter(const std::string& text, const std::string& sour
   return ranks;
 }
 
+std::vector<std::string> parse_line_filters(const std::string& text) {
+  std::vector<std::string> filters;
+  std::string current;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      current += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      current += ',';
+      ++i;
+    } else {
+      if (!current.empty()) filters.push_back(std::move(current));
+      current.clear();
+    }
+  }
+  if (!current.empty()) filters.push_back(std::move(current));
+  return filters;
+}
+
 std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
                                                    const std::string& source) {
   static const std::set<std::string> kKnown = {

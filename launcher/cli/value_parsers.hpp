@@ -36,6 +36,10 @@ std::vector<int> parse_signals(const std::string& text, const std::string& sourc
 // --local-ranks-filter: "0,1" -> ranks below `nproc`.
 std::set<int> parse_rank_filter(const std::string& text, const std::string& source, int nproc);
 
+// --duplicate-*-filters: "a,b" -> {"a", "b"}; ",," stands for a comma inside a filter, as in
+// torchrun; empty items are dropped (an empty filter would copy every line).
+std::vector<std::string> parse_line_filters(const std::string& text);
+
 // --rdzv-conf: "key=value,..." with torchrun's keys.
 std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
                                                    const std::string& source);

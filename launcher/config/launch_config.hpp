@@ -136,11 +136,15 @@ struct SupervisionConfig {
 // Where workers' output goes.
 struct OutputConfig {
   std::optional<std::string> log_dir;
-  bool log_dir_is_temporary = false;  // created because -r/-t asked for files without --log-dir
+  bool log_dir_is_temporary = false;  // -r/-t or filters asked for files without --log-dir
   RankStreamMap redirects;
   RankStreamMap tee;
   std::optional<std::set<int>> local_ranks_filter;
   std::optional<std::string> prefix_template;  // set: console lines pass through the agent
+  // torchrun 2.x's --duplicate-*-filters: console-bound lines containing any of these are also
+  // copied to attempt_<n>/filtered_{stdout,stderr}.log.
+  std::vector<std::string> stdout_filters;
+  std::vector<std::string> stderr_filters;
 };
 
 // How the agent itself behaves.

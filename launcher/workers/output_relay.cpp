@@ -7,6 +7,7 @@
 
 #include "basics/descriptors.hpp"
 #include "workers/console.hpp"
+#include "workers/line_copy.hpp"
 
 namespace npu_run {
 
@@ -34,13 +35,15 @@ void LinePrefixer::finish(std::string& out) {
 }
 
 OutputRelay::OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd,
-                         std::string file_path, ConsoleStream* console, std::string prefix)
+                         std::string file_path, ConsoleStream* console, std::string prefix,
+                         std::unique_ptr<DuplicateLines> copies)
     : io_(io),
       pipe_(io, pipe_fd),
       file_fd_(file_fd),
       file_path_(std::move(file_path)),
       console_(console),
-      prefixer_(std::move(prefix)) {
+      prefixer_(std::move(prefix)),
+      copies_(std::move(copies)) {
   pipe_.non_blocking(true);
 }
 
@@ -80,6 +83,7 @@ void OutputRelay::deliver(std::string_view data) {
     ::close(file_fd_);  // disk full or similar: keep relaying to the console at least
     file_fd_ = -1;
   }
+  if (copies_) copies_->feed(data);
   if (console_ != nullptr) to_console(data);
 }
 
@@ -125,6 +129,7 @@ void OutputRelay::finish() {
   if (closed_) return;
   closed_ = true;
   if (console_ != nullptr && prefixer_.line_open()) console_->end_line(this);
+  if (copies_) copies_->finish();
   boost::system::error_code ignored;
   pipe_.cancel(ignored);
   pipe_.close(ignored);

@@ -6,15 +6,16 @@
 #pragma once
 
 #include <array>
-#include <cstdint>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <cstdint>
 #include <memory>
 #include <string>
 
 namespace npu_run {
 
 class ConsoleStream;
+class DuplicateLines;
 
 // Puts the prefix at the start of every line as the bytes arrive, without holding back an
 // unfinished line: a progress bar redrawn with '\r' reaches the console when it is written, and
@@ -40,8 +41,10 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
  public:
   // Takes ownership of `pipe_fd` and `file_fd` (-1: no file), which was opened at `file_path`.
   // `console` (nullptr: none) is the agent's stdout or stderr.
+  // `copies` (nullptr: none) receives the stream too, for --duplicate-*-filters.
   OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd, std::string file_path,
-              ConsoleStream* console, std::string prefix);
+              ConsoleStream* console, std::string prefix,
+              std::unique_ptr<DuplicateLines> copies = nullptr);
   ~OutputRelay();
   OutputRelay(const OutputRelay&) = delete;
   OutputRelay& operator=(const OutputRelay&) = delete;
@@ -66,6 +69,7 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   std::string file_path_;
   ConsoleStream* console_;
   LinePrefixer prefixer_;
+  std::unique_ptr<DuplicateLines> copies_;
   std::array<char, size_t{64} * 1024> buffer_{};
   bool read_in_flight_ = false;
   bool paused_ = false;  // the console is full and this relay's output has no other copy

@@ -14,9 +14,10 @@
 #include <optional>
 
 #include "workers/boost_process.hpp"
+#include "workers/console.hpp"
 #include "workers/exec_report.hpp"
 #include "workers/guardian.hpp"
-#include "workers/console.hpp"
+#include "workers/line_copy.hpp"
 #include "workers/output_relay.hpp"
 
 namespace npu_run {
@@ -177,8 +178,20 @@ int WorkerProcess::open_sink(const StreamRoute& route, int console_fd, std::vect
       to_close.push_back(fds[1]);
       ConsoleStream* console = nullptr;
       if (route.to_console) console = console_fd == STDOUT_FILENO ? &console_out() : &console_err();
-      relays_.push_back(std::make_shared<OutputRelay>(io_, fds[0], file_fd, route.file, console,
-                                                      spec_.console_prefix));
+      std::unique_ptr<DuplicateLines> copies;
+      if (!route.filters.empty()) {
+        // Always with the rank's prefix: the file mixes the ranks' lines.
+        copies = std::make_unique<DuplicateLines>(route.filtered_file, route.filters,
+                                                  spec_.console_prefix);
+        if (!copies->is_open()) {
+          spdlog::warn("cannot open {}: {}; the lines it would copy stay in the other logs",
+                       route.filtered_file, std::strerror(errno));
+          copies.reset();
+        }
+      }
+      relays_.push_back(std::make_shared<OutputRelay>(
+          io_, fds[0], file_fd, route.file, console,
+          route.prefixed ? spec_.console_prefix : std::string(), std::move(copies)));
       return fds[1];
     }
   }

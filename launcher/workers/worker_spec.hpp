@@ -20,7 +20,11 @@ enum class StreamSink {
 struct StreamRoute {
   StreamSink sink = StreamSink::kInherit;
   bool to_console = true;
-  std::string file;  // empty: no log file
+  std::string file;      // empty: no log file
+  bool prefixed = true;  // console lines get the rank's prefix (false: relayed only for `filters`)
+  // --duplicate-*-filters: lines containing any of these also go to `filtered_file`.
+  std::vector<std::string> filters;
+  std::string filtered_file;
 };
 
 struct WorkerSpec {

@@ -183,3 +183,43 @@ TEST_CASE("logs: a progress bar reaches the console before its newline", "[integ
   CHECK(f.out == "[default0]: 10%|#\r[default0]: 20%|##\n");
   require_no_strays(p);
 }
+
+TEST_CASE("logs: --duplicate-*-filters copy the matching console lines of every rank to one file",
+          "[integration][logs]") {
+  // torchrun 2.x's habit: `-t 3 --duplicate-stdout-filters loss` keeps the loss lines of all
+  // ranks in attempt_<n>/filtered_stdout.log, each with its rank's prefix.
+  TempDir dir;
+  const std::string script =
+      "echo \"step 1 loss 0.$RANK\"; echo noise-$RANK; echo \"a,b $RANK\"; "
+      "echo \"Error on $RANK\" >&2; echo quiet >&2";
+  Finished f = run_npu_run(with_workers(
+      {"--nproc-per-node", "2", "-t", "3", "--log-dir", dir.file("logs"),
+       "--duplicate-stdout-filters", "loss,a,,b", "--duplicate_stderr_filters", "Error"},
+      script));
+  INFO(f.out << f.err);
+  REQUIRE(f.exit_code == 0);
+  const std::string attempt = run_dir(dir.file("logs")) + "/attempt_0/";
+  const std::string out = read_file(attempt + "filtered_stdout.log");
+  for (const std::string n : {"0", "1"}) {
+    CHECK(count_occurrences(out, "[default" + n + "]:step 1 loss 0." + n + "\n") == 1);
+    CHECK(count_occurrences(out, "[default" + n + "]:a,b " + n + "\n") == 1);  // ",," is a comma
+    CHECK(count_occurrences(f.out, "[default" + n + "]:noise-" + n + "\n") == 1);
+  }
+  CHECK(count_occurrences(out, "\n") == 4);  // the noise is not copied
+  const std::string err = read_file(attempt + "filtered_stderr.log");
+  CHECK(err.size() == std::string("[default0]:Error on 0\n[default1]:Error on 1\n").size());
+  CHECK(count_occurrences(err, "[default1]:Error on 1\n") == 1);
+
+  // Without -t the console shows the output as it would have (no prefix); the copy has them.
+  TempDir plain;
+  f = run_npu_run(with_workers({"--nproc-per-node", "2", "--log-dir", plain.file("logs"),
+                                "--duplicate-stdout-filters", "loss"},
+                               script));
+  REQUIRE(f.exit_code == 0);
+  CHECK(count_occurrences(f.out, "step 1 loss 0.1\n") == 1);
+  CHECK(count_occurrences(f.out, "[default") == 0);
+  const std::string copied =
+      read_file(run_dir(plain.file("logs")) + "/attempt_0/filtered_stdout.log");
+  CHECK(count_occurrences(copied, "[default1]:step 1 loss 0.1\n") == 1);
+  CHECK(count_occurrences(copied, "\n") == 2);
+}

@@ -31,8 +31,12 @@ WorkerSpec shell_worker(const std::string& script, const std::string& log_dir) {
   spec.argv = {"-c", script};
   spec.env = {{"PATH", "/usr/bin:/bin"}};
   spec.log_dir = log_dir;
-  spec.out = StreamRoute{StreamSink::kFile, false, log_dir + "/stdout.log"};
-  spec.err = StreamRoute{StreamSink::kFile, false, log_dir + "/stderr.log"};
+  spec.out.sink = StreamSink::kFile;
+  spec.out.to_console = false;
+  spec.out.file = log_dir + "/stdout.log";
+  spec.err.sink = StreamSink::kFile;
+  spec.err.to_console = false;
+  spec.err.file = log_dir + "/stderr.log";
   return spec;
 }
 

@@ -482,6 +482,17 @@ TEST_CASE("cli: output routing flags", "[cli]") {
   CHECK(c.output.prefix_template == "${host}:${rank}> ");
   CHECK_THAT(cli.error({"--log-line-prefix-template", "${nope}", cli.script}),
              Contains("is not a placeholder"));
+  // torchrun 2.x's filters: ',,' is a comma inside a filter; empty items copy nothing.
+  c = cli.ok({"--duplicate_stdout_filters", "loss,,acc,,step,", "--duplicate-stderr-filters",
+              "Error", cli.script});
+  CHECK(c.output.stdout_filters == std::vector<std::string>{"loss,acc,step"});
+  CHECK(c.output.stderr_filters == std::vector<std::string>{"Error"});
+  CHECK(c.output.log_dir_is_temporary);  // the copies need a directory, as under torchrun
+  c = cli.ok({"--duplicate-stdout-filters", "a,b,,c,,,d", cli.script});
+  CHECK(c.output.stdout_filters == std::vector<std::string>{"a", "b,c,", "d"});
+  c = cli.ok({"--duplicate-stdout-filters", "", cli.script});
+  CHECK(c.output.stdout_filters.empty());
+  CHECK_FALSE(c.output.log_dir_is_temporary);
   CHECK_THAT(cli.error({"--json", cli.script}),
              Contains("--json only changes the output of --dry-run"));
   c = cli.ok({"--dry-run", "--json", cli.script});

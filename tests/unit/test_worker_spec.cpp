@@ -125,6 +125,29 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(s[2].out.sink == StreamSink::kFile);
     CHECK(s[2].out.file == "/logs/none/attempt_2/2/stdout.log");
   }
+  SECTION("--duplicate-stdout-filters: console-bound stdout is relayed and copied") {
+    cfg.output.stdout_filters = {"loss"};
+    cfg.output.local_ranks_filter = std::set<int>{0, 1};
+    cfg.output.redirects = RankStreamMap::parse("1:1", "-r");
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    // Shown plainly before, so shown plainly still: relayed only to see the lines.
+    CHECK(s[0].out.sink == StreamSink::kRelay);
+    CHECK_FALSE(s[0].out.prefixed);
+    CHECK(s[0].out.file.empty());
+    CHECK(s[0].out.filters == std::vector<std::string>{"loss"});
+    CHECK(s[0].out.filtered_file == "/logs/none/attempt_2/filtered_stdout.log");
+    CHECK(s[0].err.sink == StreamSink::kInherit);  // no stderr filters
+    CHECK(s[0].err.filters.empty());
+    // Not on the console (redirected, or filtered off it): torchrun copies teed lines only.
+    CHECK(s[1].out.sink == StreamSink::kFile);
+    CHECK(s[1].out.filters.empty());
+    CHECK(s[2].out.filters.empty());
+    cfg.output.tee = RankStreamMap(StdStreams::kOut);
+    const auto teed = make_worker_specs(cfg, assignment(4), kLogs, {});
+    CHECK(teed[0].out.prefixed);
+    CHECK(teed[0].out.file == "/logs/none/attempt_2/0/stdout.log");
+    CHECK(teed[0].out.filtered_file == "/logs/none/attempt_2/filtered_stdout.log");
+  }
   SECTION("an explicit prefix relays console output even without files") {
     cfg.output.prefix_template = "${rank}> ";
     const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});

@@ -77,6 +77,30 @@ foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
                                   RESOURCE_LOCK mpirun)
 endforeach()
 
+# torch 2.6 beside the host's 1.13: Debian 13's python3-torch in a chroot cached outside the
+# checkout (tests/torch2/chroot.sh; made by the fixture test the first time, about 2 minutes and
+# 1.6 GB), reached through tests/torch2/python as PYTHON_EXEC. The PyTorch tests (Catch tag
+# [pytorch]) and the two-namespace DDP run again with it. One label, matched by -L integration,
+# -L e2e and -L torch2 (labels are regular expressions).
+set(torch2_python ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python)
+set(torch2_label integration-e2e-torch2)
+add_test(NAME "torch 2.6: a Debian 13 chroot with python3-torch"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/torch2/chroot.sh)
+set_tests_properties("torch 2.6: a Debian 13 chroot with python3-torch"
+                     PROPERTIES FIXTURES_SETUP torch2 LABELS ${torch2_label} TIMEOUT 1500
+                                SKIP_RETURN_CODE 77)
+catch_discover_tests(integration_tests TEST_SPEC "[pytorch]" TEST_PREFIX "torch 2.6: integration: "
+                     EXTRA_ARGS --warn NoTests --name torch-2.6
+                     PROPERTIES LABELS ${torch2_label} FIXTURES_REQUIRED torch2
+                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
+add_test(NAME "torch 2.6: e2e: PyTorch DDP across two network namespaces"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh $<TARGET_FILE:npu_run>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties("torch 2.6: e2e: PyTorch DDP across two network namespaces"
+                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
+                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
+                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
+
 # Smoke run of the start-up benchmark (this build's binary and the for-loop only).
 add_test(NAME "bench smoke: start-up against the shell for-loop"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/startup.py

@@ -5,6 +5,7 @@
 # the job survives. Creates and removes everything it uses.
 #
 # usage: netns_ddp.sh NPU_RUN_BINARY SOURCE_DIR      (root required; exits 77 = skipped otherwise)
+# The workers run $PYTHON_EXEC (default /usr/bin/python3; tests/torch2/python for torch 2.6).
 set -euo pipefail
 
 npu_run=$1
@@ -58,7 +59,7 @@ ip -n "$ns_b" link set "${tag}vb" up
 run_node() {  # ns ifname node_rank
   # Inside a namespace the host name does not resolve to a reachable address: tell gloo which
   # interface to use, as on any multi-NIC host.
-  ip netns exec "$1" env NPU_RUN_TEST_MARKER="$marker" PYTHON_EXEC=/usr/bin/python3 GLOO_SOCKET_IFNAME="$2" \
+  ip netns exec "$1" env NPU_RUN_TEST_MARKER="$marker" PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}" GLOO_SOCKET_IFNAME="$2" \
     "$npu_run" --nnodes 2 --node-rank "$3" --nproc-per-node 2 --master-addr 10.231.77.1 --master-port 29577 \
     --rdzv-timeout 60 "$source_dir/examples/train_ddp.py" --steps 20 >"$work/node$3.out" 2>"$work/node$3.err" &
   pids+=($!)

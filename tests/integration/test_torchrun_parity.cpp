@@ -63,12 +63,20 @@ TEST_CASE("torchrun parity: is_host in --rdzv-conf chooses the agent that hosts"
 TEST_CASE("torchrun parity: a directory or a zip with __main__.py runs as python runs it",
           "[integration][torchrun]") {
   TempDir dir;
-  dir.write("app/__main__.py", "import os\nprint('dir', os.environ['RANK'])\n");
+  // One write per line: python -u's print() writes the text and its newline apart, and the two
+  // ranks share the console.
+  const std::string main_py =
+      "import os, sys\nsys.stdout.write('%s %s\\n' % (WORD, os.environ['RANK']))\n";
+  dir.write("app/__main__.py", "WORD = 'dir'\n" + main_py);
   const std::string zip = dir.file("app.zip");
-  REQUIRE(std::system(("/usr/bin/python3 -c \"import zipfile; z = zipfile.ZipFile('" + zip +
-                       "', 'w'); z.writestr('__main__.py', 'import os; print(\\\"zip\\\", "
-                       "os.environ[\\\"RANK\\\"])'); z.close()\"")
-                          .c_str()) == 0);
+  dir.write("zipped.py", "WORD = 'zip'\n" + main_py);
+  const std::string make_zip =
+      dir.write("make_zip.py",
+                "import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
+                "    z.write(sys.argv[2], '__main__.py')\n");
+  REQUIRE(std::system(
+              ("/usr/bin/python3 " + make_zip + " " + zip + " " + dir.file("zipped.py")).c_str()) ==
+          0);
   for (const auto& [target, word] :
        {std::pair{dir.file("app"), std::string("dir")}, std::pair{zip, std::string("zip")}}) {
     const Finished f = run_npu_run({"--nproc-per-node", "2", target});

@@ -4,8 +4,7 @@
 #   scripts/install_deps.sh             build, test and example dependencies
 #   scripts/install_deps.sh --cross     and the aarch64 cross toolchain, the :arm64 -dev
 #                                       packages and qemu-user-static (scripts/release.sh)
-#   scripts/install_deps.sh --release   and help2man, rpmbuild and debootstrap (packages, and
-#                                       the test in another distribution's chroot)
+#   scripts/install_deps.sh --release   and help2man, rpmbuild (packages) and file
 set -euo pipefail
 
 packages=(
@@ -18,6 +17,7 @@ packages=(
   slurmctld slurmd slurm-client munge         # the real Slurm of tests/e2e/slurm_e2e.sh
   openmpi-bin                                 # mpirun for tests/e2e/mpi_e2e.sh
   python3-matplotlib                          # plots of scripts/bench/run_all.sh
+  debootstrap                                 # tests/torch2: Debian 13 with torch 2.6
 )
 cross=0
 for arg in "$@"; do
@@ -27,7 +27,7 @@ for arg in "$@"; do
       packages+=(crossbuild-essential-arm64 qemu-user-static
                  libboost1.81-dev:arm64 libssl-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64)
       ;;
-    --release) packages+=(help2man rpm cpio debootstrap file) ;;
+    --release) packages+=(help2man rpm cpio file) ;;
     *) echo "install_deps: unknown option $arg (known: --cross, --release)" >&2; exit 2 ;;
   esac
 done

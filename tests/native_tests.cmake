@@ -92,7 +92,8 @@ set_tests_properties("torch 2.6: a Debian 13 chroot with python3-torch"
 catch_discover_tests(integration_tests TEST_SPEC "[pytorch]" TEST_PREFIX "torch 2.6: integration: "
                      EXTRA_ARGS --warn NoTests --name torch-2.6
                      PROPERTIES LABELS ${torch2_label} FIXTURES_REQUIRED torch2
-                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
+                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}"
+                                SKIP_REGULAR_EXPRESSION "debootstrap needs root")
 add_test(NAME "torch 2.6: e2e: PyTorch DDP across two network namespaces"
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh $<TARGET_FILE:npu_run>
                  ${PROJECT_SOURCE_DIR})
@@ -113,7 +114,7 @@ add_test(NAME "bench smoke: single-node launch, idle cost and failure against to
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/single_node.py
                  --npu-run $<TARGET_FILE:npu_run> --nproc 2 --runs 1 --idle-seconds 1 --idle-runs 1)
 set_tests_properties("bench smoke: single-node launch, idle cost and failure against torchrun"
-                     PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "Supervision cost")
+                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "Supervision cost")
 add_test(NAME "bench smoke: TCPStore barrier anchor"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/tcpstore_barrier.py --sizes 16 --runs 1)
 set_tests_properties("bench smoke: TCPStore barrier anchor"
@@ -123,7 +124,7 @@ add_test(NAME "bench smoke: time to the first DDP step against torchrun"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/training_start.py
                  --npu-run $<TARGET_FILE:npu_run> --runs 1)
 set_tests_properties("bench smoke: time to the first DDP step against torchrun"
-                     PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9.]+ s")
+                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9.]+ s")
 
 add_test(NAME "bench smoke: figures and targets from docs/BENCHMARKS.md"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/plots.py
@@ -134,7 +135,7 @@ set_tests_properties("bench smoke: figures and targets from docs/BENCHMARKS.md"
 # Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
 add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/multi_node.py
-                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2)
+                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2 --torch26 off)
 set_tests_properties("bench smoke: multi-node launch and failure against torchrun"
                      PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
 

@@ -8,7 +8,8 @@ And for 4 agents whose node-0 worker fails after 0.3 s while the others sleep --
 seconds: the time from the failure until the last agent exits.
 
 Launchers: npu_run (node 0's agent hosts the rendezvous), and Debian's torchrun 1.13 through
-../shared/anchors/torchrun_py311.py with --rdzv_backend static (node ranks given) and c10d
+../shared/anchors/torchrun_py311.py (and Debian 13's torchrun 2.6 through torchrun26_anchor.py
+when its chroot is made) with --rdzv_backend static (node ranks given) and c10d
 (torch's TCPStore-based rendezvous), both with --monitor_interval 0.1 (its default 5 s would
 only add seconds). torchrun's agents watch their own workers only: after a failure on one
 node, the others run until their workers end on their own, which --straggle bounds.
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from bench_common import MARKER, free_port, kill_leftovers, torchrun_anchor
+from bench_common import MARKER, free_port, kill_leftovers, torchrun26, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -40,11 +41,12 @@ def agent_commands(args, name, n, port, worker):
                  "--master-port", str(port), "--nproc-per-node", "1", "--no-python", *worker]
                 for i in range(n)]
     common = ["--nproc_per_node", "1", "--monitor_interval", "0.1", "--max_restarts", "0"]
-    if name == "torchrun static":
-        return [[py, args.anchor, "--nnodes", str(n), "--node_rank", str(i), "--master_addr", "127.0.0.1",
+    torchrun = torchrun26() if name.startswith("torchrun 2.6") else [py, args.anchor]
+    if name.endswith("static"):
+        return [[*torchrun, "--nnodes", str(n), "--node_rank", str(i), "--master_addr", "127.0.0.1",
                  "--master_port", str(port), "--rdzv_backend", "static", *common, "--no_python", *worker]
                 for i in range(n)]
-    return [[py, args.anchor, "--nnodes", str(n), "--rdzv_backend", "c10d", "--rdzv_endpoint",
+    return [[*torchrun, "--nnodes", str(n), "--rdzv_backend", "c10d", "--rdzv_endpoint",
              f"127.0.0.1:{port}", "--rdzv_id", f"bench{port}", *common, "--no_python", *worker]
             for _ in range(n)]
 
@@ -71,13 +73,18 @@ def fmt(values, scale=1.0, unit="s", digits=2):
             f"({min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f})")
 
 
-LAUNCHERS = ["npu_run", "torchrun static", "torchrun c10d"]
+def launchers(args):
+    """"torchrun ..." is Debian 12's 1.13; Debian 13's 2.6 joins when its chroot is made."""
+    names = ["npu_run", "torchrun static", "torchrun c10d"]
+    if args.torch26 == "auto" and torchrun26():
+        names += ["torchrun 2.6 static", "torchrun 2.6 c10d"]
+    return names
 
 
 def bench_launch(args, env):
     results = {}  # (name, n) -> (walls, rss)
     for n in args.sizes:
-        for name in LAUNCHERS:
+        for name in launchers(args):
             walls, rss = [], []
             for i in range(args.runs):
                 marker = f"mn-{name}-{n}-{i}"
@@ -100,12 +107,13 @@ def bench_failure(args, env):
         worker = ["/bin/sh", "-c",
                   f"if [ \"$RANK\" = 0 ]; then sleep 0.3; date +%s.%N > {stamp}; exit 1; fi; "
                   f"exec sleep {args.straggle}"]
-        for name in LAUNCHERS:
+        for name in launchers(args):
             delays = []
             for i in range(args.runs):
                 marker = f"mnf-{name}-{i}"
                 cmds = agent_commands(args, name, 4, free_port(), worker)
-                _, _, codes, ended = run_job(cmds, dict(env, **{MARKER: marker}), 300)
+                # torchrun 2.6's survivors wait out its 300 s exit barrier for the failed node.
+                _, _, codes, ended = run_job(cmds, dict(env, **{MARKER: marker}), 420)
                 kill_leftovers(marker)
                 if not any(codes):
                     sys.exit(f"{name}: a failing worker did not fail the job")
@@ -120,6 +128,8 @@ def main():
     parser.add_argument("--anchor", default=DEFAULT_ANCHOR)
     parser.add_argument("--sizes", default="2,4,8,16")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--torch26", choices=["auto", "off"], default="auto",
+                        help="auto: add torchrun 2.6 when its chroot is made")
     parser.add_argument("--straggle", type=float, default=10.0,
                         help="seconds the surviving workers run in the failure test")
     args = parser.parse_args()
@@ -131,24 +141,30 @@ def main():
 
     print(f"## Multi-node launch on loopback: N agents x 1 worker (/bin/true); median (min-max) of "
           f"{args.runs} runs\n")
-    print("| agents | npu_run | torchrun static | torchrun c10d | c10d / npu_run | "
-          "peak agent RSS npu_run / torchrun |")
-    print("|---|---|---|---|---|---|")
+    others = launchers(args)[1:]
+    c10d = [name for name in others if name.endswith("c10d")]
+    print("| agents | npu_run | " + " | ".join(others) + " | " +
+          " | ".join(f"{name} / npu_run" for name in c10d) + " | peak agent RSS npu_run / " +
+          " / ".join(c10d) + " |")
+    print("|---" * (2 + len(others) + len(c10d) + 1) + "|")
     for n in args.sizes:
         ours = statistics.median(launch[("npu_run", n)][0])
-        c10d = statistics.median(launch[("torchrun c10d", n)][0])
-        print(f"| {n} | {fmt(launch[('npu_run', n)][0], 1000, 'ms', 1)} | "
-              f"{fmt(launch[('torchrun static', n)][0])} | {fmt(launch[('torchrun c10d', n)][0])} | "
-              f"{c10d / ours:.0f}x | {statistics.median(launch[('npu_run', n)][1]):.1f} MB / "
-              f"{statistics.median(launch[('torchrun c10d', n)][1]):.0f} MB |")
+        cells = [fmt(launch[(name, n)][0]) for name in others]
+        ratios = [f"{statistics.median(launch[(name, n)][0]) / ours:.0f}x" for name in c10d]
+        rss = [f"{statistics.median(launch[('npu_run', n)][1]):.1f} MB"] + [
+            f"{statistics.median(launch[(name, n)][1]):.0f} MB" for name in c10d]
+        print(f"| {n} | {fmt(launch[('npu_run', n)][0], 1000, 'ms', 1)} | " + " | ".join(cells) +
+              " | " + " | ".join(ratios) + " | " + " / ".join(rss) + " |")
     print(f"\n## A worker failing on one of 4 nodes, to the last agent's exit (the other workers "
           f"would run {args.straggle:.0f} s more)\n")
     print("| launcher | failure to last exit | vs npu_run |")
     print("|---|---|---|")
     ours = statistics.median(failure["npu_run"])
-    for name in LAUNCHERS:
+    for name in launchers(args):
         print(f"| {name} | {fmt(failure[name], 1000, 'ms', 0)} | "
               f"{statistics.median(failure[name]) / ours:.0f}x |")
+    if args.torch26 == "auto" and not torchrun26():
+        print("\ntorchrun 2.6 left out: its chroot is not made (run tests/torch2/chroot.sh as root)")
     print(f"\nmachine: {os.cpu_count()} cores, {os.uname().release}; npu_run: {args.npu_run}")
 
 

@@ -11,7 +11,8 @@ Everything runs in one invocation on this machine, so the ratios compare like wi
     workers are /bin/true, far smaller than any launcher, so the maximum is the launcher's own.
 
 Anchors: Debian's torchrun 1.13 through ../shared/anchors/torchrun_py311.py (default monitor
-interval 5 s, and 0.1 s), and the Ascend docs' shell for-loop as the zero-overhead floor.
+interval 5 s, and 0.1 s), Debian 13's torchrun 2.6 (monitor 0.1 s, its default) when its chroot
+is made (tests/torch2/chroot.sh), and the Ascend docs' shell for-loop as the zero-overhead floor.
 Launch overhead = median wall time - the for-loop's median wall time.
 
     /usr/bin/python3 scripts/bench/single_node.py --npu-run build/npu_run [--runs 10]
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from bench_common import MARKER, kill_leftovers, torchrun_anchor
+from bench_common import MARKER, kill_leftovers, torchrun26, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -68,7 +69,7 @@ def launchers(args):
         return ["/bin/sh", "-c", f"for i in $(seq 0 {nproc - 1}); do DEVICE_ID=$i RANK_ID=$i RANK_SIZE={nproc} "
                                  f"{body} & done; wait"]
 
-    return {
+    named = {
         "shell for-loop (floor)": loop,
         "npu_run": lambda nproc, worker: [args.npu_run, "--nproc-per-node", str(nproc), "--no-python", *worker],
         "torchrun (monitor 5 s)": lambda nproc, worker: [py, args.anchor, "--nproc_per_node", str(nproc),
@@ -76,6 +77,11 @@ def launchers(args):
         "torchrun (monitor 0.1 s)": lambda nproc, worker: [py, args.anchor, "--nproc_per_node", str(nproc),
                                                            "--monitor_interval", "0.1", "--no_python", *worker],
     }
+    t26 = torchrun26()
+    if t26:
+        named["torchrun 2.6"] = lambda nproc, worker: [*t26, "--nproc_per_node", str(nproc), "--no_python",
+                                                       *worker]
+    return named
 
 
 def bench_launch(args, env, nproc):
@@ -188,6 +194,8 @@ def main():
     npu_fail = statistics.median(failure["npu_run"])
     for name, delays in failure.items():
         print(f"| {name} | {fmt(delays)} | {statistics.median(delays) / npu_fail:.0f}x |")
+    if not torchrun26():
+        print("\ntorchrun 2.6 left out: its chroot is not made (run tests/torch2/chroot.sh as root)")
     print(f"\nmachine: {os.cpu_count()} cores, {os.uname().release}; npu_run: {args.npu_run}")
 
 

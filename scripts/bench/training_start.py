@@ -4,8 +4,9 @@
 What a user waits for before training begins: the launcher's start-up plus Python and torch
 imports, process-group set-up over gloo and the first all-reduce. The example prints
 "step   0" on rank 0 right after the first optimizer step; the clock stops when that line
-appears on the launcher's stdout. npu_run against torchrun 1.13 (monitor interval 0.1 s and 5 s:
-it only matters at exit, which is not measured here).
+appears on the launcher's stdout. npu_run against torchrun 1.13 (monitor interval 0.1 s: it only
+matters at exit, which is not measured here), and, when its chroot is made, against Debian 13's
+torchrun 2.6 with npu_run also starting torch 2.6 workers.
 
     /usr/bin/python3 scripts/bench/training_start.py --npu-run build/npu_run [--runs 3]
 """
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from bench_common import free_port, torchrun_anchor
+from bench_common import TORCH2_PYTHON, free_port, torchrun26, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -53,16 +54,29 @@ def main():
                                                   "--master_port", str(port), "--monitor_interval", "0.1",
                                                   *train],
     }
-    results = {name: [time_to_first_step(make(free_port()), env) for _ in range(args.runs)]
+    envs = {name: env for name in launchers}
+    t26 = torchrun26()
+    if t26:
+        # torch 2.6 workers: npu_run starts them through the chroot's python; torchrun 2.6 runs
+        # inside the chroot already, where /usr/bin/python3 is that python.
+        launchers["npu_run (torch 2.6 workers)"] = launchers["npu_run"]
+        envs["npu_run (torch 2.6 workers)"] = dict(env, PYTHON_EXEC=TORCH2_PYTHON)
+        launchers["torchrun 2.6"] = lambda port: [*t26, "--nproc_per_node", "4", "--master_port", str(port),
+                                                  *train]
+        envs["torchrun 2.6"] = env
+    results = {name: [time_to_first_step(make(free_port()), envs[name]) for _ in range(args.runs)]
                for name, make in launchers.items()}
     print(f"## Real training start: launch to the first DDP step, 4 workers of examples/train_ddp.py "
           f"(gloo, CPU; median, min-max of {args.runs} runs)\n")
     print("| launcher | time to first step | vs npu_run |")
     print("|---|---|---|")
-    ours = statistics.median(results["npu_run"])
     for name, times in results.items():
+        # Each torchrun against npu_run with the same torch in its workers.
+        ours = statistics.median(results["npu_run (torch 2.6 workers)" if "2.6" in name else "npu_run"])
         print(f"| {name} | {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}) | "
               f"{statistics.median(times) / ours:.2f}x |")
+    if not t26:
+        print("\ntorchrun 2.6 left out: its chroot is not made (run tests/torch2/chroot.sh as root)")
     print("\nMost of this is Python and torch start-up in each worker, the same under any launcher; "
           "the difference is the launcher's own share.")
 

@@ -17,7 +17,15 @@ if [ -f "$dir/.npu_run-complete" ]; then
   exit 0
 fi
 [ "$(id -u)" -eq 0 ] || { echo "debian_chroot: debootstrap needs root" >&2; exit 77; }
-command -v debootstrap >/dev/null || { echo "debian_chroot: no debootstrap (scripts/install_deps.sh --release)" >&2; exit 77; }
+# Two callers at once (ctest -j) wait for one debootstrap instead of writing the same tree.
+mkdir -p "$cache"
+exec 9>"$cache/.lock-$suite"
+flock 9
+if [ -f "$dir/.npu_run-complete" ]; then
+  echo "$dir"
+  exit 0
+fi
+command -v debootstrap >/dev/null || { echo "debian_chroot: no debootstrap (scripts/install_deps.sh installs it)" >&2; exit 77; }
 # The mirror apt uses here (deb822 or one-line sources), else Debian's own.
 mirror=$(sed -n 's|^URIs: *\(http[^ ]*/debian\)/*$|\1|p' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk 'NR == 1')
 [ -n "$mirror" ] || mirror=$(sed -n 's|^deb \(http[^ ]*/debian\)/* .*|\1|p' /etc/apt/sources.list 2>/dev/null | awk 'NR == 1')

@@ -13,6 +13,12 @@ if [ -f "$root/.npu_run-torch-complete" ]; then
   exit 0
 fi
 cache=${NPU_RUN_CACHE_DIR:-/var/cache/npu_run}
+exec 9>"$cache/.lock-torch2"
+flock 9  # one installation at a time; the others find it done
+if [ -f "$root/.npu_run-torch-complete" ]; then
+  echo "$root"
+  exit 0
+fi
 log="$cache/torch2-install.log"
 echo "torch2 chroot: installing python3-torch into $root (log: $log)" >&2
 # apt inside the chroot needs /proc and /dev; a private mount namespace takes them away again

@@ -87,6 +87,10 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
     for (const auto& part : command_of(spec))
       command += (command.empty() ? "" : " ") + shell_quote(part);
     out += "  command: " + command + "\n";
+    if (!spec.cpus.empty()) {
+      out += fmt::format("  numa: CPUs {}, memory preferred from node {}\n",
+                         format_device_list(spec.cpus), spec.numa_node);
+    }
     out += "  env (set by npu_run; everything else is inherited):\n";
     for (const auto& [name, value] : spec.contract_env) {
       out += fmt::format("    {}={}\n", name, env_value(name, value, a));
@@ -118,7 +122,9 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
                        {"env", env},
                        {"stdout", route(spec.out)},
                        {"stderr", route(spec.err)},
-                       {"console_prefix", spec.console_prefix}});
+                       {"console_prefix", spec.console_prefix},
+                       {"cpus", spec.cpus.empty() ? json(nullptr) : json(spec.cpus)},
+                       {"numa_node", spec.cpus.empty() ? json(nullptr) : json(spec.numa_node)}});
   }
   json plan{
       {"dry_run", true},

@@ -137,6 +137,13 @@ void LaunchOptions::add_what_runs(const char* what) {
                "LOCAL_RANK=0 in every worker, with ASCEND_RT_VISIBLE_DEVICES (NPUs) or "
                "CUDA_VISIBLE_DEVICES (GPUs) narrowed to the worker's own device (torchrun 2.x)",
                what);
+  numa_binding =
+      add("--numa-binding", f.numa_binding,
+          "Bind each worker to the CPUs near its NPU or GPU, memory preferred from that NUMA "
+          "node (torchrun 2.x): node, socket, exclusive (the node's cores split among its "
+          "devices) or core-complex (one last-level cache each)",
+          what)
+          ->type_name(kNumaModeChoices);
   no_python->excludes(module)->excludes(run_path);
 }
 

@@ -31,6 +31,7 @@ struct LaunchFlags {
   bool no_python = false;
   bool run_path = false;
   bool virtual_local_rank = false;
+  std::string numa_binding;
   std::string event_log_handler = "null";
   std::string logs_specs;
   std::string log_dir;
@@ -75,7 +76,8 @@ class LaunchOptions {
       *rdzv_endpoint, *rdzv_conf, *standalone, *role, *module, *no_python, *run_path, *start_method,
       *monitor_interval, *term_timeout, *signals, *log_dir, *redirects, *tee, *filter, *prefix,
       *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node,
-      *virtual_local_rank, *event_log_handler, *logs_specs, *stdout_filters, *stderr_filters;
+      *virtual_local_rank, *event_log_handler, *logs_specs, *stdout_filters, *stderr_filters,
+      *numa_binding;
 
  private:
   void add_shape(const char* shape);

@@ -8,6 +8,34 @@
 
 namespace npu_run {
 
+void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& worker) {
+  const LaunchOptions& o = in.options;
+  const std::string& text = o.flags().numa_binding;
+  if (text.empty()) return;
+  const std::string source = o.source(o.numa_binding);
+  const auto mode = parse_numa_mode(text);
+  if (!mode) {
+    throw UsageError(fmt::format("{} '{}' is not a binding mode; use one of {}", source, text,
+                                 kNumaModeChoices));
+  }
+  const DiscoveredDevices& found = in.host.devices();
+  if (found.kind == DeviceKind::kNone) {
+    throw UsageError(fmt::format(
+        "{} {}: it binds workers near their NPU or GPU, and this host has none ({}); drop the "
+        "option for a CPU job",
+        source, text, found.description));
+  }
+  const std::string sys_root = lookup(in.env, "NPU_RUN_SYS_ROOT").value_or("/sys");
+  try {
+    worker.numa = plan_numa_binding(*mode, found.kind, shape.devices, sys_root, allowed_cpus());
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format(
+        "{} {}: cannot place the workers: {}; drop the option, or check the devices in sysfs",
+        source, text, e.what()));
+  }
+  worker.numa_mode = mode;
+}
+
 void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
                     WorkerCommand& worker) {
   const LaunchOptions& o = in.options;

@@ -34,6 +34,9 @@ void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
 void resolve_ascend(const LaunchInputs& in, const JobShape& shape, AscendConfig& ascend);
 // -r, -t, --log-dir, --local-ranks-filter, the console prefix (cli/resolve_outputs.cpp).
 void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& output);
+// --numa-binding: each local rank's CPUs and memory node, from sysfs (cli/resolve_worker.cpp).
+void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& worker);
+
 // What each worker runs: the script, module or program, python, the role (cli/resolve_worker.cpp).
 void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
                     WorkerCommand& worker);

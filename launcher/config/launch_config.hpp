@@ -14,6 +14,7 @@
 #include "ascend/rank_table.hpp"
 #include "ascend/topology.hpp"
 #include "config/rank_stream_map.hpp"
+#include "devices/numa_binding.hpp"
 
 namespace npu_run {
 
@@ -38,6 +39,9 @@ struct WorkerCommand {
   std::string visible_devices_variable;
   // torchrun 2.x options npu_run accepts without acting on them, for the agent to say so.
   std::vector<std::string> accepted_notes;
+  // --numa-binding: the mode, and each local rank's CPUs and memory node (empty: unbound).
+  std::optional<NumaMode> numa_mode;
+  std::vector<NumaPlacement> numa;
 };
 
 // How many nodes and workers, on which devices.

@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <csignal>
@@ -55,11 +58,19 @@ std::optional<std::chrono::system_clock::time_point> error_file_time(const std::
       std::chrono::file_clock::to_sys(written));
 }
 
+// set_mempolicy(2) without libnuma's header: MPOL_PREFERRED, and a mask as wide as the one the
+// worker's placement fills.
+constexpr int kPreferredMemoryPolicy = 1;
+constexpr unsigned long kMemoryMaskBits = 1024;
+using MemoryMask = std::array<unsigned long, kMemoryMaskBits / (8 * sizeof(unsigned long))>;
+
 // Boost.Process initializer that runs in the child between fork and exec, so only
 // async-signal-safe calls. On failure the launcher reports errno to the parent.
 struct WorkerProcessSetup {
   pid_t agent_pid;
-  int guardian_fd;  // -1: no guardian
+  int guardian_fd;              // -1: no guardian
+  const cpu_set_t* cpus;        // nullptr: the agent's affinity
+  const unsigned long* memory;  // nullptr: the default policy; else a one-node mask
 
   template <typename Launcher>
   bp::error_code on_exec_setup(Launcher&, const std::filesystem::path&, const char* const*) {
@@ -90,6 +101,14 @@ struct WorkerProcessSetup {
       if (current.sa_handler != SIG_DFL && (current.sa_handler != SIG_IGN || sig == SIGPIPE))
         (void)::signal(sig, SIG_DFL);
     }
+    // --numa-binding, before exec so that every thread the worker starts inherits it.
+    if (cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0)
+      return bp::error_code(errno, boost::system::system_category());
+    // Memory is preferred from the device's node, not bound to it: a full node spills over
+    // instead of failing the worker. Best effort: a kernel without NUMA support (ENOSYS) or a
+    // node it does not know (EINVAL) leaves the default policy.
+    if (memory != nullptr)
+      (void)::syscall(SYS_set_mempolicy, kPreferredMemoryPolicy, memory, kMemoryMaskBits);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -225,13 +244,28 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
   const EnvBlock env(spec_.env);
   launcher.env = env.envp();
   exec_report_ = std::make_unique<ExecReport>();
+  // Made here, before fork: the child may only use them.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : spec_.cpus)
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpus);
+  MemoryMask memory{};
+  const bool prefer_node =
+      spec_.numa_node >= 0 && spec_.numa_node < static_cast<int>(kMemoryMaskBits);
+  if (prefer_node) {
+    const auto bits = 8 * sizeof(unsigned long);
+    memory[static_cast<size_t>(spec_.numa_node) / bits] |=
+        1UL << (static_cast<size_t>(spec_.numa_node) % bits);
+  }
   std::optional<bp::process> proc;
   {
     const AllSignalsBlocked blocked;
     proc.emplace(launcher(
         spawn_context.get_executor(), ec, std::filesystem::path(spec_.program), spec_.argv,
         bp::process_stdio{nullptr, out_fd, err_fd},
-        WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1},
+        WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1,
+                           spec_.cpus.empty() ? nullptr : &cpus,
+                           prefer_node ? memory.data() : nullptr},
         *exec_report_));
   }
   exec_report_->forked();

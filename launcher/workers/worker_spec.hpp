@@ -40,6 +40,9 @@ struct WorkerSpec {
   std::string console_prefix;  // put before each relayed console line
   std::string log_dir;         // attempt_<n>/<local_rank>, empty without a log directory
   std::string error_file;      // TORCHELASTIC_ERROR_FILE
+  // --numa-binding: the CPUs it may run on (empty: the agent's) and its preferred memory node.
+  std::vector<int> cpus;
+  int numa_node = -1;
 };
 
 }  // namespace npu_run

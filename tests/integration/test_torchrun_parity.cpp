@@ -103,3 +103,59 @@ TEST_CASE("torchrun parity: --virtual-local-rank and the torchrun 2.x logging op
   CHECK_THAT(f.err, Contains("--event-log-handler console: npu_run has no event handlers"));
   CHECK_THAT(f.err, Contains("--logs-specs custom: npu_run loads no logging plugins"));
 }
+
+TEST_CASE("torchrun parity: --numa-binding runs each worker on the CPUs of its device's node",
+          "[integration][torchrun]") {
+  // NPUs 0-1 on NUMA node 0 (CPU 0), NPUs 2-3 on node 1 (CPU 1), as sysfs would say.
+  TempDir dev;
+  TempDir sys;
+  for (int i = 0; i < 4; ++i) {
+    dev.write("davinci" + std::to_string(i), "");
+    const std::string pci = "bus/pci/devices/0000:0" + std::to_string(i + 1) + ":00.0/";
+    sys.write(pci + "vendor", "0x19e5\n");
+    sys.write(pci + "class", "0x120000\n");
+    sys.write(pci + "numa_node", i < 2 ? "0\n" : "1\n");
+  }
+  sys.write("devices/system/node/node0/cpulist", "0\n");
+  sys.write("devices/system/node/node1/cpulist", "1\n");
+  sys.write("devices/system/cpu/cpu0/topology/thread_siblings_list", "0\n");
+  sys.write("devices/system/cpu/cpu1/topology/thread_siblings_list", "1\n");
+  sys.write("devices/system/node/possible", "0-1\n");
+  sys.write("devices/system/cpu/cpu0/topology/physical_package_id", "0\n");
+  sys.write("devices/system/cpu/cpu1/topology/physical_package_id", "1\n");
+  const std::map<std::string, std::optional<std::string>> env{{"NPU_RUN_DEV_ROOT", dev.path()},
+                                                              {"NPU_RUN_SYS_ROOT", sys.path()}};
+  const std::string report =
+      "echo rank=$RANK cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) "
+      "prefer0=$(grep -c prefer:0 /proc/self/numa_maps)";
+  Finished f = run_npu_run(
+      with_workers({"--nproc-per-node", "2", "--devices", "1,2", "--numa-binding", "node"}, report),
+      env);
+  INFO(f.out << f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK_THAT(f.out, Contains("rank=0 cpus=0 prefer0="));
+  CHECK(f.out.find("rank=0 cpus=0 prefer0=0\n") == std::string::npos);  // memory from node 0
+  CHECK_THAT(f.out, Contains("rank=1 cpus=1 prefer0=0\n"));
+  f = run_npu_run(with_workers({"--nproc-per-node", "2", "--devices", "1,2", "--numa_binding",
+                                "socket", "--dry-run"},
+                               "true"),
+                  env);
+  CHECK_THAT(f.out, Contains("numa: CPUs 0, memory preferred from node 0") &&
+                        Contains("numa: CPUs 1, memory preferred from node 1"));
+
+  // What cannot work is refused before any worker starts, saying why.
+  f = run_npu_run(with_workers({"--numa-binding", "nodes"}, "true"), env);
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Contains("--numa-binding 'nodes' is not a binding mode; use one of "
+                             "{node,socket,exclusive,core-complex}"));
+  f = run_npu_run(with_workers({"--numa-binding", "node"}, "true"),
+                  {{"NPU_RUN_DEV_ROOT", sys.path()}});
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Contains("--numa-binding node: it binds workers near their NPU or GPU, and "
+                             "this host has none"));
+  f = run_npu_run(with_workers({"--nproc-per-node", "4", "--numa-binding", "exclusive"}, "true"),
+                  env);
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Contains("cannot place the workers: NUMA node 0 has 1 physical cores for its "
+                             "2 devices"));
+}

@@ -103,6 +103,7 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
       spec.cpus = place.cpus;
       spec.numa_node = place.node;
     }
+    spec.reads_stdin = local_rank == 0;  // pdb and breakpoint() in rank 0, as under torchrun
     spec.out = route_stream(cfg, layout, local_rank, true);
     spec.err = route_stream(cfg, layout, local_rank, false);
     spec.console_prefix = expand_prefix_template(

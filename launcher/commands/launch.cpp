@@ -29,6 +29,7 @@
 #include "workers/child_exits.hpp"
 #include "workers/console.hpp"
 #include "workers/guardian.hpp"
+#include "workers/terminal_input.hpp"
 
 namespace npu_run {
 
@@ -175,6 +176,8 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
   // exits never wait for a reader that stopped reading. Lives shorter than `io`, which the
   // console posts to, and longer than the agent, whose relays write to it.
   const QueuedConsole console;
+  // What is typed reaches local rank 0 (pdb, breakpoint()); Ctrl-C stays the agent's.
+  const TerminalInput terminal_input(io);
   const std::vector<PortRange> avoid = worker_ports_to_avoid(env, cfg.rendezvous.master_port);
 
   std::unique_ptr<rdzv::RendezvousServer> server;

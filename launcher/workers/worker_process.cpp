@@ -22,6 +22,7 @@
 #include "workers/guardian.hpp"
 #include "workers/line_copy.hpp"
 #include "workers/output_relay.hpp"
+#include "workers/terminal_input.hpp"
 
 namespace npu_run {
 
@@ -98,7 +99,9 @@ struct WorkerProcessSetup {
     for (int sig = 1; sig < NSIG; ++sig) {
       struct sigaction current {};
       if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &current) != 0) continue;
-      if (current.sa_handler != SIG_DFL && (current.sa_handler != SIG_IGN || sig == SIGPIPE))
+      // SIGPIPE and SIGTTIN are ignored by the agent for itself (workers/terminal_input.hpp).
+      if (current.sa_handler != SIG_DFL &&
+          (current.sa_handler != SIG_IGN || sig == SIGPIPE || sig == SIGTTIN))
         (void)::signal(sig, SIG_DFL);
     }
     // --numa-binding, before exec so that every thread the worker starts inherits it.
@@ -217,6 +220,26 @@ int WorkerProcess::open_sink(const StreamRoute& route, int console_fd, std::vect
   return -1;
 }
 
+// The child's stdin: the agent's own, a pipe the agent feeds from the terminal, or /dev/null
+// (opened here, close-on-exec, rather than by Boost.Process without the flag). -1: none could
+// be opened, errno says why.
+int WorkerProcess::open_stdin(std::vector<int>& to_close) {
+  TerminalInput* input = current_terminal_input();
+  const auto source =
+      spec_.reads_stdin && input != nullptr ? input->source() : TerminalInput::Source::kNothing;
+  if (source == TerminalInput::Source::kInherit) return STDIN_FILENO;
+  if (source == TerminalInput::Source::kTerminal) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+    to_close.push_back(fds[0]);
+    input->attach(fds[1]);
+    return fds[0];
+  }
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) to_close.push_back(fd);
+  return fd;
+}
+
 bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guardian) {
   if (!spec_.log_dir.empty()) {
     // torch's @record writes TORCHELASTIC_ERROR_FILE but does not create its directory.
@@ -235,6 +258,13 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
     relays_.clear();
     return cannot_start(
         err, fmt::format("cannot open its output in {}: {}", spec_.log_dir, std::strerror(err)));
+  }
+  const int in_fd = open_stdin(to_close);
+  if (in_fd < 0) {
+    const int err = errno;
+    for (int fd : to_close) ::close(fd);
+    relays_.clear();
+    return cannot_start(err, fmt::format("cannot open its stdin: {}", std::strerror(err)));
   }
 
   bp::error_code ec;
@@ -262,7 +292,7 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
     const AllSignalsBlocked blocked;
     proc.emplace(launcher(
         spawn_context.get_executor(), ec, std::filesystem::path(spec_.program), spec_.argv,
-        bp::process_stdio{nullptr, out_fd, err_fd},
+        bp::process_stdio{in_fd, out_fd, err_fd},
         WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1,
                            spec_.cpus.empty() ? nullptr : &cpus,
                            prefer_node ? memory.data() : nullptr},

@@ -58,6 +58,7 @@ class WorkerProcess {
   // The one path for a worker that cannot start: status, reason, one log line; returns false.
   bool cannot_start(int err, std::string why);
   int open_sink(const StreamRoute& route, int console_fd, std::vector<int>& to_close);
+  int open_stdin(std::vector<int>& to_close);
 
   boost::asio::io_context& io_;
   WorkerSpec spec_;

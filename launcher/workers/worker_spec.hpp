@@ -38,6 +38,7 @@ struct WorkerSpec {
   StreamRoute out;
   StreamRoute err;
   std::string console_prefix;  // put before each relayed console line
+  bool reads_stdin = false;    // local rank 0: the agent's stdin (workers/terminal_input.hpp)
   std::string log_dir;         // attempt_<n>/<local_rank>, empty without a log directory
   std::string error_file;      // TORCHELASTIC_ERROR_FILE
   // --numa-binding: the CPUs it may run on (empty: the agent's) and its preferred memory node.

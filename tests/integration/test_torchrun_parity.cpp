@@ -159,3 +159,93 @@ TEST_CASE("torchrun parity: --numa-binding runs each worker on the CPUs of its d
   CHECK_THAT(f.err, Contains("cannot place the workers: NUMA node 0 has 1 physical cores for its "
                              "2 devices"));
 }
+
+namespace {
+
+// Runs npu_run on a pseudo-terminal, in its foreground as in an interactive shell, typing each
+// of `keys` once the output so far contains the text paired with it; prints the whole output,
+// then "exit N" (N < 0: killed by signal -N).
+const char* const kOnTerminal = R"(
+import os, pty, select, sys, time
+split = sys.argv.index("--")
+pairs, command = sys.argv[1:split], sys.argv[split + 1:]
+keys = [(pairs[i], pairs[i + 1].encode().decode("unicode_escape")) for i in range(0, len(pairs), 2)]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(command[0], command)
+out, deadline = b"", time.time() + 60
+while time.time() < deadline:
+    if keys and keys[0][0].encode() in out:
+        os.write(fd, keys.pop(0)[1].encode())
+    ready, _, _ = select.select([fd], [], [], 0.05)
+    if ready:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.stdout.write("\nexit %d\n" % (os.waitstatus_to_exitcode(status)))
+)";
+
+std::string on_terminal(const TempDir& dir, const std::vector<std::string>& keys,
+                        const std::vector<std::string>& npu_run_args) {
+  std::string command = "/usr/bin/python3 " + dir.file("on_terminal.py");
+  for (const auto& k : keys) command += " '" + k + "'";
+  command += " -- " + npu_run_binary();
+  for (const auto& a : npu_run_args) command += " '" + a + "'";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+  ::pclose(pipe);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "torchrun parity: breakpoint() in local rank 0 reads the terminal; Ctrl-C stays the "
+    "agent's",
+    "[integration][torchrun]") {
+  TempDir dir;
+  dir.write("on_terminal.py", kOnTerminal);
+  const std::string script =
+      dir.write("debug_me.py",
+                "import os\nx = 41\nif os.environ['LOCAL_RANK'] == '0':\n    breakpoint()\n"
+                "print('rank', os.environ['RANK'], 'done', x, flush=True)\n");
+  const std::string marker = "pdb-" + std::to_string(::getpid());
+  ScopedEnv env({{kMarkerVariable, marker}, {"PYTHON_EXEC", "/usr/bin/python3"}});
+  // pdb stops rank 0; what is typed changes x and continues.
+  std::string out = on_terminal(dir, {"(Pdb) ", "x = 42\\n", "(Pdb) ", "c\\n"},
+                                {"--nproc-per-node", "2", script});
+  INFO(out);
+  CHECK_THAT(out,
+             Contains("rank 0 done 42") && Contains("rank 1 done 41") && Contains("\nexit 0\n"));
+
+  // Ctrl-C at the pdb prompt stops the whole job, as the agent's: 130, nothing left.
+  out = on_terminal(dir, {"(Pdb) ", "\\x03"}, {"--nproc-per-node", "2", script});
+  CHECK_THAT(out, Contains("\nexit 130\n"));
+  CHECK(out.find("rank 0 done") == std::string::npos);
+  const auto left = wait_until_no_marker_processes(marker, 10s);
+  INFO(describe_processes(left));
+  CHECK(left.empty());
+
+  // Not a terminal: local rank 0 inherits the agent's stdin, the others read nothing.
+  const std::string reader =
+      dir.write("read_one.sh", "read line; echo \"rank $RANK read '$line'\"\n");
+  FILE* pipe = ::popen(("printf 'piped text\\n' | " + npu_run_binary() +
+                        " --nproc-per-node 2 --no-python /bin/sh " + reader + " 2>/dev/null")
+                           .c_str(),
+                       "r");
+  REQUIRE(pipe != nullptr);
+  std::string piped;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) piped.append(buffer, n);
+  CHECK(::pclose(pipe) == 0);
+  CHECK_THAT(piped, Contains("rank 0 read 'piped text'") && Contains("rank 1 read ''"));
+}

@@ -209,8 +209,8 @@ std::string on_terminal(const TempDir& dir, const std::vector<std::string>& keys
 }  // namespace
 
 TEST_CASE(
-    "torchrun parity: breakpoint() in local rank 0 reads the terminal; Ctrl-C stays the "
-    "agent's",
+    "torchrun parity: breakpoint() in local rank 0 reads the terminal and Ctrl-C stays "
+    "the agent's",
     "[integration][torchrun]") {
   TempDir dir;
   dir.write("on_terminal.py", kOnTerminal);

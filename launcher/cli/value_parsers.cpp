@@ -27,6 +27,11 @@ std::pair<int, int> parse_nnodes(const std::string& text, const std::string& sou
     const int n = parse_positive(text, kMaxNodes, source, "a node count");
     return {n, n};
   }
+  if (text.find(':', colon + 1) != std::string::npos) {
+    throw UsageError(fmt::format(
+        "{} '{}': expected a node count like 4, or a range MIN:MAX like 2:4 (one colon)", source,
+        text));
+  }
   const int min = parse_positive(text.substr(0, colon), kMaxNodes, source, "a minimum node count");
   const int max = parse_positive(text.substr(colon + 1), kMaxNodes, source, "a maximum node count");
   if (min > max) {

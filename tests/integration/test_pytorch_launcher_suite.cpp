@@ -107,7 +107,10 @@ TEST_CASE("launcher suite: --nproc_per_node as a number, auto (one per CPU) or u
   CHECK(f.exit_code == 2);
   CHECK_THAT(f.err, Contains("--nproc_per_node 'unknown'"));
   // parse_min_max_nnodes("2:20:30") raises in torchrun.
-  CHECK(run_npu_run({"--nnodes=2:20:30", "--no_python", "/bin/true"}).exit_code == 2);
+  const Finished range = run_npu_run({"--nnodes=2:20:30", "--no_python", "/bin/true"});
+  CHECK(range.exit_code == 2);
+  CHECK_THAT(range.err, Contains("--nnodes '2:20:30': expected a node count like 4, or a range "
+                                 "MIN:MAX like 2:4 (one colon)"));
 }
 
 TEST_CASE("launcher suite: standalone, run_path, and an elastic range with one node",

@@ -335,6 +335,8 @@ TEST_CASE("cli: node counts, node rank, standalone", "[cli]") {
              Contains("the minimum is above the maximum; write 2:4"));
   CHECK_THAT(cli.error({"--nnodes", "0", cli.script}),
              Contains("--nnodes '0': expected a node count"));
+  CHECK_THAT(cli.error({"--nnodes", "2:20:30", cli.script}),
+             Contains("a range MIN:MAX like 2:4 (one colon)"));
   CHECK_THAT(cli.error({"--nnodes", "2", "--node-rank", "2", cli.script}),
              Contains("--node-rank 2: node ranks run from 0 to 1"));
   CHECK_THAT(cli.error({"--node-rank", "-1", cli.script}), Contains("--node-rank -1"));

@@ -9,7 +9,7 @@
 
 namespace npu_run {
 
-DuplicateLines::DuplicateLines(std::string path, std::vector<std::string> filters,
+DuplicateLines::DuplicateLines(const std::string& path, std::vector<std::string> filters,
                                std::string prefix)
     : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)),
       filters_(std::move(filters)),

@@ -18,7 +18,7 @@ class DuplicateLines {
   static constexpr size_t kMaxLine = size_t{64} * 1024;
 
   // Opens `path` for appending, created if missing; is_open() is false if that failed.
-  DuplicateLines(std::string path, std::vector<std::string> filters, std::string prefix);
+  DuplicateLines(const std::string& path, std::vector<std::string> filters, std::string prefix);
   ~DuplicateLines();
   DuplicateLines(const DuplicateLines&) = delete;
   DuplicateLines& operator=(const DuplicateLines&) = delete;

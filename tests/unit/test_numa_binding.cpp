@@ -70,7 +70,8 @@ std::vector<int> cpus(std::initializer_list<int> ids) {
 
 TEST_CASE("numa binding: each mode places devices as torch's binding does", "[numa]") {
   FakeSysfs sys;
-  const auto plan = [&](NumaMode mode, std::vector<int> devices, std::set<int> allowed) {
+  const auto plan = [&](NumaMode mode, const std::vector<int>& devices,
+                        const std::set<int>& allowed) {
     return plan_numa_binding(mode, DeviceKind::kAscend, devices, sys.dir.path(), allowed);
   };
   SECTION("node: every CPU of the device's node, memory from that node") {

@@ -10,4 +10,7 @@ build_dir=${NPU_RUN_BUILD_DIR:-$root/build}
 # Debian's torch lives under /usr/bin/python3; the first python3 on PATH may lack it.
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
 cd "$build_dir"
-ctest --output-on-failure --timeout 600 "$@"
+# Two at a time, one per core: most tests wait on processes, sockets and timers, and the ones
+# that share a machine-wide resource (namespaces, the Slurm cluster, mpirun) hold a ctest
+# RESOURCE_LOCK. NPU_RUN_TEST_JOBS=1 runs them one by one.
+ctest --output-on-failure --timeout 600 -j "${NPU_RUN_TEST_JOBS:-2}" "$@"

@@ -102,47 +102,49 @@ set_tests_properties("torch 2.6: e2e: PyTorch DDP across two network namespaces"
                                 RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
 
+# The benchmark smokes run alone (RUN_SERIAL): they start hundreds of processes and
+# connections at once, and a small listen backlog under another test's load could refuse one.
 # Smoke run of the start-up benchmark (this build's binary and the for-loop only).
 add_test(NAME "bench smoke: start-up against the shell for-loop"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/startup.py
                  --dynamic $<TARGET_FILE:npu_run> --runs 3)
 set_tests_properties("bench smoke: start-up against the shell for-loop"
-                     PROPERTIES LABELS "bench" TIMEOUT 60 PASS_REGULAR_EXPRESSION "\\| npu_run dynamic \\| [0-9.]+ ms")
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 60 PASS_REGULAR_EXPRESSION "\\| npu_run dynamic \\| [0-9.]+ ms")
 
 # Smoke runs of the single-node benchmark and the TCPStore anchor, so the scripts never rot.
 add_test(NAME "bench smoke: single-node launch, idle cost and failure against torchrun"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/single_node.py
                  --npu-run $<TARGET_FILE:npu_run> --nproc 2 --runs 1 --idle-seconds 1 --idle-runs 1)
 set_tests_properties("bench smoke: single-node launch, idle cost and failure against torchrun"
-                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "Supervision cost")
+                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "Supervision cost")
 add_test(NAME "bench smoke: TCPStore barrier anchor"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/tcpstore_barrier.py --sizes 16 --runs 1)
 set_tests_properties("bench smoke: TCPStore barrier anchor"
-                     PROPERTIES LABELS "bench" TIMEOUT 120 PASS_REGULAR_EXPRESSION "\\| 16 \\| [0-9.]+ s")
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120 PASS_REGULAR_EXPRESSION "\\| 16 \\| [0-9.]+ s")
 
 add_test(NAME "bench smoke: time to the first DDP step against torchrun"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/training_start.py
                  --npu-run $<TARGET_FILE:npu_run> --runs 1)
 set_tests_properties("bench smoke: time to the first DDP step against torchrun"
-                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9.]+ s")
+                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9.]+ s")
 
 add_test(NAME "bench smoke: figures and targets from docs/BENCHMARKS.md"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/plots.py
                  ${PROJECT_SOURCE_DIR}/docs/BENCHMARKS.md ${CMAKE_CURRENT_BINARY_DIR}/bench_plots)
 set_tests_properties("bench smoke: figures and targets from docs/BENCHMARKS.md"
-                     PROPERTIES LABELS "bench" TIMEOUT 60 PASS_REGULAR_EXPRESSION "launch.png")
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 60 PASS_REGULAR_EXPRESSION "launch.png")
 
 # Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
 add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/multi_node.py
                  --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2 --torch26 off)
 set_tests_properties("bench smoke: multi-node launch and failure against torchrun"
-                     PROPERTIES LABELS "bench" TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
 
 # Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
 add_test(NAME "bench smoke: rendezvous scale"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/rendezvous_scale.py
                  --npu-run $<TARGET_FILE:npu_run> --loadgen $<TARGET_FILE:npu_run_rdzv_loadgen>
                  --sizes 64 --runs 1 --small-backlog 4)
-set_tests_properties("bench smoke: rendezvous scale" PROPERTIES LABELS "bench" TIMEOUT 120
+set_tests_properties("bench smoke: rendezvous scale" PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "\\| 64 \\| 4 \\|.*\\| 0 \\|")

@@ -227,8 +227,10 @@ TEST_CASE(
   CHECK_THAT(out,
              Contains("rank 0 done 42") && Contains("rank 1 done 41") && Contains("\nexit 0\n"));
 
-  // Ctrl-C at the pdb prompt stops the whole job, as the agent's: 130, nothing left.
-  out = on_terminal(dir, {"(Pdb) ", "\\x03"}, {"--nproc-per-node", "2", script});
+  // Ctrl-C at the pdb prompt stops the whole job, as the agent's: 130, nothing left. pdb
+  // catches the forwarded SIGINT and prompts again, so rank 0 goes at the end of the grace.
+  out = on_terminal(dir, {"(Pdb) ", "\\x03"},
+                    {"--nproc-per-node", "2", "--term-timeout", "2", script});
   CHECK_THAT(out, Contains("\nexit 130\n"));
   CHECK(out.find("rank 0 done") == std::string::npos);
   const auto left = wait_until_no_marker_processes(marker, 10s);

@@ -31,6 +31,7 @@ void hide_token_arguments(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   npu_run::prepare_static_runtime();
+  npu_run::fill_closed_standard_descriptors();
   // Whatever npu_run inherited (a scheduler's or a shell's descriptors) must not reach the
   // workers, on any kernel: the children's close_range is missing before Linux 5.9.
   npu_run::set_cloexec_from(3);

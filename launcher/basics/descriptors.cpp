@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <functional>
@@ -58,6 +59,16 @@ void mark_cloexec(int fd) {
 }
 
 }  // namespace
+
+void fill_closed_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // The lowest free number is `fd` itself, as the ones below it are open by now. Not
+    // close-on-exec: it stands for the standard stream, which workers inherit.
+    const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) ::close(opened);
+  }
+}
 
 void set_cloexec_from(int lowest) {
   if (kernel_features().close_range_cloexec &&

@@ -12,6 +12,11 @@ namespace npu_run {
 // torchrun, whose subprocesses close every descriptor but stdio.
 void set_cloexec_from(int lowest);
 
+// Opens /dev/null on whichever of 0, 1 and 2 was closed when npu_run started (`cmd <&-`, some
+// daemons): otherwise the next descriptor npu_run opens (the epoll set, a socket) would take that
+// number, and a log line or a worker's stdin would land in it.
+void fill_closed_standard_descriptors();
+
 // Closes every descriptor from `lowest` up except `keep` (-1: none). For a forked helper that
 // must hold nothing of its parent; only call it in a single-threaded process (it may allocate).
 void close_descriptors_from(int lowest, int keep);

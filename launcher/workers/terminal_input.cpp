@@ -29,6 +29,7 @@ TerminalInput* current_terminal_input() {
 
 TerminalInput::TerminalInput(boost::asio::io_context& io) : io_(io) {
   g_current = this;
+  // A closed stdin (fstat fails) must not be handed on: the worker's dup2 of it would fail.
   struct stat st {};
   if (::fstat(STDIN_FILENO, &st) != 0 || is_dev_null(STDIN_FILENO)) return;
   if (!::isatty(STDIN_FILENO)) {

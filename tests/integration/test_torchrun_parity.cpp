@@ -250,4 +250,22 @@ TEST_CASE(
   while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) piped.append(buffer, n);
   CHECK(::pclose(pipe) == 0);
   CHECK_THAT(piped, Contains("rank 0 read 'piped text'") && Contains("rank 1 read ''"));
+  // Standard descriptors npu_run was started without are /dev/null for every rank, never a
+  // pipe or an eventfd the agent opened later under that number. Reported on stderr: stdout is
+  // the closed one.
+  pipe = ::popen(("exec 0<&- 2>&1 1>&-; " + npu_run_binary() +
+                  " --nproc-per-node 2 --no-python /bin/sh -c 'echo \"rank $RANK stdin "
+                  "$(readlink /proc/$$/fd/0) stdout $(readlink /proc/$$/fd/1)\" >&2'")
+                     .c_str(),
+                 "r");
+  REQUIRE(pipe != nullptr);
+  std::string closed;
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) closed.append(buffer, n);
+  CHECK(::pclose(pipe) == 0);
+  INFO(closed);
+  CHECK_THAT(closed, Contains("rank 0 stdin /dev/null stdout /dev/null\n") &&
+                         Contains("rank 1 stdin /dev/null stdout /dev/null\n"));
+  const auto after_pipe = wait_until_no_marker_processes(marker, 10s);
+  INFO(describe_processes(after_pipe));
+  CHECK(after_pipe.empty());
 }

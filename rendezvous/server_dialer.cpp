@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+
+#include "net/cloexec_socket.hpp"
 
 namespace npu_run::rdzv {
 
@@ -82,7 +84,7 @@ void ServerDialer::attempt() {
   boost::system::error_code literal_ec;
   const auto literal = asio::ip::make_address(host_, literal_ec);
   if (!literal_ec) {
-    connect(std::vector<tcp::endpoint>{tcp::endpoint(literal, static_cast<unsigned short>(port_))});
+    connect({tcp::endpoint(literal, static_cast<unsigned short>(port_))});
     return;
   }
   resolver_.async_resolve(
@@ -95,33 +97,55 @@ void ServerDialer::attempt() {
           self->retry(fmt::format("cannot resolve '{}': {}", self->host_, ec.message()));
           return;
         }
-        self->connect(results);
+        std::vector<tcp::endpoint> endpoints;
+        for (const auto& entry : results) endpoints.push_back(entry.endpoint());
+        self->connect(std::move(endpoints));
       });
 }
 
-template <typename Endpoints>
-void ServerDialer::connect(const Endpoints& endpoints) {
+void ServerDialer::connect(std::vector<tcp::endpoint> endpoints) {
+  endpoints_ = std::move(endpoints);
+  if (endpoints_.empty()) {
+    retry(fmt::format("'{}' resolved to no address", host_));
+    return;
+  }
   attempt_timer_.expires_after(std::min(kAttemptTimeout, time_left()));
   attempt_timer_.async_wait(
       [weak = std::weak_ptr<ServerDialer>(shared_from_this())](boost::system::error_code ec) {
         if (auto self = weak.lock(); self && !ec) self->socket_.cancel();
       });
-  asio::async_connect(
-      socket_, endpoints,
-      [self = shared_from_this()](boost::system::error_code ec, const tcp::endpoint&) {
-        if (self->cancelled_) return;
-        self->attempt_timer_.cancel();
-        if (ec) {
-          boost::system::error_code ignored;
-          self->socket_.close(ignored);
-          self->retry(ec == asio::error::operation_aborted ? "connection attempt timed out"
-                                                           : ec.message());
-          return;
-        }
-        tcp::socket connected = std::move(self->socket_);
-        self->socket_ = tcp::socket(self->io_);  // for the next attempt, should this one die
-        if (self->handlers_.connected) self->handlers_.connected(std::move(connected));
-      });
+  connect_to(0);
+}
+
+void ServerDialer::connect_to(size_t index) {
+  // Opened here, not by async_connect, so that the socket is close-on-exec from the start.
+  boost::system::error_code ec;
+  socket_.close(ec);
+  net::open_cloexec(socket_, endpoints_[index].protocol(), ec);
+  auto done = [self = shared_from_this(), index](boost::system::error_code connect_ec) {
+    if (self->cancelled_) return;
+    if (connect_ec && connect_ec != asio::error::operation_aborted &&
+        index + 1 < self->endpoints_.size()) {
+      self->connect_to(index + 1);
+      return;
+    }
+    self->attempt_timer_.cancel();
+    if (connect_ec) {
+      boost::system::error_code ignored;
+      self->socket_.close(ignored);
+      self->retry(connect_ec == asio::error::operation_aborted ? "connection attempt timed out"
+                                                               : connect_ec.message());
+      return;
+    }
+    tcp::socket connected = std::move(self->socket_);
+    self->socket_ = tcp::socket(self->io_);  // for the next attempt, should this one die
+    if (self->handlers_.connected) self->handlers_.connected(std::move(connected));
+  };
+  if (ec) {
+    asio::post(io_, [done = std::move(done), ec] { done(ec); });
+    return;
+  }
+  socket_.async_connect(endpoints_[index], std::move(done));
 }
 
 void ServerDialer::retry(const std::string& error) {

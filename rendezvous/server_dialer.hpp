@@ -40,8 +40,9 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
   ServerDialer(boost::asio::io_context& io, std::string host, int port,
                std::chrono::milliseconds timeout);
   void attempt();
-  template <typename Endpoints>
-  void connect(const Endpoints& endpoints);
+  // One attempt: every endpoint in turn (a name may resolve to several), until one connects.
+  void connect(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
+  void connect_to(size_t index);
   void give_up(const std::string& error);
   void log_waiting(const std::string& error, Clock::time_point now);
 
@@ -50,7 +51,8 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
   int port_;
   std::chrono::milliseconds timeout_;
   boost::asio::ip::tcp::resolver resolver_;
-  boost::asio::ip::tcp::socket socket_;  // the attempt in progress
+  boost::asio::ip::tcp::socket socket_;                    // the attempt in progress
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints_;  // of the attempt in progress
   boost::asio::steady_timer retry_timer_;
   boost::asio::steady_timer attempt_timer_;
   std::mt19937 rng_;

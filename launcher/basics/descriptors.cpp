@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -68,6 +69,46 @@ void fill_closed_standard_descriptors() {
     const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
     if (opened >= 0 && opened != fd) ::close(opened);
   }
+}
+
+void set_cloexec(int fd) {
+  mark_cloexec(fd);
+}
+
+void set_cloexec_from_in_child(int lowest, bool close_range_cloexec) {
+  const auto first = static_cast<unsigned>(lowest);
+  if (close_range_cloexec && ::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    return;
+  const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    // struct linux_dirent64: inode, offset, record length, type, name.
+    alignas(8) char buffer[4096];
+    long n = 0;
+    while ((n = ::syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0) {
+      for (long at = 0; at < n;) {
+        unsigned short length = 0;
+        std::memcpy(&length, buffer + at + 16, sizeof length);
+        const char* name = buffer + at + 19;
+        int fd = 0;
+        bool number = *name != '\0';
+        for (const char* c = name; *c != '\0'; ++c) {
+          if (*c < '0' || *c > '9')
+            number = false;
+          else
+            fd = fd * 10 + (*c - '0');
+        }
+        if (number && fd >= lowest && fd != dir) mark_cloexec(fd);
+        at += length;
+      }
+    }
+    ::close(dir);
+    if (n == 0) return;
+  }
+  rlimit limit{};
+  const rlim_t last = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                          ? limit.rlim_cur
+                          : 65536;
+  for (rlim_t fd = first; fd < last; ++fd) mark_cloexec(static_cast<int>(fd));
 }
 
 void set_cloexec_from(int lowest) {

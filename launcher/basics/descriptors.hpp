@@ -12,6 +12,16 @@ namespace npu_run {
 // torchrun, whose subprocesses close every descriptor but stdio.
 void set_cloexec_from(int lowest);
 
+// Marks one descriptor close-on-exec: for those a library opens without the flag (Asio's
+// sockets and acceptors), right after it opened them, on the thread that also forks workers.
+void set_cloexec(int fd);
+
+// The same as set_cloexec_from(3), for a forked child between fork and exec: async-signal-safe
+// (close_range, else getdents64 over /proc/self/fd into a stack buffer, else every number up to
+// the open-files limit; no allocation). What the agent holds, a socket opened by a library in
+// the window before it was marked included, can then never reach a worker.
+void set_cloexec_from_in_child(int lowest, bool close_range_cloexec);
+
 // Opens /dev/null on whichever of 0, 1 and 2 was closed when npu_run started (`cmd <&-`, some
 // daemons): otherwise the next descriptor npu_run opens (the epoll set, a socket) would take that
 // number, and a log line or a worker's stdin would land in it.

@@ -5,6 +5,7 @@
 #include <boost/asio/ip/host_name.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
+#include <cstring>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "rendezvous/server.hpp"
 #include "workers/child_exits.hpp"
 #include "workers/console.hpp"
+#include "workers/escaped_processes.hpp"
 #include "workers/guardian.hpp"
 #include "workers/terminal_input.hpp"
 
@@ -168,6 +170,10 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
 
   // The guardian is forked first, while the agent is small and has no threads or sockets.
   Guardian guardian;
+  // Orphaned descendants of the workers (a daemon's double fork) become the agent's children,
+  // so that they can be found and stopped with the attempt (workers/escaped_processes.hpp).
+  if (!become_child_subreaper())
+    spdlog::debug("cannot become the child subreaper: {}", std::strerror(errno));
   // A closed console must not kill the agent mid-job; writes report EPIPE instead.
   (void)std::signal(SIGPIPE, SIG_IGN);
   RunDirectory run_dir = RunDirectory::create(cfg, env);

@@ -2,6 +2,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "net/cloexec_socket.hpp"
+
 namespace npu_run {
 
 namespace asio = boost::asio;
@@ -29,7 +31,7 @@ BindProbe probe_bind(const std::vector<tcp::endpoint>& endpoints) {
   for (const tcp::endpoint& endpoint : endpoints) {
     tcp::acceptor probe(io);
     boost::system::error_code ec;
-    probe.open(endpoint.protocol(), ec);
+    net::open_cloexec(probe, endpoint.protocol(), ec);
     if (!ec) probe.bind(endpoint, ec);
     if (!ec) return BindProbe{BindOutcome::kFree, endpoint};
     if (ec == asio::error::address_in_use && !any_in_use) {
@@ -44,7 +46,8 @@ bool someone_listens(const tcp::endpoint& endpoint) {
   asio::io_context io;
   tcp::socket probe(io);
   boost::system::error_code ec;
-  probe.connect(endpoint, ec);
+  net::open_cloexec(probe, endpoint.protocol(), ec);
+  if (!ec) probe.connect(endpoint, ec);
   return !ec;
 }
 

@@ -8,6 +8,7 @@
 
 #include "basics/usage_error.hpp"
 #include "net/address_probe.hpp"
+#include "net/cloexec_socket.hpp"
 
 namespace npu_run {
 
@@ -26,7 +27,7 @@ namespace {
 std::unique_ptr<HeldPort::Socket> bind_ephemeral(asio::io_context& io) {
   auto s = std::make_unique<HeldPort::Socket>(io);
   boost::system::error_code ec;
-  s->acceptor.open(tcp::v6(), ec);
+  net::open_cloexec(s->acceptor, tcp::v6(), ec);
   if (!ec) {
     s->acceptor.set_option(asio::ip::v6_only(false), ec);
     s->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -34,7 +35,7 @@ std::unique_ptr<HeldPort::Socket> bind_ephemeral(asio::io_context& io) {
   }
   if (ec) {  // no IPv6 on this host: fall back to IPv4 only
     s = std::make_unique<HeldPort::Socket>(io);
-    s->acceptor.open(tcp::v4(), ec);
+    net::open_cloexec(s->acceptor, tcp::v4(), ec);
     if (!ec) s->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) s->acceptor.bind(tcp::endpoint(asio::ip::address_v4::any(), 0), ec);
   }

@@ -13,13 +13,14 @@
 #include <string>
 
 #include "basics/descriptors.hpp"
+#include "workers/escaped_processes.hpp"
 
 namespace npu_run {
 namespace {
 
 // The guardian's whole life: remember process groups until the agent's end of the pipe closes
 // (the agent exited or was killed), then SIGKILL every group still remembered.
-[[noreturn]] void guardian_main(int read_fd) {
+[[noreturn]] void guardian_main(int read_fd, const std::string& mark) {
   ::prctl(PR_SET_NAME, "npu_run-guard");
   // Its lifetime is tied to the pipe, not to signals: a Ctrl-C to the terminal's process group
   // must not remove it before the agent is gone.
@@ -62,12 +63,16 @@ namespace {
     }
   }
   for (size_t i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
+  // Workers were still registered: the agent died during an attempt, before it could sweep up
+  // what left the workers' groups. Those carry its mark (escaped_processes.hpp).
+  if (count > 0) (void)stop_escaped_processes(EscapeSweep{mark, false, {}, "/proc"});
   ::_exit(0);
 }
 
 }  // namespace
 
 Guardian::Guardian() {
+  const std::string& mark = agent_mark();  // made now, so that the guardian knows it too
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("guardian: pipe: ") + std::strerror(errno));
@@ -80,7 +85,7 @@ Guardian::Guardian() {
   }
   if (pid_ == 0) {
     ::close(fds[1]);
-    guardian_main(fds[0]);
+    guardian_main(fds[0], mark);
   }
   ::close(fds[0]);
   pipe_fd_ = fds[1];

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -10,6 +12,8 @@
 #include <csignal>
 
 #include "workers/child_exits.hpp"
+#include "workers/escaped_processes.hpp"
+#include "workers/guardian.hpp"
 #include "workers/worker_process.hpp"
 
 namespace npu_run {
@@ -138,10 +142,31 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
                      : result.root_cause   ? GroupResult::Outcome::kFailed
                                            : GroupResult::Outcome::kSucceeded;
     result.elapsed = Clock::now() - started;
+    sweep_escaped();
     // Posted so that start() never calls back into the agent before returning.
     asio::post(io, [handler = std::move(on_done), result = std::move(result)]() mutable {
       handler(std::move(result));
     });
+  }
+
+  // Processes that left a worker's process group go with the attempt, never with a later one.
+  void sweep_escaped() const {
+    EscapeSweep sweep;
+    sweep.mark = agent_mark();
+    int subreaper = 0;
+    sweep.children_of_self = ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && subreaper != 0;
+    if (guardian != nullptr) sweep.spare.push_back(guardian->pid());
+    for (const auto& w : workers) {
+      if (w->outcome().survived_kill) sweep.spare.push_back(w->outcome().pid);
+    }
+    const auto escaped = stop_escaped_processes(sweep);
+    if (escaped.empty()) return;
+    const bool all_stopped = std::all_of(escaped.begin(), escaped.end(),
+                                         [](const EscapedProcess& p) { return p.kill_error == 0; });
+    if (all_stopped)
+      spdlog::warn("stopped {}", describe_escaped(escaped));
+    else
+      spdlog::error("found {}", describe_escaped(escaped));
   }
 
   asio::io_context& io;

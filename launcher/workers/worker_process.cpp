@@ -16,8 +16,11 @@
 #include <filesystem>
 #include <optional>
 
+#include "basics/descriptors.hpp"
+#include "basics/kernel_features.hpp"
 #include "workers/boost_process.hpp"
 #include "workers/console.hpp"
+#include "workers/escaped_processes.hpp"
 #include "workers/exec_report.hpp"
 #include "workers/guardian.hpp"
 #include "workers/line_copy.hpp"
@@ -72,6 +75,7 @@ struct WorkerProcessSetup {
   int guardian_fd;              // -1: no guardian
   const cpu_set_t* cpus;        // nullptr: the agent's affinity
   const unsigned long* memory;  // nullptr: the default policy; else a one-node mask
+  bool close_range_cloexec;     // kernel_features(), read before fork
 
   template <typename Launcher>
   bp::error_code on_exec_setup(Launcher&, const std::filesystem::path&, const char* const*) {
@@ -112,6 +116,9 @@ struct WorkerProcessSetup {
     // node it does not know (EINVAL) leaves the default policy.
     if (memory != nullptr)
       (void)::syscall(SYS_set_mempolicy, kPreferredMemoryPolicy, memory, kMemoryMaskBits);
+    // Nothing of the agent's beyond stdio reaches the worker, whatever opened it and however
+    // (a worker's daemon holding the rendezvous port or the held port would outlive the job).
+    set_cloexec_from_in_child(3, close_range_cloexec);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -271,7 +278,10 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
   bp::posix::fork_and_forget_launcher launcher;
   // The launcher's env pointer is set directly: Boost 1.81's process_environment is not
   // usable header-only (its on_setup is never compiled in).
-  const EnvBlock env(spec_.env);
+  // The agent's mark, which the worker's descendants inherit: how escaped ones are found.
+  EnvMap marked_env = spec_.env;
+  marked_env[std::string(kAgentMarkVariable)] = agent_mark();
+  const EnvBlock env(marked_env);
   launcher.env = env.envp();
   exec_report_ = std::make_unique<ExecReport>();
   // Made here, before fork: the child may only use them.
@@ -295,7 +305,8 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
         bp::process_stdio{in_fd, out_fd, err_fd},
         WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1,
                            spec_.cpus.empty() ? nullptr : &cpus,
-                           prefer_node ? memory.data() : nullptr},
+                           prefer_node ? memory.data() : nullptr,
+                           kernel_features().close_range_cloexec},
         *exec_report_));
   }
   exec_report_->forked();

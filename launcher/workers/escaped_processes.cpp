@@ -1,0 +1,147 @@
+#include "workers/escaped_processes.hpp"
+
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <set>
+
+namespace npu_run {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct ProcStat {
+  char state = '?';
+  pid_t parent = 0;
+};
+
+// /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses, so the
+// fields are counted from the last ')'.
+std::optional<ProcStat> read_stat(const std::string& dir) {
+  const std::string text = read_file(dir + "/stat");
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 4 >= text.size()) return std::nullopt;
+  ProcStat stat;
+  stat.state = text[close + 2];
+  stat.parent = static_cast<pid_t>(std::strtol(text.c_str() + close + 4, nullptr, 10));
+  return stat;
+}
+
+bool carries_mark(const std::string& dir, const std::string& entry) {
+  const std::string environ = read_file(dir + "/environ");  // empty when not ours to read
+  size_t at = 0;
+  while (at < environ.size()) {
+    const size_t end = std::min(environ.find('\0', at), environ.size());
+    if (std::string_view(environ).substr(at, end - at) == entry) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+std::string command_of(const std::string& dir) {
+  std::string command = read_file(dir + "/cmdline");
+  while (!command.empty() && command.back() == '\0') command.pop_back();
+  std::replace(command.begin(), command.end(), '\0', ' ');
+  if (command.empty()) {  // a kernel thread or a zombie: its name instead
+    command = read_file(dir + "/comm");
+    while (!command.empty() && command.back() == '\n') command.pop_back();
+  }
+  if (command.size() > 80) command = command.substr(0, 77) + "...";
+  return command;
+}
+
+}  // namespace
+
+const std::string& agent_mark() {
+  static const std::string mark = [] {
+    std::random_device random;
+    return fmt::format("{}-{:08x}{:08x}", ::getpid(), random(), random());
+  }();
+  return mark;
+}
+
+bool become_child_subreaper() {
+  return ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+}
+
+std::vector<EscapedProcess> stop_escaped_processes(const EscapeSweep& sweep) {
+  const pid_t self = ::getpid();
+  const std::string entry = fmt::format("{}={}", kAgentMarkVariable, sweep.mark);
+  std::vector<EscapedProcess> escaped;
+  std::set<pid_t> killed;
+  for (int pass = 0; pass < 10; ++pass) {
+    bool found_new = false;
+    std::error_code ec;
+    for (const auto& item : std::filesystem::directory_iterator(sweep.proc_root, ec)) {
+      const std::string name = item.path().filename().string();
+      if (name.empty() ||
+          !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      const auto pid = static_cast<pid_t>(std::stol(name));
+      if (pid == self ||
+          std::find(sweep.spare.begin(), sweep.spare.end(), pid) != sweep.spare.end())
+        continue;
+      const std::string dir = item.path().string();
+      const auto stat = read_stat(dir);
+      if (!stat) continue;  // gone already
+      const bool own_child = stat->parent == self;
+      if (stat->state == 'Z' || stat->state == 'X') {
+        // Dead: nothing to stop, but an orphan the subreaper inherited must be reaped.
+        if (own_child && sweep.children_of_self) (void)::waitpid(pid, nullptr, WNOHANG);
+        continue;
+      }
+      if (killed.contains(pid)) continue;  // killed in an earlier pass, still exiting
+      const bool escapee = (own_child && sweep.children_of_self) ||
+                           (!sweep.mark.empty() && carries_mark(dir, entry));
+      if (!escapee) continue;
+      EscapedProcess process{pid, command_of(dir), 0};
+      if (::kill(pid, SIGKILL) != 0) process.kill_error = errno;
+      if (process.kill_error == ESRCH) continue;  // exited meanwhile
+      killed.insert(pid);
+      escaped.push_back(std::move(process));
+      found_new = true;
+    }
+    if (!found_new) break;
+  }
+  // Reap the children among them that died already; one still dying (or stuck in uninterruptible
+  // sleep) is never waited for: the next sweep, or init after the agent, reaps it.
+  if (sweep.children_of_self) {
+    for (const EscapedProcess& p : escaped) {
+      if (p.kill_error == 0) (void)::waitpid(p.pid, nullptr, WNOHANG);
+    }
+  }
+  return escaped;
+}
+
+std::string describe_escaped(const std::vector<EscapedProcess>& escaped) {
+  std::string text =
+      fmt::format("{} process{} that left {} worker's process group:", escaped.size(),
+                  escaped.size() == 1 ? "" : "es", escaped.size() == 1 ? "its" : "their");
+  size_t shown = 0;
+  for (const EscapedProcess& p : escaped) {
+    if (shown++ == 8) {
+      text += fmt::format(" and {} more", escaped.size() - 8);
+      break;
+    }
+    text += fmt::format("{} pid {} ({})", shown == 1 ? "" : ",", p.pid, p.command);
+    if (p.kill_error != 0)
+      text += fmt::format(" could not be stopped: {}", std::strerror(p.kill_error));
+  }
+  return text;
+}
+
+}  // namespace npu_run

@@ -215,7 +215,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       heartbeat_timeout = milliseconds(welcome->heartbeat_timeout_ms);
       welcomed = true;
       heartbeat();
-      watch(heartbeat_timeout, fmt::format("sent nothing for longer than the heartbeat timeout"));
+      watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
       if (handlers.connected) handlers.connected(local_addr);
       return;
     }
@@ -224,7 +224,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
                        message_name(message)));
       return;
     }
-    watch(heartbeat_timeout, "sent nothing for longer than the heartbeat timeout");
+    watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
     if (std::holds_alternative<HeartbeatAck>(message)) return;
     if (handlers.message) handlers.message(message);
   }
@@ -254,6 +254,14 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     }
     challenged = true;
     send(Auth{agent_proof(options.token, options.hello.run_id, challenge.nonce, agent_nonce)});
+  }
+
+  // The server declares a silent agent lost after the heartbeat timeout and tells the other
+  // nodes who it was. The agent's own watchdog waits a little longer, so that where both sides
+  // see the same silence, the server's verdict (naming the lost node) is the one every
+  // surviving node hears, and not each agent's own "server lost".
+  milliseconds watchdog_timeout() const {
+    return heartbeat_timeout + std::max(heartbeat_interval, heartbeat_timeout / 10);
   }
 
   void heartbeat() {

@@ -134,6 +134,14 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
 }
 
 std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::string& why) {
+  // The node failed when it was last heard from, not when its silence was noticed (up to the
+  // heartbeat timeout later): by then its peers' workers may have failed because of it, and
+  // the earliest failure is the root cause.
+  int64_t last_seen_ms = now_.wall_ms;
+  if (const auto client = clients_.find(who); client != clients_.end()) {
+    last_seen_ms -=
+        std::chrono::duration_cast<milliseconds>(now_.steady - client->second.last_seen).count();
+  }
   clients_.erase(who);
   if (const auto it = pending_.find(who); it != pending_.end()) {
     if (it->second.join.node_rank) claimed_ranks_.erase(*it->second.join.node_rank);
@@ -152,8 +160,9 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
   failure.host = member->node.host;
   failure.node_rank = member->node_rank;
   failure.exit_code = kExitRendezvous;
-  failure.description = fmt::format("agent lost: {}", why);
-  failure.time_ms = now_.wall_ms;
+  failure.description = fmt::format("agent lost: {}; last heard from {:.1f} s before", why,
+                                    static_cast<double>(now_.wall_ms - last_seen_ms) / 1000.0);
+  failure.time_ms = last_seen_ms;
   record_failure(failure, false, who, out);
   decide_if_complete(out);
   return out;

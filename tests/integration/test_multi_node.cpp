@@ -174,6 +174,34 @@ TEST_CASE("multi-node: a frozen agent is noticed through missed heartbeats",
   require_no_strays(*b);
 }
 
+TEST_CASE("multi-node: a lost node is the root cause even if a peer's worker fails first",
+          "[integration][multi-node]") {
+  // Node 1 freezes; node 0's worker then fails (as a gloo rank does with "Connection reset by
+  // peer" once its peer is gone) before the server notices the silence. The node failed when
+  // it was last heard from, so it is the root cause and every node exits with its code.
+  TempDir dir;
+  const std::string gate = make_gate(dir.file("gate"));
+  const int port = unused_port();
+  auto a =
+      start_node(port, 2, 1, "echo ready; read x < " + gate + "; exit 1", {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "1"});
+  a->wait_for_output("ready", 1, 20s);
+  b->wait_for_output("ready", 1, 20s);
+  b->send_signal(SIGSTOP);
+  std::this_thread::sleep_for(500ms);  // a third of the heartbeat timeout (1.5 s)
+  open_gate(gate);
+  const Finished fa = a->wait(20s);
+  b->send_signal(SIGCONT);
+  const Finished fb = b->wait(20s);
+  INFO(fa.err << "\n----\n" << fb.err);
+  CHECK(fa.exit_code == 125);
+  CHECK(fb.exit_code == 125);
+  CHECK_THAT(fa.err, Contains("root cause: node 1") && Contains("agent lost: no heartbeat") &&
+                         Contains("last heard from"));
+  require_no_strays(*a);
+  require_no_strays(*b);
+}
+
 TEST_CASE("multi-node: a lost server is noticed, by connection loss or silence",
           "[integration][multi-node]") {
   for (int sig : {SIGKILL, SIGSTOP}) {

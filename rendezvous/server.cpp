@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <array>
 #include <boost/asio/io_context.hpp>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "net/cloexec_socket.hpp"
 #include "net/framed_connection.hpp"
 #include "net/kernel_limits.hpp"
 #include "rendezvous/protocol.hpp"
@@ -36,7 +38,8 @@ struct Session {
       : connection(std::move(c)), handshake_deadline(io) {}
   std::shared_ptr<net::FramedConnection> connection;
   asio::steady_timer handshake_deadline;
-  bool authenticated = false;
+  bool authenticated = false;  // welcomed: may send full-size frames
+  bool joined = false;         // its join was taken: an agent of the job, no longer a stranger
 };
 
 // Agents' frames are small: a 1 KiB read buffer keeps 16k idle sessions cheap. What waits to be
@@ -63,7 +66,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
           true);
     }
     const tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
-    acceptor.open(endpoint.protocol(), ec);
+    net::open_cloexec(acceptor, endpoint.protocol(), ec);
     // SO_REUSEADDR: a job restarted right after the last one must not wait out TIME_WAIT.
     if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) acceptor.bind(endpoint, ec);
@@ -79,6 +82,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     listen_backlog =
         options.backlog > 0 ? options.backlog : static_cast<int>(somaxconn.value_or(4096));
     acceptor.listen(listen_backlog, ec);
+    if (!ec) acceptor.non_blocking(true, ec);  // accept() takes what is queued until EAGAIN
     // With SO_REUSEADDR, Linux may let bind() succeed next to a listening socket and report the
     // clash only here.
     if (ec) {
@@ -105,22 +109,54 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     return acceptor.local_endpoint(ec).port();
   }
 
+  // Waits for connections and takes them with accept4 (close-on-exec, which Asio's accept
+  // cannot ask for), as many as are queued, up to a batch per turn of the loop.
   void accept() {
-    acceptor.async_accept(
-        [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
-          if (!self->acceptor.is_open()) return;
-          if (ec) {
-            // Out of descriptors (EMFILE/ENFILE) or a transient error: pause instead of spinning.
-            spdlog::warn("rendezvous server: accept failed: {}; retrying in 100 ms", ec.message());
-            self->retry_timer.expires_after(std::chrono::milliseconds(100));
-            self->retry_timer.async_wait([self](boost::system::error_code wait_ec) {
-              if (!wait_ec) self->accept();
-            });
+    acceptor.async_wait(
+        tcp::acceptor::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
+          if (!self->acceptor.is_open() || ec == asio::error::operation_aborted) return;
+          for (int taken = 0; !ec && taken < 64; ++taken) {
+            tcp::socket socket = net::accept_cloexec(self->acceptor, ec);
+            if (!ec) self->add_session(std::move(socket));
+          }
+          const bool transient = ec == asio::error::would_block || ec == asio::error::try_again ||
+                                 ec == asio::error::connection_aborted ||
+                                 ec == asio::error::interrupted;
+          if (!ec || transient) {
+            self->accept();
             return;
           }
-          self->add_session(std::move(socket));
-          self->accept();
+          self->accept_failed(ec);
         });
+  }
+
+  // Out of descriptors (EMFILE/ENFILE) or another error: pause instead of spinning, and say so
+  // once per interval, with the fix, however long it lasts.
+  void accept_failed(const boost::system::error_code& ec) {
+    const auto now = Clock::now();
+    ++accept_failures;
+    if (accept_failures == 1 || now - last_accept_warning >= std::chrono::seconds(10)) {
+      std::string fix;
+      if (ec == asio::error::no_descriptors) {
+        rlimit limit{};
+        ::getrlimit(RLIMIT_NOFILE, &limit);
+        fix = fmt::format(
+            " (EMFILE: this process may open {} files); raise the limit for npu_run (ulimit -n, "
+            "LimitNOFILE= in a systemd unit, or /etc/security/limits.conf)",
+            limit.rlim_cur);
+      } else if (ec.value() == ENFILE) {
+        fix = " (ENFILE: the system's file table is full); raise fs.file-max";
+      }
+      spdlog::warn(
+          "rendezvous server: cannot accept connections: {}{}; retrying every 100 ms{}",
+          ec.message(), fix,
+          accept_failures > 1 ? fmt::format(" ({} failures so far)", accept_failures) : "");
+      last_accept_warning = now;
+    }
+    retry_timer.expires_after(std::chrono::milliseconds(100));
+    retry_timer.async_wait([self = shared_from_this()](boost::system::error_code wait_ec) {
+      if (!wait_ec) self->accept();
+    });
   }
 
   void add_session(tcp::socket socket) {
@@ -136,10 +172,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       auto self = weak.lock();
       if (ec || !self) return;
       const auto it = self->sessions.find(id);
-      if (it == self->sessions.end() || it->second->authenticated) return;
+      if (it == self->sessions.end() || it->second->joined) return;
       self->drop_stranger(
           id, fmt::format("no {} within {:.1f} s",
-                          self->state.settings().token.empty() ? "hello" : "hello and token proof",
+                          self->state.settings().token.empty() ? "hello and join"
+                                                               : "hello, token proof and join",
                           seconds(self->options.handshake_timeout)));
     });
     connection->start(
@@ -153,7 +190,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   size_t handshake_cap() const {
-    if (options.max_unauthenticated > 0) return options.max_unauthenticated;
+    if (options.max_unjoined > 0) return options.max_unjoined;
     return std::max<size_t>(1024, 2 * static_cast<size_t>(state.settings().max_nodes));
   }
 
@@ -164,9 +201,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       const ClientId oldest = handshaking.front();
       handshaking.pop_front();
       const auto it = sessions.find(oldest);
-      if (it == sessions.end() || it->second->authenticated) continue;  // gone or welcomed
-      drop_stranger(oldest, fmt::format("more than {} connections without a finished handshake; "
-                                        "closed the oldest",
+      if (it == sessions.end() || it->second->joined) continue;  // gone or joined
+      drop_stranger(oldest, fmt::format("more than {} connections that have not joined; closed "
+                                        "the oldest",
                                         handshake_cap()));
       return;
     }
@@ -181,20 +218,28 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     forget(id);
   }
 
-  // Welcomed connections leave the handshake count; the queue forgets them lazily.
+  // Welcomed: the agent may now send full-size frames (its join).
   void mark_authenticated(ClientId id) {
     const auto it = sessions.find(id);
     if (it == sessions.end() || it->second->authenticated) return;
-    // Welcomed: the agent may now send full-size frames, and its liveness is the state
-    // machine's heartbeat deadline instead of the handshake deadline.
     it->second->authenticated = true;
     it->second->connection->set_max_frame(Limits::kMaxClientFrame);
+  }
+
+  // The handshake ends with a join the state machine took, not with the welcome: a welcomed
+  // connection that never joins (a job without a token welcomes anyone) is still a stranger's,
+  // capped and timed out like any handshake. From now on its liveness is the state machine's
+  // heartbeat deadline. The queue forgets joined connections lazily.
+  void mark_joined(ClientId id) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end() || it->second->joined) return;
+    it->second->joined = true;
     it->second->handshake_deadline.cancel();
     --handshaking_count;
     if (handshaking.size() > 2 * handshaking_count + 1024) {
       std::erase_if(handshaking, [this](ClientId h) {
         const auto s = sessions.find(h);
-        return s == sessions.end() || s->second->authenticated;
+        return s == sessions.end() || s->second->joined;
       });
     }
   }
@@ -210,6 +255,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       dispatch(state.on_message(from, std::get<ClientMessage>(decoded), now()));
       const auto it = sessions.find(from);
       if (it == sessions.end() || !it->second->connection->is_open()) return;  // refused
+      if (!it->second->joined && state.has_joined(from)) mark_joined(from);
     }
     if (error) {
       const auto it = sessions.find(from);
@@ -225,7 +271,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   // Agents are named in the log at once; strangers go through the rate-limited log.
   void note_dropped(const Session& session, const std::string& why) {
-    if (session.authenticated)
+    if (session.joined)
       spdlog::warn("rendezvous server: dropping {}: {}", session.connection->peer(), why);
     else
       strangers.record(fmt::format("dropped {}: {}", session.connection->peer(), why),
@@ -253,7 +299,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void forget(ClientId id) {
     const auto it = sessions.find(id);
     if (it == sessions.end()) return;
-    if (!it->second->authenticated) --handshaking_count;
+    if (!it->second->joined) --handshaking_count;
     sessions.erase(it);
     dispatch(state.on_disconnect(id, now()));
     check_done();
@@ -305,7 +351,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     const auto it = o.to.size() == 1 ? sessions.find(o.to.front()) : sessions.end();
     if (it == sessions.end()) {
       spdlog::warn("rendezvous server: refused an agent: {}", refusal->message);
-    } else if (it->second->authenticated) {
+    } else if (it->second->joined) {
       spdlog::warn("rendezvous server: refused {}: {}", it->second->connection->peer(),
                    refusal->message);
     } else {
@@ -368,6 +414,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   std::deque<ClientId> handshaking;
   size_t handshaking_count = 0;
   StrangerLog strangers{std::chrono::seconds(5)};
+  size_t accept_failures = 0;
+  Clock::time_point last_accept_warning{};
   ClientId next_id = 1;
   int listen_backlog = 0;
   bool finished = false;

@@ -22,12 +22,13 @@ struct ServerOptions {
   int backlog = 0;                    // 0: the kernel's net.core.somaxconn
   // After the job has ended, how long to wait for every agent to hear it and disconnect.
   std::chrono::milliseconds exit_barrier_timeout{300'000};
-  // A connection must say hello (and prove the token) within this time, or it is closed: idle
-  // and half-sent (slowloris) connections cannot pile up.
+  // A connection must say hello, prove the token (when the job has one) and join within this
+  // time, or it is closed: idle, half-sent (slowloris) and welcomed-but-idle connections cannot
+  // pile up.
   std::chrono::milliseconds handshake_timeout{10'000};
-  // Connections still in their handshake beyond this many close the oldest of them, so strangers
+  // Connections that have not joined beyond this many close the oldest of them, so strangers
   // cannot use up the descriptors real agents need. 0: max(1024, 2 x the job's nodes).
-  size_t max_unauthenticated = 0;
+  size_t max_unjoined = 0;
 };
 
 // Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe

@@ -90,6 +90,8 @@ class RendezvousState {
   size_t joined() const { return pending_.size(); }
   // Said hello and, with a token, proved it: the connection is no longer a stranger's.
   bool authenticated(ClientId id) const;
+  // Its join was taken: it waits for a round or is a member of the running one.
+  bool has_joined(ClientId id) const { return pending_.contains(id) || member_rank_.contains(id); }
   // Was sent a challenge and has not answered it yet.
   bool awaiting_proof(ClientId id) const;
 

@@ -86,8 +86,8 @@ RendezvousOptions add_rendezvous_options(CLI::App& app, RendezvousFlags& f, Opti
                                "it (default 300)",
                                group);
   o.handshake_timeout = add(app, names, pet, "--handshake-timeout", f.handshake_timeout,
-                            "Seconds a new rendezvous connection has to say hello and prove the "
-                            "token (default 10; also rdzv-conf read_timeout)",
+                            "Seconds a new rendezvous connection has to say hello, prove the "
+                            "token and join (default 10; also rdzv-conf read_timeout)",
                             group);
   return o;
 }

@@ -66,7 +66,7 @@ struct RendezvousTiming {
   milliseconds heartbeat_interval{5'000};
   milliseconds heartbeat_timeout{30'000};  // silence that counts as a lost peer
   milliseconds exit_barrier_timeout{300'000};
-  milliseconds handshake_timeout{10'000};  // a new connection's hello (and token proof)
+  milliseconds handshake_timeout{10'000};  // a new connection's hello, token proof and join
   int backlog = 0;                         // 0: net.core.somaxconn
 };
 

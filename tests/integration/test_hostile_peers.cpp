@@ -144,15 +144,17 @@ void expect(bool ok, const std::string& what, Problems& problems) {
   if (!ok) problems.push_back(what);
 }
 
-// Node 0 (hosting the server, token required, 1 s handshake deadline) starts; `attack` runs
-// against its port while node 1 starts and both nodes' workers run; the workers finish only once
-// the attack is over, so every check the attack makes is against a live server.
-void job_survives(const AttackOnNode0& attack) {
+// Node 0 (hosting the server, token required unless `with_token` is false, 1 s handshake
+// deadline) starts; `attack` runs against its port while node 1 starts and both nodes' workers
+// run; the workers finish only once the attack is over, so every check the attack makes is
+// against a live server. Returns node 0's log.
+std::string job_survives(const AttackOnNode0& attack, bool with_token = true) {
   TempDir dir;
   const int port = unused_port();
   for (const char* rank : {"0", "1"}) make_gate(dir.file(std::string("gate.") + rank));
   const std::string script = "echo running; read x < \"$OUT/gate.$RANK\"; echo done-$RANK";
-  const EnvOverrides env = {{"OUT", dir.path()}, {"NPU_RUN_RDZV_TOKEN", kToken}};
+  EnvOverrides env = {{"OUT", dir.path()}};
+  if (with_token) env["NPU_RUN_RDZV_TOKEN"] = kToken;
   const std::vector<std::string> flags = {"--rdzv-conf", "read_timeout=1"};
   auto a = start_node(port, 2, 1, script, flags, env);
   a->wait_for_output("rendezvous server on", 1, 30s, true);
@@ -173,10 +175,12 @@ void job_survives(const AttackOnNode0& attack) {
   CHECK_THAT(done[1].out, Contains("done-1"));
   require_no_strays(*a);
   require_no_strays(*b);
+  return done[0].err;
 }
 
-void job_survives(const Attack& attack) {
-  job_survives([&](int port, pid_t, Problems& problems) { attack(port, problems); });
+std::string job_survives(const Attack& attack, bool with_token = true) {
+  return job_survives([&](int port, pid_t, Problems& problems) { attack(port, problems); },
+                      with_token);
 }
 
 // Resident memory of a process in KiB (VmRSS), 0 when it cannot be read.
@@ -195,6 +199,14 @@ void server_still_answers(int port, Problems& problems) {
   probe.send(real_hello());
   const auto m = probe.reply();
   expect(m && std::holds_alternative<Challenge>(*m), "the server no longer answers a hello",
+         problems);
+}
+
+void server_still_answers_without_token(int port, Problems& problems) {
+  Raw probe(port);
+  probe.send(real_hello(""));
+  const auto m = probe.reply();
+  expect(m && std::holds_alternative<Welcome>(*m), "the server no longer welcomes a hello",
          problems);
 }
 
@@ -266,6 +278,48 @@ TEST_CASE("hostile peers: thousands of idle connections", "[integration][hostile
            std::to_string(idle.size() - closed) + " idle connections outlived the deadline",
            problems);
   });
+}
+
+TEST_CASE("hostile peers: welcomed connections that never join, in a job without a token",
+          "[integration][hostile]") {
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  limit.rlim_cur = limit.rlim_max;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &limit) == 0);
+  const std::string log = job_survives(
+      [](int port, Problems& problems) {
+        // Without a token the server welcomes any hello; these then only send heartbeats.
+        std::vector<Raw> idle;
+        size_t welcomed = 0;
+        for (int i = 0; i < 1500; ++i) {
+          Raw& r = idle.emplace_back(port);
+          r.send(ClientMessage{real_hello("")});
+          r.send(ClientMessage{Heartbeat{}});
+        }
+        for (Raw& r : idle) {
+          const auto m = r.reply(2s);
+          welcomed += m && std::holds_alternative<Welcome>(*m) ? 1 : 0;
+        }
+        // The first ones may be gone already: over the cap (1024) the oldest are closed.
+        expect(welcomed > 400, "only " + std::to_string(welcomed) + " of 1500 were welcomed",
+               problems);
+        size_t closed = 0;
+        for (Raw& r : idle) closed += r.closed_within(3s) ? 1 : 0;
+        expect(closed == idle.size(),
+               std::to_string(idle.size() - closed) +
+                   " welcomed connections that never joined outlived the handshake deadline",
+               problems);
+        server_still_answers_without_token(port, problems);
+      },
+      false);
+  // 1500 strangers, a handful of lines (the first, then one summary per 5 s).
+  size_t lines = 0;
+  for (size_t at = log.find("rendezvous server:"); at != std::string::npos;
+       at = log.find("rendezvous server:", at + 1))
+    ++lines;
+  INFO(log);
+  CHECK(lines < 12);
+  CHECK_THAT(log, Contains("more connection(s) refused or dropped"));
 }
 
 TEST_CASE("hostile peers: connections opened and reset at a high rate", "[integration][hostile]") {

@@ -25,7 +25,8 @@ json client_json(const ClientMessage& message) {
                  {"min_nodes", m.min_nodes},
                  {"max_nodes", m.max_nodes},
                  {"max_restarts", m.max_restarts},
-                 {"want_peers", m.want_peers}};
+                 {"want_peers", m.want_peers},
+                 {"command", m.command}};
           if (m.node_rank) j["node_rank"] = *m.node_rank;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
@@ -58,6 +59,7 @@ ClientMessage client_from(const json& j) {
     m.max_nodes = static_cast<int>(f.integer("max_nodes", 1, Limits::kMaxNodes));
     m.max_restarts = static_cast<int>(f.integer("max_restarts", 0, 1'000'000));
     m.want_peers = f.boolean("want_peers");
+    m.command = f.text("command", Limits::kMaxText, false);
     return m;
   }
   if (type == "heartbeat") return Heartbeat{};

@@ -15,7 +15,7 @@ namespace npu_run::rdzv {
 inline constexpr const char* kMagic = "npu_run-rdzv";
 // 2: the token is proven by an HMAC challenge (challenge/auth) instead of sent in the hello.
 // 3: an elastic job re-forms with "reform", no longer with a "stop" that is not a failure.
-inline constexpr int kProtocolVersion = 3;
+inline constexpr int kProtocolVersion = 4;
 
 // What one agent tells the server about its node.
 struct NodeInfo {
@@ -65,6 +65,9 @@ struct Join {
   int max_nodes = 1;
   int max_restarts = 0;
   bool want_peers = false;  // ask for every node's NodeInfo (rank tables)
+  // What the workers run (entrypoint and arguments, not the interpreter's path). With the
+  // default run id it is what tells two jobs on one port apart.
+  std::string command;
 };
 
 struct Heartbeat {};

@@ -17,7 +17,8 @@ RendezvousState::RendezvousState(JobSettings settings, Now now)
       nonce_source_(random_nonce),
       now_(now),
       joining_since_(now.steady),
-      next_progress_(now.steady + settings_.progress_interval) {}
+      next_progress_(now.steady + settings_.progress_interval),
+      job_command_(settings_.command) {}
 
 Outgoing RendezvousState::reject(ClientId to, std::string code, std::string message) {
   return Outgoing{{to}, ErrorReply{std::move(code), std::move(message)}, true};

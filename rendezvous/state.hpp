@@ -59,6 +59,10 @@ struct JobSettings {
   milliseconds progress_interval{5'000};
   milliseconds join_timeout{900'000};
   milliseconds last_call{30'000};  // elastic: wait this long for more nodes once MIN joined
+  // Agents must run this command (Join::command). Empty: the first join's. Only checked with the
+  // default run id: a job whose nodes run different commands names itself with --rdzv-id.
+  std::string command;
+  bool check_command = false;
 };
 
 struct Outgoing {
@@ -168,6 +172,7 @@ class RendezvousState {
   Clock::time_point joining_since_;
   Clock::time_point next_progress_;
   std::optional<Decision> final_;
+  std::string job_command_;  // what every agent must run (check_command)
 };
 
 }  // namespace npu_run::rdzv

@@ -55,6 +55,14 @@ std::optional<Outgoing> RendezvousState::refuse_join(ClientId from, const Join& 
         fmt::format("{} has --max-restarts {} but the job has {}; give every node the same value",
                     seat_label(join.node), join.max_restarts, settings_.max_restarts));
   }
+  if (settings_.check_command && !job_command_.empty() && join.command != job_command_) {
+    return reject(
+        from, "job_mismatch",
+        fmt::format("{} runs '{}' but this job runs '{}': two jobs on one --master-port? Give "
+                    "each job its own --master-port; a job whose nodes run different commands "
+                    "gives every node the same --rdzv-id",
+                    seat_label(join.node), join.command, job_command_));
+  }
   if (pending_.count(from))
     return reject(from, "protocol_order", "'join' sent twice for one round");
   if (phase_ == Phase::kFinished) return reject(from, "job_finished", "the job has already ended");
@@ -100,6 +108,7 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
                            settings_.max_nodes, describe_seats(), seat_label(join.node))));
   }
   if (join.node_rank) claimed_ranks_.emplace(*join.node_rank, from);
+  if (job_command_.empty()) job_command_ = join.command;
   if (pending_.empty()) joining_since_ = now_.steady;
   pending_.emplace(from, Joiner{from, join, arrivals_++});
   if (room_while_running) {

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ascend/hccl_ports.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace npu_run {
 
@@ -17,6 +18,9 @@ rdzv::JobSettings job_settings(const std::string& run_id, const std::string& tok
                                int max_nodes, int max_restarts, const RendezvousTiming& timing) {
   rdzv::JobSettings s;
   s.run_id = run_id;
+  // torchrun's default run id ("none") names no job: two jobs on one port would share it, so
+  // their commands tell them apart. A run id of its own names the job by itself.
+  s.check_command = run_id == LaunchConfig{}.rendezvous.run_id;
   s.token = token;
   s.min_nodes = min_nodes;
   s.max_nodes = max_nodes;
@@ -29,8 +33,22 @@ rdzv::JobSettings job_settings(const std::string& run_id, const std::string& tok
 }
 
 rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
-  return job_settings(cfg.rendezvous.run_id, token_value(cfg.rendezvous.token), cfg.shape.min_nodes,
-                      cfg.shape.max_nodes, cfg.supervision.max_restarts, cfg.rendezvous.timing);
+  rdzv::JobSettings s =
+      job_settings(cfg.rendezvous.run_id, token_value(cfg.rendezvous.token), cfg.shape.min_nodes,
+                   cfg.shape.max_nodes, cfg.supervision.max_restarts, cfg.rendezvous.timing);
+  s.command = job_command(cfg);
+  return s;
+}
+
+std::string job_command(const LaunchConfig& cfg) {
+  const WorkerCommand& w = cfg.worker;
+  std::string command = w.mode == WorkerMode::kPythonModule ? "-m " + w.entrypoint
+                        : w.mode == WorkerMode::kExecutable ? "--no-python " + w.entrypoint
+                                                            : w.entrypoint;
+  for (const std::string& arg : w.args) command += " " + arg;
+  // Cut the same way on every node, so that equal commands stay equal.
+  if (command.size() > rdzv::Limits::kMaxText) command.resize(rdzv::Limits::kMaxText);
+  return command;
 }
 
 rdzv::ServerOptions server_options(const std::string& bind_addr, int port,
@@ -78,6 +96,7 @@ rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   join.max_nodes = cfg.shape.max_nodes;
   join.max_restarts = cfg.supervision.max_restarts;
   join.want_peers = cfg.wants_peers();
+  join.command = job_command(cfg);
   return join;
 }
 

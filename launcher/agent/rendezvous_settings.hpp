@@ -24,6 +24,9 @@ rdzv::JobSettings job_settings(const std::string& run_id, const std::string& tok
                                int max_nodes, int max_restarts, const RendezvousTiming& timing);
 rdzv::JobSettings job_settings(const LaunchConfig& cfg);
 
+// What this node's workers run, as every node of one job must (rdzv::Join::command).
+std::string job_command(const LaunchConfig& cfg);
+
 // Where the server listens, and how it treats connections.
 rdzv::ServerOptions server_options(const std::string& bind_addr, int port,
                                    const RendezvousTiming& timing);

@@ -14,4 +14,11 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The rendezvous cannot start as configured (its port served by another job, say): the launch
+// ends with kExitRendezvous before any worker starts.
+class RendezvousConflict : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace npu_run

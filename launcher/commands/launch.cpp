@@ -77,6 +77,16 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
         if (e.address_not_local) break;
         if (!e.address_in_use) throw std::runtime_error(e.what());
         if (someone_listens(endpoint)) {
+          // Told it is node 0, this agent is the job's host: whoever serves the port is another
+          // job (or a leftover), and joining it would mix two jobs into one.
+          if (cfg.shape.node_rank == 0 && !cfg.rendezvous.is_host) {
+            throw RendezvousConflict(fmt::format(
+                "--node-rank 0 hosts the job's rendezvous, but {}:{} is already served by "
+                "another program (another job's npu_run?); give this job its own --master-port, "
+                "stop the other one, or, to join a server started with `npu_run rdzv-server`, "
+                "add --rdzv-conf is_host=false",
+                options.bind_addr, options.port));
+          }
           spdlog::info("{}:{} is already served here; joining it as a client", options.bind_addr,
                        options.port);
           return nullptr;

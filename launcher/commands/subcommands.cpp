@@ -79,6 +79,9 @@ int run_guarded(const std::function<int()>& command) {
   } catch (const UsageError& e) {
     std::cerr << "npu_run: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const RendezvousConflict& e) {
+    std::cerr << "npu_run: error: " << e.what() << "\n";
+    return kExitRendezvous;
   } catch (const std::exception& e) {
     std::cerr << "npu_run: error: " << e.what() << "\n";
     return 1;

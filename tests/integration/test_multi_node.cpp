@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -92,11 +93,12 @@ TEST_CASE("multi-node: a worker failing on one node stops every node, all exit w
   const std::string gate = make_gate(dir.file("gate"));
   const int port = unused_port();
   const std::string sleeper = "echo ready; exec sleep 60";
-  auto n0 = start_node(port, 3, 2, sleeper, {"--node-rank", "0"});
-  auto n1 = start_node(port, 3, 2, sleeper, {"--node-rank", "1"});
-  auto n2 = start_node(port, 3, 2,
-                       "if [ $LOCAL_RANK = 1 ]; then read x < " + gate + "; exit 7; fi; " + sleeper,
-                       {"--node-rank", "2"});
+  // One command on every node, as in a real job; what a rank does depends on its ranks.
+  const std::string script = "if [ $GROUP_RANK = 2 ] && [ $LOCAL_RANK = 1 ]; then read x < " +
+                             gate + "; exit 7; fi; " + sleeper;
+  auto n0 = start_node(port, 3, 2, script, {"--node-rank", "0"});
+  auto n1 = start_node(port, 3, 2, script, {"--node-rank", "1"});
+  auto n2 = start_node(port, 3, 2, script, {"--node-rank", "2"});
   n0->wait_for_output("ready", 2, 20s);
   n1->wait_for_output("ready", 2, 20s);
   n2->wait_for_output("ready", 1, 20s);
@@ -182,9 +184,10 @@ TEST_CASE("multi-node: a lost node is the root cause even if a peer's worker fai
   TempDir dir;
   const std::string gate = make_gate(dir.file("gate"));
   const int port = unused_port();
-  auto a =
-      start_node(port, 2, 1, "echo ready; read x < " + gate + "; exit 1", {"--node-rank", "0"});
-  auto b = start_node(port, 2, 1, "echo ready; exec sleep 60", {"--node-rank", "1"});
+  const std::string script =
+      "echo ready; if [ $GROUP_RANK = 0 ]; then read x < " + gate + "; exit 1; fi; exec sleep 60";
+  auto a = start_node(port, 2, 1, script, {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, script, {"--node-rank", "1"});
   a->wait_for_output("ready", 1, 20s);
   b->wait_for_output("ready", 1, 20s);
   b->send_signal(SIGSTOP);
@@ -320,7 +323,11 @@ TEST_CASE("multi-node: a port held by another program is reported as such",
         asio::write(s, asio::buffer(std::string("HTTP/1.1 400 Bad Request\r\n\r\n")), ec);
     }
   });
-  const Finished f =
+  // Without --node-rank the agent would host, finds the port served and joins as a client;
+  // told it is node 0, it is the host and refuses at once.
+  const Finished f = run_npu_run({"--nnodes", "2", "--master-port", std::to_string(port),
+                                  "--rdzv-timeout", "5", "--no-python", "/bin/true"});
+  const Finished node0 =
       run_npu_run({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(port),
                    "--rdzv-timeout", "5", "--no-python", "/bin/true"});
   // A blocking accept() is not woken by closing the acceptor from here: connect once more.
@@ -332,6 +339,51 @@ TEST_CASE("multi-node: a port held by another program is reported as such",
   CHECK_THAT(f.err, Contains("is already served here; joining it as a client") &&
                         Contains("did not answer as an npu_run rendezvous server") &&
                         Contains("another program"));
+  INFO(node0.err);
+  CHECK(node0.exit_code == 125);
+  CHECK(node0.seconds < 3);
+  CHECK_THAT(node0.err, Contains("--node-rank 0 hosts the job's rendezvous, but 127.0.0.1:" +
+                                 std::to_string(port) + " is already served by another program"));
+}
+
+TEST_CASE("multi-node: two jobs on one port never merge, whatever the order they start in",
+          "[integration][multi-node]") {
+  // Two 2-node jobs with the default run id on one --master-port. Whichever agent binds first
+  // hosts; the agents of the other job are refused by name, in every one of the 24 orders.
+  std::vector<int> order = {0, 1, 2, 3};  // agents 0, 1 of job A; 2, 3 of job B
+  int runs = 0;
+  do {
+    const int port = unused_port();
+    std::vector<std::unique_ptr<NpuRunProcess>> agents(4);
+    for (int who : order) {
+      const std::string job = who < 2 ? "A" : "B";
+      agents[static_cast<size_t>(who)] = start_node(
+          port, 2, 1, "echo job-" + job + " rank $RANK; sleep 0.3", {"--rdzv-timeout", "10"});
+      std::this_thread::sleep_for(20ms);
+    }
+    const auto done = NpuRunProcess::wait_all(
+        {agents[0].get(), agents[1].get(), agents[2].get(), agents[3].get()}, 30s);
+    std::string logs;
+    for (const Finished& f : done) logs += f.err + "\n----\n";
+    INFO("order " << order[0] << order[1] << order[2] << order[3] << "\n" << logs);
+    // One job ran, both of its agents; the other's were refused, naming both commands.
+    const bool a_ran = done[0].exit_code == 0;
+    const size_t winner = a_ran ? 0 : 2;
+    const size_t loser = a_ran ? 2 : 0;
+    CHECK(done[winner].exit_code == 0);
+    CHECK(done[winner + 1].exit_code == 0);
+    const std::string job = a_ran ? "A" : "B";
+    CHECK_THAT(done[winner].out + done[winner + 1].out,
+               Contains("job-" + job + " rank 0") && Contains("job-" + job + " rank 1"));
+    for (size_t i : {loser, loser + 1}) {
+      CHECK(done[i].exit_code == 125);
+      CHECK_THAT(done[i].err, Contains("but this job runs '--no-python /bin/sh -c echo job-" + job +
+                                       " rank $RANK; sleep 0.3'"));
+    }
+    for (auto& agent : agents) require_no_strays(*agent);
+    ++runs;
+  } while (std::next_permutation(order.begin(), order.end()));
+  CHECK(runs == 24);
 }
 
 TEST_CASE("multi-node: a listener that never answers the hello is retried, then named",
@@ -427,8 +479,9 @@ TEST_CASE("multi-node: a node that finishes first waits for the job's result",
   // Exit barrier: node 1 is done at once, node 0's worker fails a second later; node 1 must not
   // leave with 0 before the job's result is known.
   const int port = unused_port();
-  auto a = start_node(port, 2, 1, "sleep 1; exit 3", {"--node-rank", "0"});
-  auto b = start_node(port, 2, 1, "exit 0", {"--node-rank", "1"});
+  const std::string script = "if [ $GROUP_RANK = 0 ]; then sleep 1; exit 3; fi; exit 0";
+  auto a = start_node(port, 2, 1, script, {"--node-rank", "0"});
+  auto b = start_node(port, 2, 1, script, {"--node-rank", "1"});
   const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
   INFO(done[0].err << "\n----\n" << done[1].err);
   CHECK(done[0].exit_code == 3);
@@ -449,8 +502,9 @@ TEST_CASE("multi-node: the server leaves after --exit-barrier-timeout if an agen
         "--nnodes", "2", "--node-rank", rank, "--master-port", std::to_string(port),
         "--exit-barrier-timeout", "1", "--no-python", "/bin/sh", "-c", script});
   };
-  auto a = node("0", "echo ready; sleep 1.5; exit 0");
-  auto b = node("1", "echo ready; exit 0");
+  const std::string script = "echo ready; if [ $GROUP_RANK = 0 ]; then sleep 1.5; fi; exit 0";
+  auto a = node("0", script);
+  auto b = node("1", script);
   a->wait_for_output("ready", 1, 20s);
   b->wait_for_output("waiting for the job's result", 1, 20s, true);  // node 1 has reported
   b->send_signal(SIGSTOP);

@@ -95,7 +95,9 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   j.max_nodes = 4;
   j.max_restarts = 1;
   j.want_peers = true;
+  j.command = "train.py --cfg a.yaml";
   const Join jj = round_trip_client<Join>(j);
+  CHECK(jj.command == "train.py --cfg a.yaml");
   CHECK(jj.node.host == "host-a");
   CHECK(jj.node.devices == std::vector<int>{4, 5});
   CHECK(jj.node.device_ips.size() == 2);

@@ -426,6 +426,66 @@ TEST_CASE("rdzv state: missed heartbeats count as a lost node", "[rdzv]") {
   CHECK_THAT(stop->root_cause.description, Contains("no heartbeat for 30.0 s"));
 }
 
+TEST_CASE("rdzv state: a lost node failed when it was last heard from", "[rdzv]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  job.send(2, Heartbeat{}, t0 + 10s);  // node b's last word
+  // Node a's worker fails at 20 s because node b is gone (a gloo "Connection reset by peer").
+  FailureReport consequence;
+  consequence.rank = 0;
+  consequence.exit_code = 1;
+  consequence.time_ms = (t0 + 20s).wall_ms;
+  consequence.description = "exit code 1";
+  job.send(1, Report{0, Outcome::kFailed, consequence, 0}, t0 + 20s);
+  // Node b's silence is noticed at 41 s; it is still the earlier failure, and the job's code.
+  const auto out = job.state.on_tick(t0 + 41s);
+  const Decision* d = message_to<Decision>(out, 1);
+  REQUIRE(d != nullptr);
+  REQUIRE(d->root_cause);
+  CHECK(d->root_cause->host == "b");
+  CHECK(d->root_cause->time_ms == (t0 + 10s).wall_ms);
+  CHECK(d->exit_code == kExitRendezvous);
+  CHECK_THAT(d->root_cause->description, Contains("last heard from 31.0 s before"));
+}
+
+TEST_CASE("rdzv state: with the default run id, agents running another command are refused",
+          "[rdzv]") {
+  JobSettings s = settings(2);
+  s.check_command = true;
+  SECTION("the hosting agent's command is the job's") {
+    s.command = "train.py --lr 1";
+    Job job(s);
+    job.greet(1);
+    Join other = join_as(node("b"), std::nullopt, 2);
+    other.command = "other.py";
+    const auto refused = error_to(job.send(1, other), 1);
+    CHECK(refused.code == "job_mismatch");
+    CHECK_THAT(refused.message, Contains("runs 'other.py' but this job runs 'train.py --lr 1'") &&
+                                    Contains("its own --master-port") && Contains("--rdzv-id"));
+  }
+  SECTION("without one (npu_run rdzv-server), the first join's") {
+    Job job(s);
+    job.greet(1);
+    Join first = join_as(node("a"), std::nullopt, 2);
+    first.command = "a.py";
+    CHECK(job.send(1, first).empty());
+    job.greet(2);
+    Join second = join_as(node("b"), std::nullopt, 2);
+    second.command = "b.py";
+    CHECK(error_to(job.send(2, second), 2).code == "job_mismatch");
+  }
+  SECTION("a run id of its own names the job: commands may differ") {
+    s.check_command = false;
+    s.command = "a.py";
+    Job job(s);
+    job.greet(1);
+    Join other = join_as(node("b"), std::nullopt, 2);
+    other.command = "b.py";
+    CHECK(job.send(1, other).empty());
+  }
+}
+
 TEST_CASE("rdzv state: progress names the missing node ranks at a calm rate", "[rdzv]") {
   Job job(settings(4));
   job.join(1, node("a"), 0);

@@ -87,6 +87,8 @@ std::string row_details(const WorkerOutcome& w, const WorkerError& error, bool r
     }
   }
   if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
+  for (const std::string& log : w.incomplete_logs)
+    out += fmt::format("      incomplete: {}\n", log);
   return out;
 }
 

@@ -27,6 +27,8 @@ struct WorkerOutcome {
   // can be long before the process exits: interpreter shutdown may hang on collective threads.
   std::optional<std::chrono::system_clock::time_point> raised_at;
   std::string start_error;  // why it could not be started (kNotStarted)
+  // Its log files that lost output, each with why: "path (No space left on device (ENOSPC))".
+  std::vector<std::string> incomplete_logs;
 };
 
 struct GroupResult {

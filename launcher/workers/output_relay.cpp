@@ -1,6 +1,7 @@
 #include "workers/output_relay.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "basics/descriptors.hpp"
 #include "workers/console.hpp"
 #include "workers/line_copy.hpp"
+#include "workers/log_health.hpp"
 
 namespace npu_run {
 
@@ -80,7 +82,12 @@ void OutputRelay::read_more() {
 
 void OutputRelay::deliver(std::string_view data) {
   if (file_fd_ >= 0 && !write_fully(file_fd_, data)) {
-    ::close(file_fd_);  // disk full or similar: keep relaying to the console at least
+    // Disk full or similar: said once, with the file; the console copy goes on.
+    write_error_ = errno;
+    spdlog::error("cannot write {}: {}; the file is incomplete from here on{}", file_path_,
+                  errno_label(write_error_),
+                  console_ != nullptr ? ", the console still gets this stream" : "");
+    ::close(file_fd_);
     file_fd_ = -1;
   }
   if (copies_) copies_->feed(data);

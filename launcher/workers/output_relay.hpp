@@ -55,6 +55,9 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   // flight this completes in that read's handler, which the io_context runs before anything
   // posted after this call.
   void drain_and_close();
+  // The errno of a failed write to the file (0: none), after which the file was given up.
+  int write_error() const { return write_error_; }
+  const std::string& file_path() const { return file_path_; }
 
  private:
   void read_more();
@@ -75,6 +78,7 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   bool paused_ = false;  // the console is full and this relay's output has no other copy
   bool draining_ = false;
   bool closed_ = false;
+  int write_error_ = 0;
 };
 
 }  // namespace npu_run

@@ -143,10 +143,24 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
                                            : GroupResult::Outcome::kSucceeded;
     result.elapsed = Clock::now() - started;
     sweep_escaped();
+    warn_incomplete_logs(result);
     // Posted so that start() never calls back into the agent before returning.
     asio::post(io, [handler = std::move(on_done), result = std::move(result)]() mutable {
       handler(std::move(result));
     });
+  }
+
+  // Said for every attempt, failed or not: a job that succeeded on a full disk has logs that
+  // lost lines.
+  static void warn_incomplete_logs(const GroupResult& result) {
+    std::vector<std::string> logs;
+    for (const WorkerOutcome& w : result.workers)
+      logs.insert(logs.end(), w.incomplete_logs.begin(), w.incomplete_logs.end());
+    if (logs.empty()) return;
+    spdlog::warn(
+        "{} log file{} of this attempt lost output: {}; free space there or choose "
+        "another --log-dir",
+        logs.size(), logs.size() == 1 ? "" : "s", fmt::join(logs, "; "));
   }
 
   // Processes that left a worker's process group go with the attempt, never with a later one.

@@ -24,6 +24,7 @@
 #include "workers/exec_report.hpp"
 #include "workers/guardian.hpp"
 #include "workers/line_copy.hpp"
+#include "workers/log_health.hpp"
 #include "workers/output_relay.hpp"
 #include "workers/terminal_input.hpp"
 
@@ -367,6 +368,21 @@ void WorkerProcess::signal(int sig) const {
 
 const WorkerOutcome& WorkerProcess::settle() {
   for (auto& relay : relays_) relay->drain_and_close();
+  // Which of its log files lost output: a relay knows its failed write; a file the worker
+  // wrote itself is suspect when its file system is full now.
+  outcome_.incomplete_logs.clear();
+  for (const StreamRoute* route : {&spec_.out, &spec_.err}) {
+    if (route->file.empty()) continue;
+    std::optional<std::string> why;
+    for (const auto& relay : relays_) {
+      if (relay->file_path() == route->file && relay->write_error() != 0)
+        why = errno_label(relay->write_error());
+    }
+    if (!why && route->sink == StreamSink::kFile) {
+      if (auto full = full_file_system(route->file)) why = "may be incomplete: " + *full;
+    }
+    if (why) outcome_.incomplete_logs.push_back(fmt::format("{} ({})", route->file, *why));
+  }
   outcome_.raised_at = error_file_time(outcome_.error_file);
   return outcome_;
 }

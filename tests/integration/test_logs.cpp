@@ -1,5 +1,8 @@
 // Where worker output goes: untouched by default, per-rank files and prefixed console lines on
 // request, filters for the console.
+#include <sched.h>
+#include <sys/mount.h>
+
 #include <boost/asio/ip/host_name.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -222,4 +225,58 @@ TEST_CASE("logs: --duplicate-*-filters copy the matching console lines of every 
       read_file(run_dir(plain.file("logs")) + "/attempt_0/filtered_stdout.log");
   CHECK(count_occurrences(copied, "[default1]:step 1 loss 0.1\n") == 1);
   CHECK(count_occurrences(copied, "\n") == 2);
+}
+
+namespace {
+
+// A 256 KiB tmpfs at `path`, seen by this test process and what it starts only: the test runs
+// in a mount namespace of its own (each test case is its own process under ctest). False when
+// this is not allowed.
+bool small_file_system_at(const std::string& path) {
+  if (::unshare(CLONE_NEWNS) != 0) return false;
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  std::filesystem::create_directories(path);
+  return ::mount("tmpfs", path.c_str(), "tmpfs", 0, "size=256k") == 0;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "logs: a full log disk is named once, the console keeps every line, the logs that lost "
+    "output are listed",
+    "[integration][logs]") {
+  TempDir dir;
+  const std::string logs = dir.file("small");
+  INFO("a mount namespace with a small tmpfs needs root, as the suite's namespace tests do");
+  REQUIRE(small_file_system_at(logs));
+  // 40,000 numbered lines (about 600 KiB) to a 256 KiB file system.
+  const std::string chatty = "i=0; while [ $i -lt 40000 ]; do echo line-$RANK-$i; i=$((i+1)); done";
+  SECTION("teed: npu_run's own write fails, the console copy goes on") {
+    const Finished f = run_npu_run(with_workers({"--log-dir", logs, "-t", "3"}, chatty));
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    CHECK_THAT(f.out, Contains("line-0-39999"));  // the console has it all
+    CHECK_THAT(f.err, Contains("cannot write " + logs) &&
+                          Contains("stdout.log: No space left on device (ENOSPC); the file is "
+                                   "incomplete from here on, the console still gets this stream"));
+    CHECK_THAT(f.err, Contains("log file of this attempt lost output: " + logs) &&
+                          Contains("choose another --log-dir"));
+    // Once per file, not once per line.
+    size_t said = 0;
+    for (auto at = f.err.find("cannot write"); at != std::string::npos;
+         at = f.err.find("cannot write", at + 1))
+      ++said;
+    CHECK(said == 1);
+  }
+  SECTION("redirected: the worker's own writes fail; the summary says its logs are incomplete") {
+    // dash's echo ignores the write error, as much code does; the worker then fails.
+    const Finished f =
+        run_npu_run(with_workers({"--log-dir", logs, "-r", "3"}, chatty + "; exit 3"));
+    INFO(f.err);
+    CHECK(f.exit_code == 3);
+    CHECK_THAT(f.err, Contains("2 log files of this attempt lost output"));
+    // In the failure summary, under the root cause's row.
+    CHECK_THAT(f.err, Contains("      incomplete: " + logs) &&
+                          Contains("stderr.log (may be incomplete: its file system is full"));
+  }
 }

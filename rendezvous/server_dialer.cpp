@@ -52,7 +52,9 @@ ServerDialer::ServerDialer(asio::io_context& io, std::string host, int port, mil
       backoff_(kFirstRetry) {}
 
 std::string ServerDialer::endpoint() const {
-  return fmt::format("{}:{}", host_, port_);
+  // An IPv6 address is set off by brackets, as it is written in --rdzv-endpoint.
+  return host_.find(':') != std::string::npos ? fmt::format("[{}]:{}", host_, port_)
+                                              : fmt::format("{}:{}", host_, port_);
 }
 
 milliseconds ServerDialer::time_left() const {

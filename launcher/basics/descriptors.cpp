@@ -142,6 +142,14 @@ void raise_open_files_limit() {
   }
 }
 
+unsigned long ensure_open_files(unsigned long needed) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return 0;
+  if (limit.rlim_max < needed) return static_cast<unsigned long>(limit.rlim_max);
+  limit.rlim_cur = needed;
+  return ::setrlimit(RLIMIT_NOFILE, &limit) == 0 ? 0 : static_cast<unsigned long>(limit.rlim_cur);
+}
+
 bool write_fully(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());

@@ -35,6 +35,10 @@ void close_descriptors_from(int lowest, int keep);
 // (node 0's agent, `npu_run rdzv-server`) decides this for itself; the server does not.
 void raise_open_files_limit();
 
+// Makes sure this process may open `needed` descriptors: raises the soft limit up to that where
+// the hard limit allows. Returns the limit when even the hard one is lower (0: enough).
+unsigned long ensure_open_files(unsigned long needed);
+
 // write(2) until everything is written; false on an error other than EINTR (EPIPE: the reader
 // is gone; ENOSPC: the disk is full). Blocks as the descriptor blocks.
 bool write_fully(int fd, std::string_view data);

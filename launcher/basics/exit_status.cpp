@@ -22,21 +22,10 @@ int ExitStatus::as_exit_code() const {
     case Kind::kSignaled:
       return exit_for_signal(signal);
     case Kind::kNotStarted:
-      // As a shell answers: 127 for a program that is not there, 126 for one found but not
-      // executable (permission, not a binary or script, busy); 1 for anything else (no fork).
-      switch (code) {
-        case ENOENT:
-          return 127;
-        case EACCES:
-        case ENOEXEC:
-        case ETXTBSY:
-        case EISDIR:
-        case ELIBBAD:
-        case EPERM:
-          return 126;
-        default:
-          return 1;
-      }
+      // As a shell answers: 127 for a program that is not there, 126 for every other reason it
+      // could not be run (permission, not a binary, busy, E2BIG, EMFILE, no fork): never a code
+      // a worker could have exited with for reasons of its own.
+      return code == ENOENT ? 127 : 126;
     case Kind::kRunning:
       return 1;
   }

@@ -49,6 +49,13 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
     throw UsageError(
         fmt::format("{} is empty; give the host or IP address of node 0", o.source(o.master_addr)));
   }
+  if (f.master_addr.size() > 2 && f.master_addr.front() == '[' && f.master_addr.back() == ']') {
+    const std::string inside = f.master_addr.substr(1, f.master_addr.size() - 2);
+    throw UsageError(fmt::format(
+        "{} '{}': write an IPv6 address without brackets, {} {} (brackets belong in "
+        "--rdzv-endpoint [{}]:PORT)",
+        o.source(o.master_addr), f.master_addr, o.source(o.master_addr), inside, inside));
+  }
   rdzv.master_addr = !OptionNames::given(o.master_addr) && in.cluster.master_addr
                          ? *in.cluster.master_addr
                          : f.master_addr;

@@ -1,5 +1,6 @@
 #include "cli/value_parsers.hpp"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <spdlog/common.h>
 
@@ -184,6 +185,11 @@ int parse_port(const std::string& text, const std::string& source) {
   return text == "0" ? 0 : parse_positive(text, 65535, source, "a port");
 }
 
+bool is_ipv6_literal(const std::string& text) {
+  in6_addr address{};
+  return ::inet_pton(AF_INET6, text.c_str(), &address) == 1;
+}
+
 Endpoint parse_endpoint(const std::string& text, const std::string& source) {
   Endpoint ep{text, std::nullopt};
   const auto colon = text.rfind(':');
@@ -200,6 +206,15 @@ Endpoint parse_endpoint(const std::string& text, const std::string& source) {
   } else if (colon != std::string::npos && text.find(':') == colon) {
     ep.host = text.substr(0, colon);
     ep.port = parse_port(text.substr(colon + 1), source);
+  } else if (colon != std::string::npos && !is_ipv6_literal(text)) {
+    // Several colons: an IPv6 address, whose port must be set off by brackets.
+    const std::string address = text.substr(0, colon);
+    if (is_ipv6_literal(address)) {
+      throw UsageError(fmt::format("{} '{}': an IPv6 address with a port is written [{}]:{}",
+                                   source, text, address, text.substr(colon + 1)));
+    }
+    throw UsageError(
+        fmt::format("{} '{}': expected HOST:PORT, or [IPv6 address]:PORT", source, text));
   }
   if (ep.host.empty())
     throw UsageError(fmt::format("{} '{}': the host is empty; write HOST:PORT", source, text));

@@ -57,6 +57,9 @@ struct Endpoint {
   std::optional<int> port;
 };
 Endpoint parse_endpoint(const std::string& text, const std::string& source);
+
+// "::1", "fe80::1%eth0" is not one (a scope needs the name service); no brackets.
+bool is_ipv6_literal(const std::string& text);
 // 1-65535, or 0 for "a free port".
 int parse_port(const std::string& text, const std::string& source);
 

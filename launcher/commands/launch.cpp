@@ -105,6 +105,20 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
   return nullptr;  // --master-addr is another host, or its port stays taken: the client says so
 }
 
+// Each worker takes a few descriptors in the agent (its output pipes, pidfd and exec report,
+// more while it starts), the agent a few dozen of its own. With fewer, a socket or a pipe fails
+// later under a misleading name ("not an address of this host"): say it now, before anything.
+void require_open_files(int nproc) {
+  const auto needed = 64 + 16 * static_cast<unsigned long>(nproc);
+  if (const unsigned long limit = ensure_open_files(needed); limit != 0) {
+    throw UsageError(fmt::format(
+        "the open-files limit (ulimit -n) is {}, but an agent with {} worker{} needs at least {} "
+        "(EMFILE otherwise); raise it: ulimit -n {} in the shell, LimitNOFILE= in a systemd "
+        "unit, nofile in /etc/security/limits.conf",
+        limit, nproc, nproc == 1 ? "" : "s", needed, std::max<unsigned long>(needed, 1024)));
+  }
+}
+
 // The Slurm step's token is derived only now, when an agent really starts: reading the
 // command line (and --dry-run) creates no files.
 LaunchConfig with_derived_token(LaunchConfig cfg) {
@@ -175,8 +189,9 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
   // Where the token came from, never the token itself.
   if (cfg.shape.multi_node() && !token_source(cfg.rendezvous.token).empty())
     spdlog::info("rendezvous token: {}", token_source(cfg.rendezvous.token));
-  if (!cfg.shape.multi_node()) require_local_address(cfg.rendezvous.master_addr, "--master-addr");
   if (cfg.agent.dry_run) return print_plan(cfg, env, host);
+  require_open_files(cfg.shape.nproc_per_node);
+  if (!cfg.shape.multi_node()) require_local_address(cfg.rendezvous.master_addr, "--master-addr");
 
   // The guardian is forked first, while the agent is small and has no threads or sockets.
   Guardian guardian;

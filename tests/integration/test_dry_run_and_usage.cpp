@@ -79,3 +79,23 @@ TEST_CASE("usage errors: a bad PET_ variable is named as such", "[integration][u
   CHECK(f.exit_code == 2);
   CHECK_THAT(f.err, Contains("PET_NPROC_PER_NODE 'many'"));
 }
+
+TEST_CASE("usage: too low an open-files limit is named with the fix before anything starts",
+          "[integration][usage]") {
+  // npu_run under `prlimit --nofile=12`, started as the worker of an outer npu_run so that the
+  // test process keeps its own limit; the outer one passes the inner one's exit code on.
+  const Finished f = run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12", NPU_RUN_BINARY,
+                                  "--nproc-per-node", "2", "--no-python", "/bin/echo", "started"});
+  INFO(f.err);
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Contains("the open-files limit (ulimit -n) is 12, but an agent with 2 workers "
+                             "needs at least 96 (EMFILE otherwise); raise it: ulimit -n 1024"));
+  CHECK(f.out.find("started") == std::string::npos);
+  // A soft limit below what is needed is raised when the hard one allows it.
+  const Finished raised =
+      run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12:4096", NPU_RUN_BINARY,
+                   "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", "ulimit -n"});
+  INFO(raised.err);
+  CHECK(raised.exit_code == 0);
+  CHECK_THAT(raised.out, Contains("96"));
+}

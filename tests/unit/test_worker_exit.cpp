@@ -24,7 +24,9 @@ TEST_CASE("exit statuses decode wait statuses and map to npu_run's exit code", "
   CHECK(ExitStatus::not_started(EACCES).as_exit_code() == 126);
   CHECK(ExitStatus::not_started(ENOEXEC).as_exit_code() == 126);
   CHECK(ExitStatus::not_started(ETXTBSY).as_exit_code() == 126);
-  CHECK(ExitStatus::not_started(EAGAIN).as_exit_code() == 1);
+  CHECK(ExitStatus::not_started(EAGAIN).as_exit_code() == 126);  // fork failed
+  CHECK(ExitStatus::not_started(EMFILE).as_exit_code() == 126);  // no descriptor for its pipes
+  CHECK(ExitStatus::not_started(E2BIG).as_exit_code() == 126);   // arguments and environment
   CHECK(ExitStatus::not_started(ENOENT).describe() == "not started: No such file or directory");
   CHECK(signal_name(SIGTERM) == "SIGTERM");
   CHECK(signal_name(SIGUSR1) == "SIGUSR1");

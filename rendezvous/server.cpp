@@ -52,87 +52,114 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       : io(io_context),
         options(std::move(opts)),
         state(std::move(job), now()),
-        acceptor(io_context),
         tick_timer(io_context),
-        retry_timer(io_context),
         barrier_timer(io_context) {}
 
-  void bind() {
+  // Binds and listens on `address_text`:`port`; throws BindError.
+  std::unique_ptr<tcp::acceptor> listen_on(const std::string& address_text, int port) {
     boost::system::error_code ec;
-    const auto address = asio::ip::make_address(options.bind_addr, ec);
+    const auto address = asio::ip::make_address(address_text, ec);
     if (ec) {
-      throw BindError(
-          fmt::format("rendezvous server: '{}' is not an IP address", options.bind_addr), false,
-          true);
+      throw BindError(fmt::format("rendezvous server: '{}' is not an IP address", address_text),
+                      false, true);
     }
-    const tcp::endpoint endpoint(address, static_cast<unsigned short>(options.port));
-    net::open_cloexec(acceptor, endpoint.protocol(), ec);
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+    auto acceptor = std::make_unique<tcp::acceptor>(io);
+    net::open_cloexec(*acceptor, endpoint.protocol(), ec);
     // SO_REUSEADDR: a job restarted right after the last one must not wait out TIME_WAIT.
-    if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor->bind(endpoint, ec);
     if (ec) {
       const bool in_use = ec == asio::error::address_in_use;
       const bool not_local = ec == boost::system::errc::address_not_available;
-      throw BindError(fmt::format("rendezvous server: cannot bind {}:{}: {}", options.bind_addr,
-                                  options.port, ec.message()),
-                      in_use, not_local);
+      throw BindError(
+          fmt::format("rendezvous server: cannot bind {}:{}: {}", address_text, port, ec.message()),
+          in_use, not_local);
     }
+    acceptor->listen(listen_backlog, ec);
+    if (!ec) acceptor->non_blocking(true, ec);  // accept() takes what is queued until EAGAIN
+    // With SO_REUSEADDR, Linux may let bind() succeed next to a listening socket and report the
+    // clash only here.
+    if (ec) {
+      throw BindError(fmt::format("rendezvous server: cannot listen on {}:{}: {}", address_text,
+                                  port, ec.message()),
+                      ec == asio::error::address_in_use, false);
+    }
+    return acceptor;
+  }
+
+  // The main address decides the port; the others (a master name with several addresses of
+  // this host) are served on the same port when they can be, and skipped with a word if not.
+  void bind() {
     // The kernel caps any backlog at net.core.somaxconn; asking for exactly that is the most.
     const auto somaxconn = kernel_queues().front().value;
     listen_backlog =
         options.backlog > 0 ? options.backlog : static_cast<int>(somaxconn.value_or(4096));
-    acceptor.listen(listen_backlog, ec);
-    if (!ec) acceptor.non_blocking(true, ec);  // accept() takes what is queued until EAGAIN
-    // With SO_REUSEADDR, Linux may let bind() succeed next to a listening socket and report the
-    // clash only here.
-    if (ec) {
-      throw BindError(fmt::format("rendezvous server: cannot listen on {}:{}: {}",
-                                  options.bind_addr, options.port, ec.message()),
-                      ec == asio::error::address_in_use, false);
+    add_acceptor(options.bind_addr, listen_on(options.bind_addr, options.port));
+    for (const std::string& more : options.also_bind) {
+      if (more == options.bind_addr) continue;
+      try {
+        add_acceptor(more, listen_on(more, port()));
+      } catch (const BindError& e) {
+        if (e.address_not_local)
+          spdlog::debug("{}: not an address of this host, not served", more);
+        else
+          spdlog::warn("{}; agents must reach the server through another address", e.what());
+      }
     }
+  }
+
+  void add_acceptor(const std::string& address, std::unique_ptr<tcp::acceptor> acceptor) {
+    served.push_back(address.find(':') != std::string::npos ? "[" + address + "]" : address);
+    acceptors.push_back(std::move(acceptor));
+    retry_timers.push_back(std::make_unique<asio::steady_timer>(io));
   }
 
   void start(DoneHandler handler) {
     on_done = std::move(handler);
     const auto& s = state.settings();
-    spdlog::info("rendezvous server on {}:{} for {} node{} (run id '{}', backlog {})",
-                 options.bind_addr, port(), s.max_nodes, s.max_nodes == 1 ? "" : "s", s.run_id,
+    std::vector<std::string> endpoints;
+    for (const std::string& address : served)
+      endpoints.push_back(fmt::format("{}:{}", address, port()));
+    spdlog::info("rendezvous server on {} for {} node{} (run id '{}', backlog {})",
+                 fmt::join(endpoints, " and "), s.max_nodes, s.max_nodes == 1 ? "" : "s", s.run_id,
                  listen_backlog);
     if (const std::string warning = kernel_limit_warning(s.max_nodes); !warning.empty())
       spdlog::warn("{}", warning);
-    accept();
+    for (size_t i = 0; i < acceptors.size(); ++i) accept(i);
     schedule_tick();
   }
 
   int port() const {
     boost::system::error_code ec;
-    return acceptor.local_endpoint(ec).port();
+    return acceptors.empty() ? 0 : acceptors.front()->local_endpoint(ec).port();
   }
 
   // Waits for connections and takes them with accept4 (close-on-exec, which Asio's accept
   // cannot ask for), as many as are queued, up to a batch per turn of the loop.
-  void accept() {
-    acceptor.async_wait(
-        tcp::acceptor::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
-          if (!self->acceptor.is_open() || ec == asio::error::operation_aborted) return;
+  void accept(size_t i) {
+    acceptors[i]->async_wait(
+        tcp::acceptor::wait_read, [self = shared_from_this(), i](boost::system::error_code ec) {
+          tcp::acceptor& acceptor = *self->acceptors[i];
+          if (!acceptor.is_open() || ec == asio::error::operation_aborted) return;
           for (int taken = 0; !ec && taken < 64; ++taken) {
-            tcp::socket socket = net::accept_cloexec(self->acceptor, ec);
+            tcp::socket socket = net::accept_cloexec(acceptor, ec);
             if (!ec) self->add_session(std::move(socket));
           }
           const bool transient = ec == asio::error::would_block || ec == asio::error::try_again ||
                                  ec == asio::error::connection_aborted ||
                                  ec == asio::error::interrupted;
           if (!ec || transient) {
-            self->accept();
+            self->accept(i);
             return;
           }
-          self->accept_failed(ec);
+          self->accept_failed(i, ec);
         });
   }
 
   // Out of descriptors (EMFILE/ENFILE) or another error: pause instead of spinning, and say so
   // once per interval, with the fix, however long it lasts.
-  void accept_failed(const boost::system::error_code& ec) {
+  void accept_failed(size_t i, const boost::system::error_code& ec) {
     const auto now = Clock::now();
     ++accept_failures;
     if (accept_failures == 1 || now - last_accept_warning >= std::chrono::seconds(10)) {
@@ -153,9 +180,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
           accept_failures > 1 ? fmt::format(" ({} failures so far)", accept_failures) : "");
       last_accept_warning = now;
     }
-    retry_timer.expires_after(std::chrono::milliseconds(100));
-    retry_timer.async_wait([self = shared_from_this()](boost::system::error_code wait_ec) {
-      if (!wait_ec) self->accept();
+    retry_timers[i]->expires_after(std::chrono::milliseconds(100));
+    retry_timers[i]->async_wait([self = shared_from_this(), i](boost::system::error_code wait_ec) {
+      if (!wait_ec) self->accept(i);
     });
   }
 
@@ -382,9 +409,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     stopped = true;
     strangers.flush(Clock::now(), true);  // what was only counted so far
     boost::system::error_code ignored;
-    acceptor.close(ignored);
+    for (auto& acceptor : acceptors) acceptor->close(ignored);
+    for (auto& timer : retry_timers) timer->cancel();
     tick_timer.cancel();
-    retry_timer.cancel();
     barrier_timer.cancel();
     // Every agent is lost to the state machine as if it had hung up (forget() edits `sessions`).
     std::vector<ClientId> remaining;
@@ -405,9 +432,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   ServerOptions options;
   RendezvousState state;
-  tcp::acceptor acceptor;
+  // One per served address (the first decides the port), each with its accept-retry timer.
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::vector<std::unique_ptr<asio::steady_timer>> retry_timers;
+  std::vector<std::string> served;
   asio::steady_timer tick_timer;
-  asio::steady_timer retry_timer;
   asio::steady_timer barrier_timer;
   std::unordered_map<ClientId, std::unique_ptr<Session>> sessions;
   // Connections in their handshake, oldest first (welcomed or closed ones are skipped lazily).

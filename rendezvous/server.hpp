@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "rendezvous/state.hpp"
 
@@ -18,6 +19,9 @@ namespace npu_run::rdzv {
 
 struct ServerOptions {
   std::string bind_addr = "0.0.0.0";  // an address of this host, or a wildcard
+  // More addresses of this host to serve on the same port (a master name that resolves to
+  // several); those that are not local are skipped.
+  std::vector<std::string> also_bind;
   int port = 29500;                   // 0: any free port (tests)
   int backlog = 0;                    // 0: the kernel's net.core.somaxconn
   // After the job has ended, how long to wait for every agent to hear it and disconnect.

@@ -6,7 +6,8 @@
 file(GLOB integration_sources CONFIGURE_DEPENDS integration/*.cpp)
 add_executable(integration_tests ${integration_sources} support/fixtures.cpp support/harness.cpp
                                  support/nodes.cpp support/output_pipes.cpp
-                                 support/process_census.cpp support/temp_dir.cpp)
+                                 support/private_mounts.cpp support/process_census.cpp
+                                 support/temp_dir.cpp)
 target_include_directories(integration_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_definitions(integration_tests PRIVATE NPU_RUN_BINARY="$<TARGET_FILE:npu_run>"
                                                      NPU_RUN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

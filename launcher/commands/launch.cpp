@@ -65,8 +65,11 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
   // An unresolvable name: the client reports it, with its timeout.
   std::mt19937 rng(std::random_device{}());
   for (const auto& endpoint : resolved.endpoints) {
-    const rdzv::ServerOptions options = server_options(
-        endpoint.address().to_string(), cfg.rendezvous.master_port, cfg.rendezvous.timing);
+    rdzv::ServerOptions options = server_options(endpoint.address().to_string(),
+                                                 cfg.rendezvous.master_port, cfg.rendezvous.timing);
+    // Every address the name has on this host is served: a node may reach only one of them.
+    for (const auto& other : resolved.endpoints)
+      options.also_bind.push_back(other.address().to_string());
     // "Address in use" with nobody accepting there is a clash that passes (two agents of one
     // host binding at the same moment, a socket on its way out): try again shortly, so that
     // exactly one agent ends up serving instead of all of them waiting for a server.

@@ -1,13 +1,11 @@
 // Where worker output goes: untouched by default, per-rank files and prefixed console lines on
 // request, filters for the console.
-#include <sched.h>
-#include <sys/mount.h>
-
 #include <boost/asio/ip/host_name.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "support/harness.hpp"
+#include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
@@ -227,20 +225,6 @@ TEST_CASE("logs: --duplicate-*-filters copy the matching console lines of every 
   CHECK(count_occurrences(copied, "\n") == 2);
 }
 
-namespace {
-
-// A 256 KiB tmpfs at `path`, seen by this test process and what it starts only: the test runs
-// in a mount namespace of its own (each test case is its own process under ctest). False when
-// this is not allowed.
-bool small_file_system_at(const std::string& path) {
-  if (::unshare(CLONE_NEWNS) != 0) return false;
-  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
-  std::filesystem::create_directories(path);
-  return ::mount("tmpfs", path.c_str(), "tmpfs", 0, "size=256k") == 0;
-}
-
-}  // namespace
-
 TEST_CASE(
     "logs: a full log disk is named once, the console keeps every line, the logs that lost "
     "output are listed",
@@ -248,7 +232,7 @@ TEST_CASE(
   TempDir dir;
   const std::string logs = dir.file("small");
   INFO("a mount namespace with a small tmpfs needs root, as the suite's namespace tests do");
-  REQUIRE(small_file_system_at(logs));
+  REQUIRE(mount_small_tmpfs(logs, "256k"));
   // 40,000 numbered lines (about 600 KiB) to a 256 KiB file system.
   const std::string chatty = "i=0; while [ $i -lt 40000 ]; do echo line-$RANK-$i; i=$((i+1)); done";
   SECTION("teed: npu_run's own write fails, the console copy goes on") {

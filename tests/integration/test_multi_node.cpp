@@ -18,6 +18,7 @@
 
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
+#include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
@@ -344,6 +345,30 @@ TEST_CASE("multi-node: a port held by another program is reported as such",
   CHECK(node0.seconds < 3);
   CHECK_THAT(node0.err, Contains("--node-rank 0 hosts the job's rendezvous, but 127.0.0.1:" +
                                  std::to_string(port) + " is already served by another program"));
+}
+
+TEST_CASE("multi-node: a master name with two addresses is served on both",
+          "[integration][multi-node]") {
+  // The name resolves to 127.0.0.1 and 127.0.0.2 (both this host's, on lo); node 1 can only
+  // use the second. Node 0 serves every address of the name, and says so.
+  TempDir dir;
+  INFO("a private /etc/hosts needs a mount namespace, i.e. root");
+  REQUIRE(replace_hosts_file("127.0.0.1 two-address-master\n127.0.0.2 two-address-master\n",
+                             dir.path()));
+  const int port = unused_port();
+  auto a = start_node(port, 2, 1, "echo node $GROUP_RANK",
+                      {"--node-rank", "0", "--master-addr", "two-address-master"});
+  a->wait_for_output("rendezvous server on", 1, 20s, true);
+  auto b = start_node(port, 2, 1, "echo node $GROUP_RANK",
+                      {"--node-rank", "1", "--master-addr", "127.0.0.2", "--rdzv-timeout", "10"});
+  const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 30s);
+  INFO(done[0].err << "\n----\n" << done[1].err);
+  CHECK(done[0].exit_code == 0);
+  CHECK(done[1].exit_code == 0);
+  CHECK_THAT(done[0].err, Contains("rendezvous server on 127.0.0.1:" + std::to_string(port) +
+                                   " and 127.0.0.2:" + std::to_string(port)));
+  require_no_strays(*a);
+  require_no_strays(*b);
 }
 
 TEST_CASE("multi-node: two jobs on one port never merge, whatever the order they start in",

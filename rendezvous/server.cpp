@@ -189,6 +189,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void add_session(tcp::socket socket) {
     const ClientId id = next_id++;
     auto connection = net::FramedConnection::create(std::move(socket), kSessionLimits);
+    // A healed partition is heard from within a second (see net/tcp_timeouts.hpp); the kernel
+    // gives up on the link only after the state machine would have.
+    const auto& s = state.settings();
+    connection->bound_tcp_timeouts(s.heartbeat_timeout + s.heartbeat_interval);
     Session& session =
         *sessions.emplace(id, std::make_unique<Session>(connection, io)).first->second;
     handshaking.push_back(id);

@@ -18,6 +18,7 @@ packages=(
   openmpi-bin                                 # mpirun for tests/e2e/mpi_e2e.sh
   python3-matplotlib                          # plots of scripts/bench/run_all.sh
   debootstrap                                 # tests/torch2: Debian 13 with torch 2.6
+  nftables                                    # tests/e2e/netns_partition.sh: partitions
 )
 cross=0
 for arg in "$@"; do

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "net/frames.hpp"
+#include "net/tcp_timeouts.hpp"
 
 namespace npu_run::net {
 
@@ -63,6 +64,10 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // Starts reading; sets TCP_NODELAY (frames are small and answered at once).
   void start(Handlers handlers);
   void set_max_frame(size_t max_frame) { decoder_.set_max_frame(max_frame); }
+  // Caps TCP's retransmission backoff and gives up after `give_up_after` (net/tcp_timeouts.hpp).
+  TcpTimeouts bound_tcp_timeouts(std::chrono::milliseconds give_up_after) {
+    return net::bound_tcp_timeouts(socket_.native_handle(), give_up_after);
+  }
 
   // Queues `frame` (shared: one broadcast is serialized once). Returns false, and closes the
   // connection with kQueueFull, when the queue holds anything and would pass its cap.

@@ -17,6 +17,7 @@
 
 #include "rendezvous/auth.hpp"
 #include "rendezvous/protocol.hpp"
+#include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
@@ -434,4 +435,32 @@ TEST_CASE("hostile peers: a welcomed peer that streams heartbeats and never read
            problems);
     server_still_answers(port, problems);
   });
+}
+
+TEST_CASE("hostile peers: out of descriptors, node 0 says so once per 10 s with the fix",
+          "[integration][hostile]") {
+  // Node 0 with at most 80 descriptors (enough to start, 64 + 16 for its one worker), run by an
+  // outer npu_run through prlimit so that the test keeps its own limit; 300 connections then
+  // exhaust them and accept() fails with EMFILE for as long as they stay open.
+  const int port = unused_port();
+  NpuRunProcess outer({"--no-python", "/usr/bin/prlimit", "--nofile=80", npu_run_binary(),
+                       "--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(port),
+                       "--rdzv-timeout", "4", "--no-python", "/bin/true"});
+  outer.wait_for_output("rendezvous server on", 1, 20s, true);
+  {
+    std::vector<Raw> flood;
+    for (int i = 0; i < 300; ++i) flood.emplace_back(port);
+    std::this_thread::sleep_for(2500ms);  // 25 retries of accept, 100 ms apart
+  }
+  const Finished f = outer.wait(30s);
+  INFO(f.err);
+  CHECK(f.exit_code == 125);  // node 1 never came
+  size_t said = 0;
+  for (auto at = f.err.find("cannot accept connections"); at != std::string::npos;
+       at = f.err.find("cannot accept connections", at + 1))
+    ++said;
+  CHECK(said == 1);
+  CHECK_THAT(f.err, Contains("Too many open files (EMFILE: this process may open 80 files); "
+                             "raise the limit for npu_run"));
+  require_no_strays(outer);
 }

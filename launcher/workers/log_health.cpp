@@ -40,7 +40,8 @@ std::optional<std::string> full_file_system(const std::string& path) {
   // reserve, but a log that stopped there is just as incomplete.
   const unsigned long long free_bytes =
       static_cast<unsigned long long>(fs.f_bavail) * static_cast<unsigned long long>(fs.f_frsize);
-  if (free_bytes < 64 * 1024)
+  constexpr unsigned long long kOnePageOfOutput = 64ULL * 1024;
+  if (free_bytes < kOnePageOfOutput)
     return fmt::format("its file system is full ({} bytes free)", free_bytes);
   if (fs.f_files > 0 && fs.f_favail == 0) return std::string("its file system has no inode left");
   return std::nullopt;

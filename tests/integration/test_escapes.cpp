@@ -147,8 +147,8 @@ TEST_CASE(
   const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 60s);
   INFO(done[0].err);
   CHECK(done[0].exit_code == 125);
-  const int b_rank = done[1].out.find("rank 1 inherited") != std::string::npos ? 1 : 0;
-  const pid_t unmarked = pids[static_cast<size_t>(4 * b_rank + 1)];  // escape.py's second
+  const size_t b_rank = done[1].out.find("rank 1 inherited") != std::string::npos ? 1 : 0;
+  const pid_t unmarked = pids[4 * b_rank + 1];  // escape.py's second, of node 1's rank
   ::kill(unmarked, SIGKILL);
   std::vector<pid_t> marked;
   for (pid_t pid : pids)

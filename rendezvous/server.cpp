@@ -7,6 +7,7 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <fstream>
@@ -135,26 +136,41 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     return acceptors.empty() ? 0 : acceptors.front()->local_endpoint(ec).port();
   }
 
-  // Waits for connections and takes them with accept4 (close-on-exec, which Asio's accept
-  // cannot ask for), as many as are queued, up to a batch per turn of the loop.
+  // Waits for connections on acceptor `i`, then takes them (take_queued).
   void accept(size_t i) {
     acceptors[i]->async_wait(
         tcp::acceptor::wait_read, [self = shared_from_this(), i](boost::system::error_code ec) {
-          tcp::acceptor& acceptor = *self->acceptors[i];
-          if (!acceptor.is_open() || ec == asio::error::operation_aborted) return;
-          for (int taken = 0; !ec && taken < 64; ++taken) {
-            tcp::socket socket = net::accept_cloexec(acceptor, ec);
-            if (!ec) self->add_session(std::move(socket));
-          }
-          const bool transient = ec == asio::error::would_block || ec == asio::error::try_again ||
-                                 ec == asio::error::connection_aborted ||
-                                 ec == asio::error::interrupted;
-          if (!ec || transient) {
-            self->accept(i);
-            return;
-          }
-          self->accept_failed(i, ec);
+          if (!self->acceptors[i]->is_open() || ec == asio::error::operation_aborted) return;
+          self->take_queued(i);
         });
+  }
+
+  // Takes what is queued with accept4 (close-on-exec, which Asio's accept cannot ask for) until
+  // the queue is empty, 64 at a time so that one burst cannot hold the loop: the rest are taken
+  // from a posted continuation, not after another wait (an edge-triggered wait would not fire
+  // again for connections already queued).
+  void take_queued(size_t i) {
+    tcp::acceptor& acceptor = *acceptors[i];
+    if (!acceptor.is_open()) return;
+    boost::system::error_code ec;
+    for (int taken = 0; taken < 64; ++taken) {
+      tcp::socket socket = net::accept_cloexec(acceptor, ec);
+      if (ec) break;
+      add_session(std::move(socket));
+    }
+    if (!ec) {
+      asio::post(io, [self = shared_from_this(), i] { self->take_queued(i); });
+      return;
+    }
+    const bool empty = ec == asio::error::would_block || ec == asio::error::try_again;
+    const bool transient = ec == asio::error::connection_aborted || ec == asio::error::interrupted;
+    if (empty) {
+      accept(i);
+    } else if (transient) {
+      asio::post(io, [self = shared_from_this(), i] { self->take_queued(i); });
+    } else {
+      accept_failed(i, ec);
+    }
   }
 
   // Out of descriptors (EMFILE/ENFILE) or another error: pause instead of spinning, and say so
@@ -182,7 +198,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     }
     retry_timers[i]->expires_after(std::chrono::milliseconds(100));
     retry_timers[i]->async_wait([self = shared_from_this(), i](boost::system::error_code wait_ec) {
-      if (!wait_ec) self->accept(i);
+      if (!wait_ec) self->take_queued(i);
     });
   }
 
@@ -227,16 +243,23 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   // Over the cap the oldest handshake goes, not the newest: a real agent's handshake takes a
   // round trip or two, so it is never the oldest for long, while idle strangers always are.
+  // Connections not yet welcomed go first: a real agent that was welcomed is one message away
+  // from its join, and a flood of raw connections must not push it out in that moment.
   void evict_oldest_stranger() {
-    while (!handshaking.empty()) {
-      const ClientId oldest = handshaking.front();
-      handshaking.pop_front();
-      const auto it = sessions.find(oldest);
-      if (it == sessions.end() || it->second->joined) continue;  // gone or joined
-      drop_stranger(oldest, fmt::format("more than {} connections that have not joined; closed "
-                                        "the oldest",
-                                        handshake_cap()));
-      return;
+    const std::string why = fmt::format(
+        "more than {} connections that have not joined; closed the oldest", handshake_cap());
+    for (std::deque<ClientId>* queue : {&handshaking, &welcomed_unjoined}) {
+      while (!queue->empty()) {
+        const ClientId oldest = queue->front();
+        queue->pop_front();
+        const auto it = sessions.find(oldest);
+        // Gone, joined, or (in the first queue) welcomed since: it is in the second queue.
+        if (it == sessions.end() || it->second->joined ||
+            (queue == &handshaking && it->second->authenticated))
+          continue;
+        drop_stranger(oldest, why);
+        return;
+      }
     }
   }
 
@@ -255,6 +278,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (it == sessions.end() || it->second->authenticated) return;
     it->second->authenticated = true;
     it->second->connection->set_max_frame(Limits::kMaxClientFrame);
+    if (!it->second->joined) welcomed_unjoined.push_back(id);
   }
 
   // The handshake ends with a join the state machine took, not with the welcome: a welcomed
@@ -267,8 +291,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     it->second->joined = true;
     it->second->handshake_deadline.cancel();
     --handshaking_count;
-    if (handshaking.size() > 2 * handshaking_count + 1024) {
-      std::erase_if(handshaking, [this](ClientId h) {
+    for (std::deque<ClientId>* queue : {&handshaking, &welcomed_unjoined}) {
+      if (queue->size() <= 2 * handshaking_count + 1024) continue;
+      std::erase_if(*queue, [this](ClientId h) {
         const auto s = sessions.find(h);
         return s == sessions.end() || s->second->joined;
       });
@@ -445,6 +470,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   std::unordered_map<ClientId, std::unique_ptr<Session>> sessions;
   // Connections in their handshake, oldest first (welcomed or closed ones are skipped lazily).
   std::deque<ClientId> handshaking;
+  // Welcomed connections that have not joined yet, oldest first (evicted after `handshaking`).
+  std::deque<ClientId> welcomed_unjoined;
   size_t handshaking_count = 0;
   StrangerLog strangers{std::chrono::seconds(5)};
   size_t accept_failures = 0;

@@ -59,12 +59,15 @@ struct ChildExits::Impl : std::enable_shared_from_this<Impl> {
     int status = 0;
   };
 
-  // Reaps `pid` if it has exited: blocking only when its pidfd said so.
-  std::optional<Exit> try_reap(pid_t pid, bool block) {
+  // Reaps `pid` if it has exited. Never blocks, even when its pidfd said it had: a readiness
+  // can be stale (Asio recycles a closed descriptor's reactor state, and an event already
+  // collected for the old descriptor may reach the new one), and a blocking wait on a live
+  // worker would stop the whole agent.
+  std::optional<Exit> try_reap(pid_t pid) {
     int status = 0;
     pid_t got = 0;
     do {
-      got = ::waitpid(pid, &status, block ? 0 : WNOHANG);
+      got = ::waitpid(pid, &status, WNOHANG);
     } while (got < 0 && errno == EINTR);
     if (got == 0) return std::nullopt;  // still running
     const auto it = children.find(pid);
@@ -83,7 +86,7 @@ struct ChildExits::Impl : std::enable_shared_from_this<Impl> {
     }
     std::vector<Exit> exits;
     for (pid_t pid : candidates) {
-      if (auto exit = try_reap(pid, false)) exits.push_back(std::move(*exit));
+      if (auto exit = try_reap(pid)) exits.push_back(std::move(*exit));
     }
     for (Exit& exit : exits) exit.handler(exit.ec, exit.status);
   }
@@ -103,13 +106,20 @@ struct ChildExits::Impl : std::enable_shared_from_this<Impl> {
     }
     // A pidfd is close-on-exec by definition.
     child.pidfd = std::make_unique<asio::posix::stream_descriptor>(io, static_cast<int>(fd));
-    child.pidfd->async_wait(asio::posix::stream_descriptor::wait_read,
-                            [weak = weak_from_this(), pid](const boost::system::error_code& ec) {
-                              auto self = weak.lock();
-                              if (ec || !self || !self->children.count(pid)) return;
-                              if (auto exit = self->try_reap(pid, true))
-                                exit->handler(exit->ec, exit->status);
-                            });
+    wait_for_exit(pid);
+  }
+
+  void wait_for_exit(pid_t pid) {
+    children.at(pid).pidfd->async_wait(
+        asio::posix::stream_descriptor::wait_read,
+        [weak = weak_from_this(), pid](const boost::system::error_code& ec) {
+          auto self = weak.lock();
+          if (ec || !self || !self->children.count(pid)) return;
+          if (auto exit = self->try_reap(pid))
+            exit->handler(exit->ec, exit->status);
+          else
+            self->wait_for_exit(pid);  // not exited after all: wait again
+        });
   }
 
   void forget(pid_t pid) { children.erase(pid); }

@@ -73,7 +73,9 @@ TEST_CASE("console: a stalled console holds the workers back but never the agent
   p.resume_stdout();
   const Finished f = p.wait(30s);
   CHECK(f.exit_code == 128 + SIGTERM);
-  CHECK_THAT(f.out, Contains("<0>1\n"));
+  // What got through before the stop, prefixed: the rank that started first fills the console
+  // (on a loaded machine the other may not have printed at all by then).
+  CHECK_THAT(f.out, Contains("<0>1\n") || Contains("<1>1\n"));
   // Held back by the console: neither got through its output before it was stopped.
   CHECK(f.err.find("flooded-") == std::string::npos);
   require_no_strays(p);

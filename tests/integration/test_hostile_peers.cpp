@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -157,15 +158,26 @@ std::string job_survives(const AttackOnNode0& attack, bool with_token = true) {
   EnvOverrides env = {{"OUT", dir.path()}};
   if (with_token) env["NPU_RUN_RDZV_TOKEN"] = kToken;
   const std::vector<std::string> flags = {"--rdzv-conf", "read_timeout=1"};
-  auto a = start_node(port, 2, 1, script, flags, env);
+  std::vector<std::string> flags0 = flags;
+  for (const char* f : {"--node-rank", "0"}) flags0.emplace_back(f);
+  auto a = start_node(port, 2, 1, script, flags0, env);
   a->wait_for_output("rendezvous server on", 1, 30s, true);
   Problems problems;
   std::thread attacker([&] { attack(port, a->pid(), problems); });
-  auto b = start_node(port, 2, 1, script, flags, env);
+  std::vector<std::string> flags1 = flags;
+  for (const char* f : {"--node-rank", "1"}) flags1.emplace_back(f);
+  auto b = start_node(port, 2, 1, script, flags1, env);
   a->wait_for_output("running", 1, 60s);
   b->wait_for_output("running", 1, 60s);
   attacker.join();
-  for (const std::string& p : problems) FAIL_CHECK(p);
+  if (!problems.empty()) {  // the nodes' logs say why
+    a->send_signal(SIGTERM);
+    b->send_signal(SIGTERM);
+    const auto stopped = NpuRunProcess::wait_all({a.get(), b.get()}, 60s);
+    INFO(stopped[0].err << "\n----\n" << stopped[1].err);
+    for (const std::string& p : problems) FAIL_CHECK(p);
+    return stopped[0].err;
+  }
   open_gate(dir.file("gate.0"));
   open_gate(dir.file("gate.1"));
   const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 60s);

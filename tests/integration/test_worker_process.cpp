@@ -95,7 +95,7 @@ TEST_CASE("worker process: a log directory it cannot create means it never start
   CHECK(process.pid() == -1);
   CHECK_THAT(process.outcome().start_error, Contains("cannot create " + dir.file("plain-file")));
   CHECK(process.outcome().status.describe() == "not started: Not a directory");
-  CHECK(process.outcome().status.as_exit_code() == 1);  // neither missing nor unrunnable
+  CHECK(process.outcome().status.as_exit_code() == 126);  // could not be run, not missing
 }
 
 TEST_CASE("worker process: an exec that fails is read from the exec report",

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 namespace npu_run::testing {
@@ -19,6 +20,7 @@ std::string make_gate(const std::string& path) {
 
 void open_gate(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY);
+  INFO("open " << path << ": " << std::strerror(errno));
   REQUIRE(fd >= 0);
   REQUIRE(::write(fd, "go\n", 3) == 3);
   ::close(fd);

@@ -214,11 +214,11 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       heartbeat_interval = milliseconds(welcome->heartbeat_interval_ms);
       heartbeat_timeout = milliseconds(welcome->heartbeat_timeout_ms);
       welcomed = true;
-      const net::TcpTimeouts tcp = link->bound_tcp_timeouts(watchdog_timeout());
+      const net::TcpTimeouts timeouts = link->bound_tcp_timeouts(watchdog_timeout());
       spdlog::debug("rendezvous link: TCP retransmissions {}, user timeout {}",
-                    tcp.rto_max_set ? "capped at 1 s (TCP_RTO_MAX_MS)"
-                                    : "not capped (no TCP_RTO_MAX_MS before Linux 6.15)",
-                    tcp.user_timeout_set ? "set" : "not set");
+                    timeouts.rto_max_set ? "capped at 1 s (TCP_RTO_MAX_MS)"
+                                         : "not capped (no TCP_RTO_MAX_MS before Linux 6.15)",
+                    timeouts.user_timeout_set ? "set" : "not set");
       heartbeat();
       watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
       if (handlers.connected) handlers.connected(local_addr);

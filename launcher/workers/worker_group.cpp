@@ -164,6 +164,9 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Processes that left a worker's process group go with the attempt, never with a later one.
+  // The mark is the process's, not the group's: this assumes one group at a time per process,
+  // as the agent runs them (a test running two groups at once in one process would see the
+  // first one's end stop the second one's workers).
   void sweep_escaped() const {
     EscapeSweep sweep;
     sweep.mark = agent_mark();

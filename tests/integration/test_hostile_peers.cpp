@@ -42,10 +42,11 @@ const std::string kToken = "hostile-test-token";
 #define NPU_RUN_SANITIZED 1
 #endif
 #ifdef NPU_RUN_SANITIZED
-constexpr bool kResidentSizeMeansLiveMemory = false;
+constexpr bool kSanitized = true;
 #else
-constexpr bool kResidentSizeMeansLiveMemory = true;
+constexpr bool kSanitized = false;
 #endif
+constexpr bool kResidentSizeMeansLiveMemory = !kSanitized;
 
 // A raw TCP connection to the server, closed on destruction.
 class Raw {
@@ -451,6 +452,10 @@ TEST_CASE("hostile peers: a welcomed peer that streams heartbeats and never read
 
 TEST_CASE("hostile peers: out of descriptors, node 0 says so once per 10 s with the fix",
           "[integration][hostile]") {
+  // Sanitizer runtimes need descriptors of their own to report and check (UBSan reads
+  // /proc/self/maps to check a vptr, and reports a false "invalid vptr" when it cannot): out of
+  // descriptors they fail, not npu_run. The normal build runs this test.
+  if (kSanitized) return;
   // Node 0 with at most 80 descriptors (enough to start, 64 + 16 for its one worker), run by an
   // outer npu_run through prlimit so that the test keeps its own limit; 300 connections then
   // exhaust them and accept() fails with EMFILE for as long as they stay open.

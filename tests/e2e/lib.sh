@@ -93,3 +93,27 @@ wait_bounded() {  # seconds pid description [output file]
   rc=0
   wait "$pid" || rc=$?
 }
+
+# Two network namespaces "${tag}a" and "${tag}b" joined by a veth pair "${tag}va"/"${tag}vb",
+# addressed PREFIX.1 and PREFIX.2 (/24), loopback up. Sets ns_a and ns_b; remove_namespace_pair
+# undoes it (safe to call when creation failed half way).
+make_namespace_pair() {  # tag prefix
+  local tag=$1 prefix=$2
+  ns_a="${tag}a"
+  ns_b="${tag}b"
+  ip netns add "$ns_a"
+  ip netns add "$ns_b"
+  ip link add "${tag}va" type veth peer name "${tag}vb"
+  ip link set "${tag}va" netns "$ns_a"
+  ip link set "${tag}vb" netns "$ns_b"
+  ip -n "$ns_a" addr add "$prefix.1/24" dev "${tag}va"
+  ip -n "$ns_b" addr add "$prefix.2/24" dev "${tag}vb"
+  for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+  ip -n "$ns_a" link set "${tag}va" up
+  ip -n "$ns_b" link set "${tag}vb" up
+}
+
+remove_namespace_pair() {
+  ip netns del "${ns_a:-}" 2>/dev/null || true
+  ip netns del "${ns_b:-}" 2>/dev/null || true
+}

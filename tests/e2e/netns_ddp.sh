@@ -16,8 +16,6 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 tag="npr$$"
-ns_a="${tag}a"
-ns_b="${tag}b"
 marker="netns-ddp-$$-$RANDOM"
 work=$(mktemp -d)
 pids=()
@@ -37,24 +35,12 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   # Anything of the job still alive is a failure already reported; do not leave it running.
   kill_job_processes
-  ip netns del "$ns_a" 2>/dev/null || true
-  ip netns del "$ns_b" 2>/dev/null || true
+  remove_namespace_pair
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-ip netns add "$ns_a"
-ip netns add "$ns_b"
-ip link add "${tag}va" type veth peer name "${tag}vb"
-ip link set "${tag}va" netns "$ns_a"
-ip link set "${tag}vb" netns "$ns_b"
-ip -n "$ns_a" addr add 10.231.77.1/24 dev "${tag}va"
-ip -n "$ns_b" addr add 10.231.77.2/24 dev "${tag}vb"
-for ns in "$ns_a" "$ns_b"; do
-  ip -n "$ns" link set lo up
-done
-ip -n "$ns_a" link set "${tag}va" up
-ip -n "$ns_b" link set "${tag}vb" up
+make_namespace_pair "$tag" 10.231.77
 
 run_node() {  # ns ifname node_rank
   # Inside a namespace the host name does not resolve to a reachable address: tell gloo which

@@ -20,8 +20,6 @@ fi
 command -v nft >/dev/null || { echo "FAIL: nft missing (scripts/install_deps.sh installs nftables)"; exit 1; }
 
 tag="npp$$"
-ns_a="${tag}a"
-ns_b="${tag}b"
 marker="netns-partition-$$-$RANDOM"
 work=$(mktemp -d)
 pids=()
@@ -39,22 +37,12 @@ extra_failure_info() {
 cleanup() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   kill_job_processes
-  ip netns del "$ns_a" 2>/dev/null || true
-  ip netns del "$ns_b" 2>/dev/null || true
+  remove_namespace_pair
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-ip netns add "$ns_a"
-ip netns add "$ns_b"
-ip link add "${tag}va" type veth peer name "${tag}vb"
-ip link set "${tag}va" netns "$ns_a"
-ip link set "${tag}vb" netns "$ns_b"
-ip -n "$ns_a" addr add 10.231.78.1/24 dev "${tag}va"
-ip -n "$ns_b" addr add 10.231.78.2/24 dev "${tag}vb"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "${tag}va" up
-ip -n "$ns_b" link set "${tag}vb" up
+make_namespace_pair "$tag" 10.231.78
 
 # Packets are dropped where they arrive, in both namespaces, as a broken switch would: a drop
 # in the sender's own output chain is a local error to TCP, which then retries every 0.5 s

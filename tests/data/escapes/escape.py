@@ -14,32 +14,24 @@ def remember(pid):
         f.write(f"{pid}\n")
 
 
-# A daemon: fork, setsid, fork again; the grandchild is reparented away from the worker.
-r, w = os.pipe()
-if os.fork() == 0:
-    os.setsid()
+def daemon(seconds, env):
+    """A daemon: fork, setsid, fork again; the grandchild is reparented away from the worker."""
+    r, w = os.pipe()
     if os.fork() == 0:
-        os.close(r)
-        os.write(w, str(os.getpid()).encode())
-        os.close(w)
-        os.execv("/bin/sleep", ["sleep", "600"])
-    os._exit(0)
-os.close(w)
-remember(int(os.read(r, 32)))
-os.close(r)
-# The same, with an empty environment: only the subreaper finds it.
-r, w = os.pipe()
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.close(r)
-        os.write(w, str(os.getpid()).encode())
-        os.close(w)
-        os.execve("/bin/sleep", ["sleep", "601"], {})
-    os._exit(0)
-os.close(w)
-remember(int(os.read(r, 32)))
-os.close(r)
+        os.setsid()
+        if os.fork() == 0:
+            os.close(r)
+            os.write(w, str(os.getpid()).encode())
+            os.close(w)
+            os.execve("/bin/sleep", ["sleep", seconds], env)
+        os._exit(0)
+    os.close(w)
+    remember(int(os.read(r, 32)))
+    os.close(r)
+
+
+daemon("600", os.environ)
+daemon("601", {})  # with an empty environment: only the subreaper finds it
 # subprocess's new session, and a plain new process group.
 remember(subprocess.Popen(["sleep", "602"], start_new_session=True).pid)
 remember(subprocess.Popen(["sleep", "603"], process_group=0).pid

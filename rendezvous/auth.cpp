@@ -37,6 +37,13 @@ std::string message_of(std::string_view label, std::string_view run_id, std::str
 }  // namespace
 
 std::string random_nonce() {
+  // Without getrandom (Linux before 3.17) OpenSSL reads /dev/urandom, and by default keeps it
+  // open without close-on-exec: the one descriptor of the agent a child could inherit.
+  static const bool devices_not_kept = [] {
+    RAND_keep_random_devices_open(0);
+    return true;
+  }();
+  (void)devices_not_kept;
   std::array<unsigned char, 32> bytes{};
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
     throw std::runtime_error("OpenSSL could not produce random bytes for a rendezvous nonce");

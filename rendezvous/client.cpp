@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
 
 #include "net/framed_connection.hpp"
 #include "rendezvous/auth.hpp"
@@ -38,21 +39,32 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
         dialer(ServerDialer::create(io_context, options.server_host, options.server_port,
                                     options.connect_timeout)),
         heartbeat_timer(io_context),
-        watchdog_timer(io_context) {}
+        watchdog_timer(io_context),
+        welcome_timer(io_context),
+        silence_timer(io_context) {}
 
   std::string endpoint() const { return dialer->endpoint(); }
 
   void start(Handlers h) {
     handlers = std::move(h);
-    std::weak_ptr<Impl> weak = shared_from_this();
-    dialer->start({[weak](tcp::socket connected) {
-                     if (auto self = weak.lock(); self && !self->done)
-                       self->on_connected(std::move(connected));
-                   },
-                   [weak](const std::string& why) {
-                     if (auto self = weak.lock()) self->fail(why);
-                   }});
+    start_dialer(dialer, [](Impl& self, const std::string& why) { self.fail(why); });
   }
+
+  // Connections from `d` go to on_connected; `gave_up` runs when it stops trying.
+  void start_dialer(const std::shared_ptr<ServerDialer>& d,
+                    void (*gave_up)(Impl&, const std::string&)) {
+    std::weak_ptr<Impl> weak = shared_from_this();
+    d->start({[weak](tcp::socket connected) {
+                if (auto self = weak.lock(); self && !self->done)
+                  self->on_connected(std::move(connected));
+              },
+              [weak, gave_up](const std::string& why) {
+                if (auto self = weak.lock()) gave_up(*self, why);
+              }});
+  }
+
+  // The dialer of the connection being made: the first one's, or the resume's.
+  ServerDialer& current_dialer() { return resuming ? *resume_dialer : *dialer; }
 
   void fail(const std::string& why) {
     if (done) return;
@@ -67,13 +79,17 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   void cancel_all() {
     cancel_pending();
     if (link) link->close();
+    if (abandoned) abandoned->close();
   }
 
   // Every timer and attempt; the link is left to the caller (close() flushes first).
   void cancel_pending() {
     dialer->cancel();
+    if (resume_dialer) resume_dialer->cancel();
     heartbeat_timer.cancel();
     watchdog_timer.cancel();
+    welcome_timer.cancel();
+    silence_timer.cancel();
   }
 
   void on_connected(tcp::socket socket) {
@@ -82,6 +98,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     spdlog::debug("connected to the rendezvous server at {} from {}", endpoint(), local_addr);
     ++connection;
     challenged = false;
+    welcomed = false;
     std::weak_ptr<Impl> weak = shared_from_this();
     link->start({[weak, conn = connection](std::vector<std::string>& frames,
                                            const std::optional<ProtocolError>& error) {
@@ -95,20 +112,22 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
                  }});
     Hello hello = options.hello;
     hello.nonce = options.token.empty() ? "" : random_nonce();
+    hello.session = session_key;
     agent_nonce = hello.nonce;
-    send(hello);
+    transmit(hello);
     // No welcome in time: a half-open connection (see drop_and_retry) or a program that is not
-    // an npu_run server; either way, another attempt.
-    const milliseconds wait = std::min(options.welcome_timeout, dialer->time_left());
-    watchdog_timer.expires_after(wait);
-    watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), conn = connection,
-                               wait](boost::system::error_code wait_ec) {
+    // an npu_run server; either way, another attempt. A resume's server answered before, so a
+    // silent connection after a partition is given up on sooner.
+    const milliseconds wait = std::min(resuming ? kResumeWelcomeTimeout : options.welcome_timeout,
+                                       current_dialer().time_left());
+    welcome_timer.expires_after(wait);
+    welcome_timer.async_wait([weak, conn = connection, wait](boost::system::error_code wait_ec) {
       auto self = weak.lock();
       if (wait_ec || !self || self->done || conn != self->connection || self->welcomed) return;
       // A wait the join deadline cut short says nothing new ("within 0.0 s"): the error of the
       // attempt before it stays the one reported.
-      const bool cut_short =
-          wait < self->options.welcome_timeout && !self->dialer->last_error().empty();
+      const bool cut_short = !self->resuming && wait < self->options.welcome_timeout &&
+                             !self->dialer->last_error().empty();
       self->drop_and_retry(
           cut_short
               ? self->dialer->last_error()
@@ -121,21 +140,26 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   // Before the welcome, a connection that dies or stays silent is one more failed attempt, not
   // the end: when a burst of agents overflows the server's accept queue, the kernel drops the
   // last handshake packet while this side already counts the connection as established. That
-  // half-open connection never reaches the server; only a new one does.
+  // half-open connection never reaches the server; only a new one does. The same holds for a
+  // connection that is to resume the session.
   void drop_and_retry(const std::string& reason) {
     ++connection;  // callbacks of the old connection see the change and stand down
-    watchdog_timer.cancel();
+    welcome_timer.cancel();
     if (link) link->close();
     link.reset();
-    dialer->retry(reason);
+    current_dialer().retry(reason);
   }
 
-  // A connection error: retried before the welcome (see drop_and_retry), fatal after it.
-  void connection_error(const std::string& reason) {
-    if (welcomed)
-      fail(reason);
-    else
+  // A connection error: retried before the welcome (see drop_and_retry); after it, the session
+  // moves to a new connection, unless the server hung up on purpose.
+  void connection_error(const std::string& reason, bool server_closed) {
+    if (!welcomed || resuming) {
       drop_and_retry(reason);
+    } else if (established && !server_closed) {
+      start_resume(reason);
+    } else {
+      fail(reason);
+    }
   }
 
   void watch(milliseconds timeout, const std::string& what) {
@@ -149,6 +173,84 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  // The server answers every heartbeat, so a link that stays silent for a few intervals is in
+  // trouble: a partition, or a segment TCP retransmits only after a long backoff (before Linux
+  // 6.15 it cannot be capped, see net/tcp_timeouts.hpp). A new connection gets through as soon
+  // as the network does; the old one may take many seconds more.
+  milliseconds resume_after() const {
+    return std::min(std::max(2 * heartbeat_interval, heartbeat_timeout / 3),
+                    heartbeat_timeout * 2 / 3);
+  }
+
+  void watch_silence() {
+    last_heard = std::chrono::steady_clock::now();
+    silence_timer.expires_after(resume_after());
+    silence_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()),
+                              conn = connection](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->done || conn != self->connection || self->resuming) return;
+      self->start_resume(
+          fmt::format("has been silent for {:.1f} s", seconds(self->resume_after())));
+    });
+  }
+
+  // Leaves the current connection open (closing it would send a FIN that may reach the server
+  // before the resume does, and end the session there) and dials again, every second, until
+  // the server answers or the watchdog gives up.
+  void start_resume(const std::string& reason) {
+    if (resuming || done) return;
+    resuming = true;
+    spdlog::warn(
+        "the link to the rendezvous server at {} {}; resuming the session on a new "
+        "connection",
+        endpoint(), reason);
+    abandoned = std::move(link);
+    ++connection;
+    welcomed = false;
+    challenged = false;
+    silence_timer.cancel();
+    resume_dialer =
+        ServerDialer::create(io, options.server_host, options.server_port, watchdog_timeout(),
+                             DialPolicy{milliseconds(1'000), milliseconds(1'000), true});
+    start_dialer(resume_dialer, [](Impl& self, const std::string& why) {
+      self.fail(fmt::format("cannot resume the session with the rendezvous server: {}", why));
+    });
+  }
+
+  // The server moved the session to this connection: what it did not receive is sent again.
+  void resumed(const Resumed& r) {
+    const uint64_t first_kept = sent - unacked.size();  // sequence number before unacked[0]
+    if (r.received > sent || r.received < first_kept) {
+      fail(
+          fmt::format("the rendezvous server at {} resumed the session at message {}, but this "
+                      "agent sent {} of which {} are confirmed",
+                      endpoint(), r.received, sent, first_kept));
+      return;
+    }
+    acknowledged(r.received);
+    for (const auto& frame : unacked) link->send(frame);
+    spdlog::info(
+        "the session with the rendezvous server at {} resumed on a new connection, "
+        "{:.1f} s after the server was last heard from ({} message(s) sent again)",
+        endpoint(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_heard).count(),
+        unacked.size());
+    resuming = false;
+    resume_dialer->cancel();
+    if (abandoned) abandoned->close();
+    abandoned.reset();
+    watch_silence();
+  }
+
+  // The other end received everything up to `received`: no need to keep it.
+  void acknowledged(uint64_t count) {
+    uint64_t first_kept = sent - unacked.size() + 1;
+    while (!unacked.empty() && first_kept <= count) {
+      unacked.pop_front();
+      ++first_kept;
+    }
+  }
+
   void on_frames(const std::vector<std::string>& frames,
                  const std::optional<ProtocolError>& error) {
     if (error) {
@@ -157,6 +259,13 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
           "that port?",
           endpoint(), error->message));
       return;
+    }
+    // Bytes arrived: the server is there, even when a large frame (a big job's peer table on a
+    // slow link) takes longer than resume_after() to complete. Resuming then would only send it
+    // again from the start.
+    if (welcomed && !resuming) {
+      watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
+      watch_silence();
     }
     for (const std::string& frame : frames) {
       if (done) return;
@@ -170,16 +279,19 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       case Cause::kPeerClosed:
         connection_error(
             fmt::format("lost the connection to the rendezvous server at {}: closed by the server",
-                        endpoint()));
+                        endpoint()),
+            true);
         return;
       case Cause::kReadError:
         connection_error(fmt::format("lost the connection to the rendezvous server at {}: {}",
-                                     endpoint(), why.text()));
+                                     endpoint(), why.text()),
+                         false);
         return;
       case Cause::kWriteError:
       case Cause::kQueueFull:
         connection_error(
-            fmt::format("cannot send to the rendezvous server at {}: {}", endpoint(), why.text()));
+            fmt::format("cannot send to the rendezvous server at {}: {}", endpoint(), why.text()),
+            false);
         return;
       case Cause::kSent:
         return;
@@ -195,7 +307,8 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     }
     const ServerMessage& message = std::get<ServerMessage>(decoded);
     if (const auto* error = std::get_if<ErrorReply>(&message)) {
-      fail(fmt::format("the rendezvous server at {} refused this agent: {}", endpoint(),
+      fail(fmt::format("the rendezvous server at {} {}: {}", endpoint(),
+                       resuming ? "refused to resume this agent's session" : "refused this agent",
                        error->message));
       return;
     }
@@ -204,24 +317,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       return;
     }
     if (const auto* welcome = std::get_if<Welcome>(&message)) {
-      if (!options.token.empty() && !challenged) {
-        fail(fmt::format(
-            "the rendezvous server at {} accepted this agent without asking for the token this "
-            "agent has; it is not this job's server, or it was started without the token",
-            endpoint()));
-        return;
-      }
-      heartbeat_interval = milliseconds(welcome->heartbeat_interval_ms);
-      heartbeat_timeout = milliseconds(welcome->heartbeat_timeout_ms);
-      welcomed = true;
-      const net::TcpTimeouts timeouts = link->bound_tcp_timeouts(watchdog_timeout());
-      spdlog::debug("rendezvous link: TCP retransmissions {}, user timeout {}",
-                    timeouts.rto_max_set ? "capped at 1 s (TCP_RTO_MAX_MS)"
-                                         : "not capped (no TCP_RTO_MAX_MS before Linux 6.15)",
-                    timeouts.user_timeout_set ? "set" : "not set");
-      heartbeat();
-      watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
-      if (handlers.connected) handlers.connected(local_addr);
+      on_welcome(*welcome);
       return;
     }
     if (!welcomed) {
@@ -230,8 +326,67 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       return;
     }
     watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
-    if (std::holds_alternative<HeartbeatAck>(message)) return;
+    if (const auto* r = std::get_if<Resumed>(&message)) {
+      if (!resuming) {
+        fail(fmt::format("the rendezvous server at {} sent 'resumed' unasked", endpoint()));
+        return;
+      }
+      resumed(*r);
+      return;
+    }
+    if (resuming) {
+      fail(fmt::format("the rendezvous server at {} sent '{}' before 'resumed'", endpoint(),
+                       message_name(message)));
+      return;
+    }
+    if (const auto* ack = std::get_if<HeartbeatAck>(&message)) {
+      if (ack->received > sent) {
+        fail(fmt::format("the rendezvous server at {} acknowledged {} messages of the {} sent",
+                         endpoint(), ack->received, sent));
+        return;
+      }
+      acknowledged(ack->received);
+      return;
+    }
+    if (sequenced(message)) ++received;
     if (handlers.message) handlers.message(message);
+  }
+
+  void on_welcome(const Welcome& welcome) {
+    if (!options.token.empty() && !challenged) {
+      fail(fmt::format(
+          "the rendezvous server at {} accepted this agent without asking for the token this "
+          "agent has; it is not this job's server, or it was started without the token",
+          endpoint()));
+      return;
+    }
+    welcome_timer.cancel();
+    welcomed = true;
+    const milliseconds interval(welcome.heartbeat_interval_ms);
+    const milliseconds timeout(welcome.heartbeat_timeout_ms);
+    if (established && (interval != heartbeat_interval || timeout != heartbeat_timeout)) {
+      fail(
+          fmt::format("the rendezvous server at {} answered the resume with other heartbeat "
+                      "settings; it is not the server this agent joined",
+                      endpoint()));
+      return;
+    }
+    heartbeat_interval = interval;
+    heartbeat_timeout = timeout;
+    const net::TcpTimeouts timeouts = link->bound_tcp_timeouts(watchdog_timeout());
+    watch(watchdog_timeout(), "sent nothing for longer than the heartbeat timeout");
+    if (resuming) {
+      transmit(Resume{session_key, received});
+      return;
+    }
+    spdlog::debug("rendezvous link: TCP retransmissions {}, user timeout {}",
+                  timeouts.rto_max_set ? "capped at 1 s (TCP_RTO_MAX_MS)"
+                                       : "not capped (no TCP_RTO_MAX_MS before Linux 6.15)",
+                  timeouts.user_timeout_set ? "set" : "not set");
+    established = true;
+    heartbeat();
+    watch_silence();
+    if (handlers.connected) handlers.connected(local_addr);
   }
 
   // The server proves it knows the token before this agent answers, so that a stranger on the
@@ -258,7 +413,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
       return;
     }
     challenged = true;
-    send(Auth{agent_proof(options.token, options.hello.run_id, challenge.nonce, agent_nonce)});
+    transmit(Auth{agent_proof(options.token, options.hello.run_id, challenge.nonce, agent_nonce)});
   }
 
   // The server declares a silent agent lost after the heartbeat timeout and tells the other
@@ -275,12 +430,27 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
         [weak = std::weak_ptr<Impl>(shared_from_this())](boost::system::error_code ec) {
           auto self = weak.lock();
           if (ec || !self || self->done) return;
-          self->send(Heartbeat{});
+          if (!self->resuming) self->transmit(Heartbeat{self->received});
           self->heartbeat();
         });
   }
 
+  // The agent's messages. Sequenced ones are kept until the server confirms them (at most a few
+  // per round: the join and the reports), and wait for a resume to finish.
   void send(const ClientMessage& message) {
+    if (done) return;
+    if (!established || !sequenced(message)) {
+      transmit(message);
+      return;
+    }
+    auto frame = std::make_shared<const std::string>(encode_frame(encode(message)));
+    ++sent;
+    unacked.push_back(frame);
+    if (!resuming && link && link->is_open()) link->send(std::move(frame));
+  }
+
+  // On the current connection, now.
+  void transmit(const ClientMessage& message) {
     if (done || !link || !link->is_open()) return;
     auto frame = std::make_shared<const std::string>(encode_frame(encode(message)));
     // A heartbeat behind other frames says nothing they do not.
@@ -296,23 +466,41 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     done = true;
     handlers = {};
     cancel_pending();
+    if (abandoned) abandoned->close();
     if (link) link->close_after_sending();
   }
+
+  // A resume's connection gets this long for its welcome: the server answered before.
+  static constexpr milliseconds kResumeWelcomeTimeout{2'000};
 
   asio::io_context& io;
   ClientOptions options;
   std::shared_ptr<ServerDialer> dialer;
+  std::shared_ptr<ServerDialer> resume_dialer;  // while resuming
   asio::steady_timer heartbeat_timer;
-  asio::steady_timer watchdog_timer;
+  asio::steady_timer watchdog_timer;  // the server silent past the heartbeat timeout: fatal
+  asio::steady_timer welcome_timer;   // a connection's hello unanswered: another connection
+  asio::steady_timer silence_timer;   // the link silent for resume_after(): resume
   Handlers handlers;
   std::string local_addr;
-  std::shared_ptr<net::FramedConnection> link;  // of the current connection, once connected
+  std::shared_ptr<net::FramedConnection> link;       // of the current connection, once connected
+  std::shared_ptr<net::FramedConnection> abandoned;  // the one a resume replaces, until it has
   milliseconds heartbeat_interval{5'000};
   milliseconds heartbeat_timeout{30'000};
   uint64_t connection = 0;  // counts connections, so callbacks of a dropped one can tell
   std::string agent_nonce;  // of the current connection's hello
-  bool challenged = false;  // the current connection's server proved it knows the token
-  bool welcomed = false;
+  // Names this session to the server when a new connection resumes it.
+  const std::string session_key = random_nonce().substr(0, 32);
+  // Sequenced messages (messages.hpp): how many were sent and received, and those sent that the
+  // server has not confirmed yet (numbers sent - unacked.size() + 1 .. sent).
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  std::deque<std::shared_ptr<const std::string>> unacked;
+  std::chrono::steady_clock::time_point last_heard;  // the last frame of the session
+  bool challenged = false;   // the current connection's server proved it knows the token
+  bool welcomed = false;     // the current connection was welcomed
+  bool established = false;  // welcomed once: the session exists
+  bool resuming = false;     // moving the session to a new connection
   bool done = false;
 };
 

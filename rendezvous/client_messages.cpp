@@ -12,11 +12,8 @@ json client_json(const ClientMessage& message) {
       [](const auto& m) -> json {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Hello>) {
-          return {{"type", "hello"},
-                  {"magic", m.magic},
-                  {"version", m.version},
-                  {"run_id", m.run_id},
-                  {"nonce", m.nonce}};
+          return {{"type", "hello"},    {"magic", m.magic}, {"version", m.version},
+                  {"run_id", m.run_id}, {"nonce", m.nonce}, {"session", m.session}};
         } else if constexpr (std::is_same_v<T, Auth>) {
           return {{"type", "auth"}, {"proof", m.proof}};
         } else if constexpr (std::is_same_v<T, Join>) {
@@ -30,7 +27,9 @@ json client_json(const ClientMessage& message) {
           if (m.node_rank) j["node_rank"] = *m.node_rank;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
-          return {{"type", "heartbeat"}};
+          return {{"type", "heartbeat"}, {"received", m.received}};
+        } else if constexpr (std::is_same_v<T, Resume>) {
+          return {{"type", "resume"}, {"session", m.session}, {"received", m.received}};
         } else {
           json j{{"type", "report"},     {"round", m.round},
                  {"outcome", m.outcome}, {"stop_signal", m.stop_signal},
@@ -47,7 +46,8 @@ ClientMessage client_from(const json& j) {
   const std::string type = f.text("type", 32);
   if (type == "hello") {
     return Hello{f.text("magic", 64), static_cast<int>(f.integer("version", 0, 1'000'000)),
-                 f.text("run_id", Limits::kMaxRunId), f.text("nonce", Limits::kMaxNonce, false)};
+                 f.text("run_id", Limits::kMaxRunId), f.text("nonce", Limits::kMaxNonce, false),
+                 f.text("session", Limits::kMaxNonce, false)};
   }
   if (type == "auth") return Auth{f.text("proof", Limits::kMaxNonce)};
   if (type == "join") {
@@ -62,7 +62,8 @@ ClientMessage client_from(const json& j) {
     m.command = f.text("command", Limits::kMaxText, false);
     return m;
   }
-  if (type == "heartbeat") return Heartbeat{};
+  if (type == "heartbeat") return Heartbeat{received_field(f)};
+  if (type == "resume") return Resume{f.text("session", Limits::kMaxNonce), received_field(f)};
   if (type == "report") {
     Report m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));

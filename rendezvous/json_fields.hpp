@@ -103,6 +103,11 @@ Enum enum_field(const Fields& f, const char* key) {
   return value;
 }
 
+// A count of sequenced messages (messages.hpp), as heartbeats, acks and resumes carry it.
+inline uint64_t received_field(const Fields& f) {
+  return static_cast<uint64_t>(f.integer("received", 0, INT64_MAX));
+}
+
 // Parses `text` as JSON and converts it with `convert`; a failed check becomes a ProtocolError.
 template <typename Message, typename Convert>
 std::variant<Message, ProtocolError> decode_json(std::string_view text, Convert convert) {

@@ -15,7 +15,10 @@ namespace npu_run::rdzv {
 inline constexpr const char* kMagic = "npu_run-rdzv";
 // 2: the token is proven by an HMAC challenge (challenge/auth) instead of sent in the hello.
 // 3: an elastic job re-forms with "reform", no longer with a "stop" that is not a failure.
-inline constexpr int kProtocolVersion = 4;
+// 4: the join carries the job's command.
+// 5: a session survives a broken connection: "resume"/"resumed", and heartbeats and their acks
+//    say how many sequenced messages arrived (see Sequenced below).
+inline constexpr int kProtocolVersion = 5;
 
 // What one agent tells the server about its node.
 struct NodeInfo {
@@ -51,6 +54,9 @@ struct Hello {
   std::string run_id;
   // The agent's half of the challenge when it has a token (see rdzv_auth.hpp); empty: no token.
   std::string nonce;
+  // Random, chosen by the agent once per run: what a later connection names to resume this
+  // session (Resume). Empty: the agent never resumes.
+  std::string session{};
 };
 
 // The answer to a Challenge: proves the agent knows the token.
@@ -70,7 +76,16 @@ struct Join {
   std::string command;
 };
 
-struct Heartbeat {};
+struct Heartbeat {
+  uint64_t received = 0;  // sequenced server messages received so far (see Sequenced)
+};
+
+// Instead of a join, on a new connection after the old one fell silent or broke: this is the
+// agent that said hello with `session`, and it has received `received` sequenced messages.
+struct Resume {
+  std::string session{};
+  uint64_t received = 0;
+};
 
 enum class Outcome { kSucceeded, kFailed, kStopped };
 
@@ -87,7 +102,7 @@ struct Report {
   bool leaving = false;
 };
 
-using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth>;
+using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume>;
 
 // ---- server -> agent ----
 
@@ -155,7 +170,16 @@ struct Decision {
   bool membership_change = false;
 };
 
-struct HeartbeatAck {};
+struct HeartbeatAck {
+  uint64_t received = 0;  // sequenced messages of this agent the server received so far
+};
+
+// The answer to a Resume: the session continues on this connection. The server has received
+// `received` sequenced messages of the agent, which sends again those after them; the server
+// sends again those after the agent's count next.
+struct Resumed {
+  uint64_t received = 0;
+};
 
 // The job has a token: the server's nonce and its proof that it knows the token too.
 struct Challenge {
@@ -164,17 +188,31 @@ struct Challenge {
 };
 
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
-                                   HeartbeatAck, Challenge, Reform>;
+                                   HeartbeatAck, Challenge, Reform, Resumed>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello", "join", "heartbeat", "report", "auth"};
+  static const char* const kNames[] = {"hello", "join", "heartbeat", "report", "auth", "resume"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
-  static const char* const kNames[] = {"welcome",  "error",         "progress",  "assigned", "stop",
-                                       "decision", "heartbeat_ack", "challenge", "reform"};
+  static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
+                                       "stop",    "decision", "heartbeat_ack", "challenge",
+                                       "reform",  "resumed"};
   return kNames[message.index()];
+}
+
+// Sequenced messages are the session's content, counted by both ends from the welcome on and
+// kept by their sender until the other end's count says they arrived, so that a session that
+// moves to a new connection loses none and repeats none. The rest belong to one connection
+// (handshake, liveness, the resume itself, and errors, after which the connection closes).
+inline bool sequenced(const ClientMessage& message) {
+  return std::holds_alternative<Join>(message) || std::holds_alternative<Report>(message);
+}
+inline bool sequenced(const ServerMessage& message) {
+  return std::holds_alternative<Progress>(message) || std::holds_alternative<Assigned>(message) ||
+         std::holds_alternative<StopWorkers>(message) ||
+         std::holds_alternative<Decision>(message) || std::holds_alternative<Reform>(message);
 }
 
 }  // namespace npu_run::rdzv

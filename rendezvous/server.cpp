@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <fstream>
+#include <optional>
 #include <unordered_map>
 
 #include "net/cloexec_socket.hpp"
@@ -33,20 +34,33 @@ double seconds(milliseconds d) {
 
 }  // namespace
 
-// One agent's connection, and the deadline of its handshake.
+// One agent's session: its connection (a resume may replace it), the deadline of its handshake,
+// and the sequenced messages (messages.hpp) both ways.
 struct Session {
-  Session(std::shared_ptr<net::FramedConnection> c, asio::io_context& io)
-      : connection(std::move(c)), handshake_deadline(io) {}
+  Session(std::shared_ptr<net::FramedConnection> c, std::shared_ptr<ClientId> r,
+          asio::io_context& io)
+      : connection(std::move(c)), route(std::move(r)), handshake_deadline(io) {}
   std::shared_ptr<net::FramedConnection> connection;
+  // Where the connection's frames go: this session's id, or the one it resumed.
+  std::shared_ptr<ClientId> route;
   asio::steady_timer handshake_deadline;
+  std::string resume_key;      // from the hello
   bool authenticated = false;  // welcomed: may send full-size frames
   bool joined = false;         // its join was taken: an agent of the job, no longer a stranger
+  uint64_t received = 0;       // sequenced messages from the agent
+  uint64_t sent = 0;           // sequenced messages to it; those not yet confirmed are kept:
+  std::deque<std::shared_ptr<const std::string>> unacked;  // numbers sent - size + 1 .. sent
+  size_t unacked_bytes = 0;
+  bool resumable = true;  // false once the kept messages outgrew kMaxUnackedBytes
 };
 
 // Agents' frames are small: a 1 KiB read buffer keeps 16k idle sessions cheap. What waits to be
 // sent is one frame of any allowed size plus a little: an agent that reads never comes near it.
 constexpr net::ConnectionLimits kSessionLimits{Limits::kMaxHandshakeFrame, 1024,
                                                Limits::kMaxServerFrame + size_t{1024} * 1024};
+// What a session keeps for a resume: as much as may wait to be sent. The frames are shared with
+// the other sessions' queues; an agent that confirms nothing for that long cannot resume.
+constexpr size_t kMaxUnackedBytes = kSessionLimits.max_queued_bytes;
 
 struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, JobSettings job, ServerOptions opts)
@@ -209,8 +223,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     // gives up on the link only after the state machine would have.
     const auto& s = state.settings();
     connection->bound_tcp_timeouts(s.heartbeat_timeout + s.heartbeat_interval);
+    auto route = std::make_shared<ClientId>(id);
     Session& session =
-        *sessions.emplace(id, std::make_unique<Session>(connection, io)).first->second;
+        *sessions.emplace(id, std::make_unique<Session>(connection, route, io)).first->second;
     handshaking.push_back(id);
     ++handshaking_count;
     std::weak_ptr<Impl> weak = shared_from_this();
@@ -226,13 +241,17 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                                                                : "hello, token proof and join",
                           seconds(self->options.handshake_timeout)));
     });
-    connection->start(
-        {[weak, id](std::vector<std::string>& frames, const std::optional<ProtocolError>& error) {
-           if (auto self = weak.lock()) self->on_frames(id, frames, error);
-         },
-         [weak, id](const net::ConnectionClosed& why) {
-           if (auto self = weak.lock()) self->on_closed(id, why);
-         }});
+    const net::FramedConnection* raw = connection.get();
+    connection->start({[weak, route, raw](std::vector<std::string>& frames,
+                                          const std::optional<ProtocolError>& error) {
+                         auto self = weak.lock();
+                         if (self && self->is_current(*route, raw))
+                           self->on_frames(*route, frames, error);
+                       },
+                       [weak, route, raw](const net::ConnectionClosed& why) {
+                         auto self = weak.lock();
+                         if (self && self->is_current(*route, raw)) self->on_closed(*route, why);
+                       }});
     if (handshaking_count > handshake_cap()) evict_oldest_stranger();
   }
 
@@ -263,6 +282,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
+  // A connection a resume replaced says nothing more about its session.
+  bool is_current(ClientId id, const net::FramedConnection* connection) const {
+    const auto it = sessions.find(id);
+    return it != sessions.end() && it->second->connection.get() == connection;
+  }
+
   void drop_stranger(ClientId id, const std::string& why) {
     const auto it = sessions.find(id);
     if (it == sessions.end()) return;
@@ -291,6 +316,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     it->second->joined = true;
     it->second->handshake_deadline.cancel();
     --handshaking_count;
+    if (!it->second->resume_key.empty()) resume_keys.emplace(it->second->resume_key, id);
     for (std::deque<ClientId>* queue : {&handshaking, &welcomed_unjoined}) {
       if (queue->size() <= 2 * handshaking_count + 1024) continue;
       std::erase_if(*queue, [this](ClientId h) {
@@ -308,7 +334,26 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         error = std::move(*bad);
         break;
       }
-      dispatch(state.on_message(from, std::get<ClientMessage>(decoded), now()));
+      const ClientMessage& message = std::get<ClientMessage>(decoded);
+      Session& session = *sessions.at(from);
+      if (const auto* hello = std::get_if<Hello>(&message)) session.resume_key = hello->session;
+      if (const auto* resume = std::get_if<Resume>(&message)) {
+        const auto resumed = resume_session(from, *resume);
+        if (!resumed) return;  // refused; the connection closes
+        from = *resumed;       // the rest of the frames belong to the resumed session
+        continue;
+      }
+      if (const auto* heartbeat = std::get_if<Heartbeat>(&message)) {
+        if (heartbeat->received > session.sent) {
+          error = ProtocolError{"bad_message",
+                                fmt::format("a heartbeat confirms {} messages of the {} sent",
+                                            heartbeat->received, session.sent)};
+          break;
+        }
+        acknowledged(session, heartbeat->received);
+      }
+      if (session.authenticated && sequenced(message)) ++session.received;
+      dispatch(state.on_message(from, message, now()));
       const auto it = sessions.find(from);
       if (it == sessions.end() || !it->second->connection->is_open()) return;  // refused
       if (!it->second->joined && state.has_joined(from)) mark_joined(from);
@@ -322,6 +367,75 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
             encode_frame(encode(ServerMessage{ErrorReply{error->code, error->message}}))));
         connection->close_after_sending();
       }
+    }
+  }
+
+  // Moves the session the resume names to connection `from`'s session, which ends, and sends
+  // the agent what it missed; returns the resumed session's id, or nothing when refused.
+  std::optional<ClientId> resume_session(ClientId from, const Resume& resume) {
+    Session& fresh = *sessions.at(from);
+    auto refuse = [&](const char* code, const std::string& text) -> std::optional<ClientId> {
+      note_dropped(fresh, text);
+      fresh.connection->send(std::make_shared<const std::string>(
+          encode_frame(encode(ServerMessage{ErrorReply{code, text}}))));
+      fresh.connection->close_after_sending();
+      return std::nullopt;
+    };
+    if (!fresh.authenticated || fresh.joined)
+      return refuse("protocol_order", "'resume' is only allowed right after the welcome");
+    const auto key = resume_keys.find(resume.session);
+    if (key == resume_keys.end() || key->second == from) {
+      return refuse("unknown_session",
+                    "no session to resume: the agent was declared lost or has left, or the "
+                    "server restarted");
+    }
+    const ClientId id = key->second;
+    Session& session = *sessions.at(id);
+    if (!session.resumable || resume.received > session.sent ||
+        resume.received + session.unacked.size() < session.sent) {
+      return refuse("cannot_resume",
+                    fmt::format("the session cannot resume at message {}: {} sent, {} kept",
+                                resume.received, session.sent, session.unacked.size()));
+    }
+    // The old connection is closed without a word: its FIN may still be on its way out of a
+    // partition, and the session lives on here.
+    const std::string old_peer = session.connection->peer();
+    session.connection->close();
+    session.connection = std::move(fresh.connection);
+    *fresh.route = id;
+    acknowledged(session, resume.received);
+    session.connection->send(std::make_shared<const std::string>(
+        encode_frame(encode(ServerMessage{Resumed{session.received}}))));
+    for (const auto& frame : session.unacked) session.connection->send(frame);
+    spdlog::info(
+        "rendezvous server: {} resumed its session on a new connection from {} ({} "
+        "message(s) sent again)",
+        old_peer, session.connection->peer(), session.unacked.size());
+    forget(from);  // the fresh connection's own session: a handshake that is over
+    dispatch(state.on_message(id, Heartbeat{resume.received}, now()));  // heard from just now
+    return id;
+  }
+
+  // The agent received everything up to `received`: no need to keep it.
+  static void acknowledged(Session& session, uint64_t received) {
+    uint64_t first_kept = session.sent - session.unacked.size() + 1;
+    while (!session.unacked.empty() && first_kept <= received) {
+      session.unacked_bytes -= session.unacked.front()->size();
+      session.unacked.pop_front();
+      ++first_kept;
+    }
+  }
+
+  // Sent to an agent: sequenced messages are kept for a resume until confirmed.
+  static void keep_for_resume(Session& session, const std::shared_ptr<const std::string>& frame) {
+    ++session.sent;
+    if (!session.resumable) return;
+    session.unacked.push_back(frame);
+    session.unacked_bytes += frame->size();
+    if (session.unacked_bytes > kMaxUnackedBytes) {
+      session.resumable = false;
+      session.unacked.clear();
+      session.unacked_bytes = 0;
     }
   }
 
@@ -356,6 +470,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     const auto it = sessions.find(id);
     if (it == sessions.end()) return;
     if (!it->second->joined) --handshaking_count;
+    if (const auto key = resume_keys.find(it->second->resume_key);
+        key != resume_keys.end() && key->second == id)
+      resume_keys.erase(key);
     sessions.erase(it);
     dispatch(state.on_disconnect(id, now()));
     check_done();
@@ -367,19 +484,27 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       if (std::holds_alternative<Welcome>(o.message)) {
         for (ClientId id : o.to) mark_authenticated(id);
       }
+      // A heartbeat's answer only says "alive" and how much arrived: while anything else waits
+      // it says nothing new, and a peer that sends heartbeats without reading cannot pile them
+      // up. Each says its recipient's count.
+      if (std::holds_alternative<HeartbeatAck>(o.message)) {
+        for (ClientId id : o.to) {
+          const auto it = sessions.find(id);
+          if (it == sessions.end()) continue;
+          it->second->connection->send_unless_busy(std::make_shared<const std::string>(
+              encode_frame(encode(ServerMessage{HeartbeatAck{it->second->received}}))));
+        }
+        continue;
+      }
       // Serialized once; every recipient's queue shares the same bytes.
       auto frame = std::make_shared<const std::string>(encode_frame(encode(o.message)));
-      // A heartbeat's answer only says "alive": while anything else waits it says nothing new,
-      // and a peer that sends heartbeats without reading cannot pile them up.
-      const bool ack = std::holds_alternative<HeartbeatAck>(o.message);
+      const bool kept = sequenced(o.message);
       for (ClientId id : o.to) {
         const auto it = sessions.find(id);
         if (it == sessions.end()) continue;
+        if (kept) keep_for_resume(*it->second, frame);
         const auto& connection = it->second->connection;
-        if (ack)
-          connection->send_unless_busy(frame);
-        else
-          connection->send(frame);
+        connection->send(frame);
         if (o.close_after) connection->close_after_sending();
       }
     }
@@ -468,6 +593,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer tick_timer;
   asio::steady_timer barrier_timer;
   std::unordered_map<ClientId, std::unique_ptr<Session>> sessions;
+  // The resume key of every joined session (the first with a key keeps it).
+  std::unordered_map<std::string, ClientId> resume_keys;
   // Connections in their handshake, oldest first (welcomed or closed ones are skipped lazily).
   std::deque<ClientId> handshaking;
   // Welcomed connections that have not joined yet, oldest first (evicted after `handshaking`).

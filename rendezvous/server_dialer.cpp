@@ -15,16 +15,14 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// Backoff between connection attempts: doubles from 10 ms up to 2 s, each delay drawn
+// Backoff between connection attempts: doubles from 10 ms up to 2 s (by default), each delay drawn
 // uniformly from half to one and a half times the nominal value so that thousands of agents
 // started together do not retry in lockstep. The first retries are short because the usual
 // refusal is node 0's agent still starting, milliseconds behind the others (a refused connect
 // on a LAN costs one RST).
-constexpr milliseconds kFirstRetry{10};
-constexpr milliseconds kMaxRetry{2'000};
-// One connect attempt may wait this long (SYNs to a host whose listen queue is full are
+// By default one connect attempt may wait 10 s (SYNs to a host whose listen queue is full are
 // retransmitted by the kernel; cutting the attempt short would only restart that).
-constexpr milliseconds kAttemptTimeout{10'000};
+constexpr milliseconds kFirstRetry{10};
 // How often to say where we are while the server is unreachable.
 constexpr milliseconds kWaitingLogInterval{30'000};
 
@@ -35,15 +33,18 @@ double seconds(milliseconds d) {
 }  // namespace
 
 std::shared_ptr<ServerDialer> ServerDialer::create(asio::io_context& io, std::string host, int port,
-                                                   milliseconds timeout) {
-  return std::shared_ptr<ServerDialer>(new ServerDialer(io, std::move(host), port, timeout));
+                                                   milliseconds timeout, DialPolicy policy) {
+  return std::shared_ptr<ServerDialer>(
+      new ServerDialer(io, std::move(host), port, timeout, policy));
 }
 
-ServerDialer::ServerDialer(asio::io_context& io, std::string host, int port, milliseconds timeout)
+ServerDialer::ServerDialer(asio::io_context& io, std::string host, int port, milliseconds timeout,
+                           DialPolicy policy)
     : io_(io),
       host_(std::move(host)),
       port_(port),
       timeout_(timeout),
+      policy_(policy),
       resolver_(io),
       socket_(io),
       retry_timer_(io),
@@ -111,10 +112,13 @@ void ServerDialer::connect(std::vector<tcp::endpoint> endpoints) {
     retry(fmt::format("'{}' resolved to no address", host_));
     return;
   }
-  attempt_timer_.expires_after(std::min(kAttemptTimeout, time_left()));
+  attempt_timer_.expires_after(std::min(policy_.attempt_timeout, time_left()));
   attempt_timer_.async_wait(
       [weak = std::weak_ptr<ServerDialer>(shared_from_this())](boost::system::error_code ec) {
-        if (auto self = weak.lock(); self && !ec) self->socket_.cancel();
+        // The connect may have completed (and the socket moved on) after this wait expired:
+        // cancelling nothing is fine, and must not throw.
+        boost::system::error_code ignored;
+        if (auto self = weak.lock(); self && !ec) self->socket_.cancel(ignored);
       });
   connect_to(0);
 }
@@ -135,6 +139,17 @@ void ServerDialer::connect_to(size_t index) {
     if (connect_ec) {
       boost::system::error_code ignored;
       self->socket_.close(ignored);
+      if (connect_ec == asio::error::connection_refused && self->policy_.refusal_is_final) {
+        self->last_error_ = connect_ec.message();
+        if (auto gave_up = std::move(self->handlers_.gave_up)) {
+          self->handlers_ = {};
+          gave_up(
+              fmt::format("the rendezvous server at {} refused a new connection: nothing "
+                          "listens there any more",
+                          self->endpoint()));
+        }
+        return;
+      }
       self->retry(connect_ec == asio::error::operation_aborted ? "connection attempt timed out"
                                                                : connect_ec.message());
       return;
@@ -163,7 +178,7 @@ void ServerDialer::retry(const std::string& error) {
   const auto delay = std::min(
       time_left(),
       milliseconds(static_cast<long>(static_cast<double>(backoff_.count()) * jitter(rng_))));
-  backoff_ = std::min(kMaxRetry, backoff_ * 2);
+  backoff_ = std::min(policy_.max_backoff, backoff_ * 2);
   retry_timer_.expires_after(delay);
   retry_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (!ec && !self->cancelled_) self->attempt();

@@ -15,6 +15,15 @@
 
 namespace npu_run::rdzv {
 
+// How hard to try. The defaults suit a start, when the server may still be coming up; a
+// session resuming after a partition wants a fresh SYN every second (the kernel's own SYN
+// retries back off to 1, 3, 7 s) and takes a refusal as the server's end.
+struct DialPolicy {
+  std::chrono::milliseconds attempt_timeout{10'000};  // per connect attempt
+  std::chrono::milliseconds max_backoff{2'000};       // between attempts
+  bool refusal_is_final = false;  // "connection refused": nothing listens any more; give up
+};
+
 class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
  public:
   using Clock = std::chrono::steady_clock;
@@ -25,7 +34,8 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
   };
 
   static std::shared_ptr<ServerDialer> create(boost::asio::io_context& io, std::string host,
-                                              int port, std::chrono::milliseconds timeout);
+                                              int port, std::chrono::milliseconds timeout,
+                                              DialPolicy policy = {});
 
   void start(Handlers handlers);  // the first attempt, now
   // The last attempt (or a connection it made) failed for `error`: another after a backoff.
@@ -38,7 +48,7 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
 
  private:
   ServerDialer(boost::asio::io_context& io, std::string host, int port,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout, DialPolicy policy);
   void attempt();
   // One attempt: every endpoint in turn (a name may resolve to several), until one connects.
   void connect(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
@@ -50,6 +60,7 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
   std::string host_;
   int port_;
   std::chrono::milliseconds timeout_;
+  DialPolicy policy_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;                    // the attempt in progress
   std::vector<boost::asio::ip::tcp::endpoint> endpoints_;  // of the attempt in progress

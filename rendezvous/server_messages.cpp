@@ -88,8 +88,10 @@ json server_json(const ServerMessage& message) {
           return {{"type", "reform"},         {"ok", true},
                   {"round", m.round},         {"host", m.host},
                   {"node_rank", m.node_rank}, {"reason", m.reason}};
+        } else if constexpr (std::is_same_v<T, Resumed>) {
+          return {{"type", "resumed"}, {"ok", true}, {"received", m.received}};
         } else {
-          return {{"type", "heartbeat_ack"}, {"ok", true}};
+          return {{"type", "heartbeat_ack"}, {"ok", true}, {"received", m.received}};
         }
       },
       message);
@@ -136,7 +138,8 @@ ServerMessage server_from(const json& j) {
     if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
     return m;
   }
-  if (type == "heartbeat_ack") return HeartbeatAck{};
+  if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
+  if (type == "resumed") return Resumed{received_field(f)};
   if (type == "challenge")
     return Challenge{f.text("nonce", Limits::kMaxNonce), f.text("proof", Limits::kMaxNonce)};
   f.fail(fmt::format("has an unknown type '{}'", type));

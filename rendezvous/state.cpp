@@ -46,6 +46,12 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   if (const auto* hello = std::get_if<Hello>(&message)) return on_hello(from, *hello);
   if (const auto* join = std::get_if<Join>(&message)) return on_join(from, *join);
   if (std::holds_alternative<Heartbeat>(message)) return {Outgoing{{from}, HeartbeatAck{}, false}};
+  // The server itself answers a resume (it moves a session between connections); one that
+  // reaches the state machine came where it makes no sense.
+  if (std::holds_alternative<Resume>(message)) {
+    clients_.erase(from);
+    return {reject(from, "protocol_order", "'resume' from an agent that has joined")};
+  }
   return on_report(from, std::get<Report>(message));
 }
 

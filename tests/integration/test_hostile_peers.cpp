@@ -21,6 +21,7 @@
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
+#include "support/raw_peer.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
@@ -47,91 +48,6 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 constexpr bool kResidentSizeMeansLiveMemory = !kSanitized;
-
-// A raw TCP connection to the server, closed on destruction.
-class Raw {
- public:
-  explicit Raw(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~Raw() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Raw(Raw&& other) noexcept
-      : fd_(other.fd_),
-        connected_(other.connected_),
-        decoder_(std::move(other.decoder_)),
-        frames_(std::move(other.frames_)) {
-    other.fd_ = -1;
-  }
-  Raw(const Raw&) = delete;
-  Raw& operator=(const Raw&) = delete;
-
-  bool connected() const { return connected_; }
-  bool send(std::string_view bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  bool send(const ClientMessage& m) { return send(encode_frame(encode(m))); }
-
-  // The next frame from the server; nullopt when it closed the connection or `timeout` passed.
-  std::optional<ServerMessage> reply(milliseconds timeout = 5s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (frames_.empty()) {
-      std::string chunk;
-      if (!read_some(chunk, deadline)) return std::nullopt;
-      if (decoder_.feed(chunk, frames_)) return std::nullopt;
-    }
-    auto decoded = decode_server_message(frames_.front());
-    frames_.erase(frames_.begin());
-    if (std::holds_alternative<ProtocolError>(decoded)) return std::nullopt;
-    return std::get<ServerMessage>(decoded);
-  }
-  std::string error_code(milliseconds timeout = 5s) {
-    const auto m = reply(timeout);
-    const auto* e = m ? std::get_if<ErrorReply>(&*m) : nullptr;
-    return e ? e->code : "(no error reply)";
-  }
-  // True when the server closes the connection (EOF or reset) within `timeout`; what it sent
-  // before closing is skipped.
-  bool closed_within(milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string chunk;
-    while (read_some(chunk, deadline)) chunk.clear();
-    return std::chrono::steady_clock::now() < deadline;
-  }
-  // Closes with a reset (SO_LINGER 0) instead of a FIN.
-  void reset() {
-    const linger l{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  // Appends what arrives; false on EOF, error or the deadline.
-  bool read_some(std::string& out, std::chrono::steady_clock::time_point deadline) {
-    const auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char buffer[4096];
-    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-    if (n <= 0) return false;
-    out.append(buffer, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_;
-  bool connected_ = false;
-  FrameDecoder decoder_{Limits::kMaxServerFrame};
-  std::vector<std::string> frames_;  // arrived, not yet returned by reply()
-};
 
 Hello real_hello(const std::string& nonce = std::string(64, 'a')) {
   return Hello{kMagic, kProtocolVersion, "none", nonce};

@@ -1,12 +1,15 @@
 // Runs a program as if on an older Linux kernel: a seccomp filter makes every system call that
 // kernel lacks fail with ENOSYS, for the program and everything it starts. Tests put it in front
 // of npu_run to prove the run-time fallbacks (no pidfd, clone3, close_range, getrandom, ...).
+// With --linux, the TCP option TCP_RTO_MAX_MS (Linux 6.15) is refused with ENOPROTOOPT, as every
+// older kernel refuses an option it does not know: TCP then backs off as it does there.
 //
 //   as_old_kernel --linux 3.10 PROGRAM [ARGS...]        every call newer than Linux 3.10
 //   as_old_kernel --deny pidfd_open,clone3 PROGRAM ...  just these calls
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -106,9 +109,28 @@ int main(int argc, char** argv) {
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, last, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kEnosys),
   };
+  if (mode == "--linux") {
+    // setsockopt(fd, IPPROTO_TCP, TCP_RTO_MAX_MS, ...): compares the low halves of the 64-bit
+    // arguments (both architectures here are little-endian), then loads the number again.
+    constexpr unsigned kTcpRtoMaxMs = 44;
+    constexpr unsigned kNoSuchOption = SECCOMP_RET_ERRNO | (ENOPROTOOPT & SECCOMP_RET_DATA);
+    const auto arg = [](int i) {
+      return static_cast<unsigned>(offsetof(seccomp_data, args) + sizeof(__u64) * i);
+    };
+    const std::vector<sock_filter> rto_max = {
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setsockopt, 0, 5),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg(1)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg(2)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kTcpRtoMaxMs, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, kNoSuchOption),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+    };
+    program.insert(program.end(), rto_max.begin(), rto_max.end());
+  }
+  program.push_back(BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, last, 0, 1));
+  program.push_back(BPF_STMT(BPF_RET | BPF_K, kEnosys));
   for (unsigned nr : denied) {
     program.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
     program.push_back(BPF_STMT(BPF_RET | BPF_K, kEnosys));

@@ -82,7 +82,9 @@ TEST_CASE("frames: a frame cut short waits for the rest", "[protocol]") {
 }
 
 TEST_CASE("messages: every client message survives encode and decode", "[protocol]") {
-  const Hello h = round_trip_client<Hello>(Hello{kMagic, kProtocolVersion, "job-1", "ab12"});
+  const Hello h =
+      round_trip_client<Hello>(Hello{kMagic, kProtocolVersion, "job-1", "ab12", "5e55"});
+  CHECK(h.session == "5e55");
   CHECK(h.magic == kMagic);
   CHECK(h.run_id == "job-1");
   CHECK(h.nonce == "ab12");
@@ -127,7 +129,20 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   CHECK_FALSE(r.failure->stopped_after_error);
   f.stopped_after_error = true;
   CHECK(round_trip_client<Report>(Report{7, Outcome::kStopped, f, 0}).failure->stopped_after_error);
-  round_trip_client<Heartbeat>(Heartbeat{});
+  CHECK(round_trip_client<Heartbeat>(Heartbeat{12}).received == 12);
+  const Resume resume = round_trip_client<Resume>(Resume{"5e55", 3});
+  CHECK((resume.session == "5e55" && resume.received == 3));
+  // A session key is as long as a nonce at most; counts are never negative.
+  CHECK(std::holds_alternative<ProtocolError>(decode_client_message(
+      R"({"type":"resume","session":")" + std::string(65, 'a') + R"(","received":0})")));
+  CHECK(std::holds_alternative<ProtocolError>(
+      decode_client_message(R"({"type":"heartbeat","received":-1})")));
+  // Only the session's content is sequenced: never the handshake, liveness or the resume.
+  CHECK(sequenced(ClientMessage{Join{}}));
+  CHECK(sequenced(ClientMessage{Report{}}));
+  CHECK_FALSE(sequenced(ClientMessage{Heartbeat{}}));
+  CHECK_FALSE(sequenced(ClientMessage{Resume{}}));
+  CHECK_FALSE(sequenced(ClientMessage{Hello{}}));
 }
 
 TEST_CASE("messages: every server message survives encode and decode", "[protocol]") {
@@ -160,7 +175,14 @@ TEST_CASE("messages: every server message survives encode and decode", "[protoco
   CHECK(d.root_cause->description == "agent lost");
   CHECK_FALSE(
       round_trip_server<Decision>(Decision{2, Action::kFinish, 0, 0, std::nullopt}).root_cause);
-  round_trip_server<HeartbeatAck>(HeartbeatAck{});
+  CHECK(round_trip_server<HeartbeatAck>(HeartbeatAck{4}).received == 4);
+  CHECK(round_trip_server<Resumed>(Resumed{9}).received == 9);
+  CHECK(sequenced(ServerMessage{Assigned{}}));
+  CHECK(sequenced(ServerMessage{Decision{}}));
+  CHECK_FALSE(sequenced(ServerMessage{Welcome{}}));
+  CHECK_FALSE(sequenced(ServerMessage{Resumed{}}));
+  CHECK_FALSE(sequenced(ServerMessage{HeartbeatAck{}}));
+  CHECK_FALSE(sequenced(ServerMessage{ErrorReply{}}));
 }
 
 TEST_CASE("messages: every server reply carries ok or error", "[protocol]") {

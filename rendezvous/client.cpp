@@ -242,7 +242,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     watch_silence();
   }
 
-  // The other end received everything up to `received`: no need to keep it.
+  // The server received the first `count` sequenced messages: no need to keep them.
   void acknowledged(uint64_t count) {
     uint64_t first_kept = sent - unacked.size() + 1;
     while (!unacked.empty() && first_kept <= count) {

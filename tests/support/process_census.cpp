@@ -44,9 +44,12 @@ std::string describe_processes(const std::vector<pid_t>& pids) {
   std::string text;
   for (pid_t pid : pids) {
     const std::string dir = "/proc/" + std::to_string(pid);
+    // Through operator<<, which turns a read error (the process exited: ESRCH) into a short
+    // read; an istreambuf_iterator would let filebuf's exception through.
     std::ifstream cmdline_file(dir + "/cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)),
-                        std::istreambuf_iterator<char>());
+    std::stringstream cmdline_text;
+    cmdline_text << cmdline_file.rdbuf();
+    std::string cmdline = cmdline_text.str();
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     std::ifstream status(dir + "/status");
     std::string state;

@@ -141,7 +141,9 @@ struct Agent {
     client.start(RendezvousClient::Handlers{
         [this](const std::string&) { client.send(join(host_name)); },
         [this](const ServerMessage& m) {
-          if (const auto* a = std::get_if<Assigned>(&m)) {
+          if (const auto* p = std::get_if<Progress>(&m)) {
+            joined_seen = p->joined;
+          } else if (const auto* a = std::get_if<Assigned>(&m)) {
             ++assigned;
             if (on_assigned) on_assigned();
             client.send(Report{a->round, Outcome::kSucceeded, std::nullopt, 0});
@@ -156,6 +158,7 @@ struct Agent {
   RendezvousClient client;
   std::string host_name;
   std::function<void()> on_assigned;
+  int joined_seen = 0;  // from the server's last progress message
   int assigned = 0;
   std::optional<Decision> decision;
   std::string failure;
@@ -193,6 +196,14 @@ const T* next_of(Raw& raw) {
   static std::optional<ServerMessage> last;
   last = raw.reply();
   return last ? std::get_if<T>(&*last) : nullptr;
+}
+
+// A new connection that said hello, naming `session`, and was welcomed.
+Raw welcomed(int port, const std::string& session) {
+  Raw raw(port);
+  REQUIRE(raw.send(hello(session)));
+  REQUIRE(next_of<Welcome>(raw) != nullptr);
+  return raw;
 }
 
 }  // namespace
@@ -235,7 +246,8 @@ TEST_CASE("rdzv resume: an assignment sent into a frozen link reaches the agent 
   behind.start();
   // Once the first agent has joined, its link freezes; the second agent's join completes the
   // round, and the assignment the server sends the first is lost with the frozen link.
-  io.run_for(500ms);
+  run_until(io, [&] { return behind.joined_seen == 1; });  // its join has arrived
+  REQUIRE(behind.joined_seen == 1);
   proxy.freeze_existing();
   direct.start();
   run_until(io, [&] { return done && behind.decision && direct.decision; });
@@ -251,18 +263,14 @@ TEST_CASE("rdzv resume: the server resends what the agent missed and refuses wha
           "[integration][rdzv-resume]") {
   ServerThread s(two_nodes());
   const int port = s.port;
-  Raw first(port);
-  REQUIRE(first.send(hello("key-a")));
-  REQUIRE(next_of<Welcome>(first) != nullptr);
+  Raw first = welcomed(port, "key-a");
   REQUIRE(first.send(join("host-a")));
   const auto* progress = next_of<Progress>(first);  // sequenced message 1
   REQUIRE(progress != nullptr);
   CHECK(progress->joined == 1);
 
   SECTION("a resume from a new connection takes the session over") {
-    Raw second(port);
-    REQUIRE(second.send(hello("key-b")));
-    REQUIRE(next_of<Welcome>(second) != nullptr);
+    Raw second = welcomed(port, "key-b");
     REQUIRE(second.send(Resume{"key-a", 0}));
     const auto* resumed = next_of<Resumed>(second);
     REQUIRE(resumed != nullptr);
@@ -281,16 +289,12 @@ TEST_CASE("rdzv resume: the server resends what the agent missed and refuses wha
     CHECK(second.error_code() == "bad_message");
   }
   SECTION("a resume that claims more than was sent") {
-    Raw second(port);
-    REQUIRE(second.send(hello("")));
-    REQUIRE(next_of<Welcome>(second) != nullptr);
+    Raw second = welcomed(port, "");
     REQUIRE(second.send(Resume{"key-a", 5}));
     CHECK(second.error_code() == "cannot_resume");
   }
   SECTION("a session nobody has") {
-    Raw second(port);
-    REQUIRE(second.send(hello("")));
-    REQUIRE(next_of<Welcome>(second) != nullptr);
+    Raw second = welcomed(port, "");
     REQUIRE(second.send(Resume{"key-z", 0}));
     CHECK(second.error_code() == "unknown_session");
   }

@@ -6,7 +6,7 @@
 #   npu_run_layer(agent USES basics net rendezvous ... LIBS spdlog::spdlog SOURCES a.cpp b.cpp)
 #
 # Headers are included by layer folder: "basics/text.hpp", "rendezvous/state.hpp".
-set(NPU_RUN_LAYER_NAMES basics net rendezvous cluster devices ascend config workers agent cli
+set(NPU_RUN_LAYER_NAMES basics net rendezvous store cluster devices ascend config workers agent cli
                         doctor commands)
 
 function(npu_run_layer name)

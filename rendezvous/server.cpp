@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "net/cloexec_socket.hpp"
 #include "net/framed_connection.hpp"
@@ -235,23 +236,29 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       if (ec || !self) return;
       const auto it = self->sessions.find(id);
       if (it == self->sessions.end() || it->second->joined) return;
-      self->drop_stranger(
+      self->retire_unjoined(
           id, fmt::format("no {} within {:.1f} s",
                           self->state.settings().token.empty() ? "hello and join"
                                                                : "hello, token proof and join",
                           seconds(self->options.handshake_timeout)));
     });
     const net::FramedConnection* raw = connection.get();
-    connection->start({[weak, route, raw](std::vector<std::string>& frames,
-                                          const std::optional<ProtocolError>& error) {
-                         auto self = weak.lock();
-                         if (self && self->is_current(*route, raw))
-                           self->on_frames(*route, frames, error);
-                       },
-                       [weak, route, raw](const net::ConnectionClosed& why) {
-                         auto self = weak.lock();
-                         if (self && self->is_current(*route, raw)) self->on_closed(*route, why);
-                       }});
+    net::FramedConnection::Handlers handlers{
+        [weak, route, raw](std::vector<std::string>& frames,
+                           const std::optional<ProtocolError>& error) {
+          auto self = weak.lock();
+          if (self && self->is_current(*route, raw)) self->on_frames(*route, frames, error);
+        },
+        [weak, route, raw](const net::ConnectionClosed& why) {
+          auto self = weak.lock();
+          if (self && self->is_current(*route, raw)) self->on_closed(*route, why);
+        }};
+    if (options.other_protocol) {
+      handlers.foreign = [weak, id](std::string first_bytes) {
+        if (auto self = weak.lock()) self->hand_over(id, std::move(first_bytes));
+      };
+    }
+    connection->start(std::move(handlers));
     if (handshaking_count > handshake_cap()) evict_oldest_stranger();
   }
 
@@ -276,10 +283,48 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         if (it == sessions.end() || it->second->joined ||
             (queue == &handshaking && it->second->authenticated))
           continue;
-        drop_stranger(oldest, why);
+        retire_unjoined(oldest, why);
         return;
       }
     }
+  }
+
+  // The other protocol's connections come from this host or from the job's nodes: that protocol
+  // (torch's store) has no authentication of its own.
+  bool may_speak_other_protocol(const net::StreamConnection& connection) const {
+    const auto peer = connection.peer_address();
+    if (peer.is_loopback() || peer.to_string() == connection.local_address()) return true;
+    return joined_addresses.count(peer.to_string()) > 0;
+  }
+
+  // The connection's first bytes were not a rendezvous frame.
+  void hand_over(ClientId id, std::string first_bytes) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    const std::shared_ptr<net::FramedConnection> connection = it->second->connection;
+    if (!may_speak_other_protocol(*connection)) {
+      drop_stranger(id,
+                    "it does not speak the rendezvous protocol, and the workers' store on this "
+                    "port serves only this host and the job's nodes");
+      return;
+    }
+    it->second->handshake_deadline.cancel();
+    forget(id);
+    options.other_protocol(connection, std::move(first_bytes));
+  }
+
+  // An unjoined connection whose time is up: a silent one from a node of the job is the other
+  // protocol's (torch 1.13's second store connection never speaks); anyone else is a stranger.
+  void retire_unjoined(ClientId id, const std::string& why) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    const auto& connection = *it->second->connection;
+    if (options.other_protocol && connection.bytes_received() == 0 &&
+        may_speak_other_protocol(connection)) {
+      hand_over(id, {});
+      return;
+    }
+    drop_stranger(id, why);
   }
 
   // A connection a resume replaced says nothing more about its session.
@@ -317,6 +362,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     it->second->handshake_deadline.cancel();
     --handshaking_count;
     if (!it->second->resume_key.empty()) resume_keys.emplace(it->second->resume_key, id);
+    joined_addresses.insert(it->second->connection->peer_address().to_string());
     for (std::deque<ClientId>* queue : {&handshaking, &welcomed_unjoined}) {
       if (queue->size() <= 2 * handshaking_count + 1024) continue;
       std::erase_if(*queue, [this](ClientId h) {
@@ -599,6 +645,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   std::deque<ClientId> handshaking;
   // Welcomed connections that have not joined yet, oldest first (evicted after `handshaking`).
   std::deque<ClientId> welcomed_unjoined;
+  // Where agents joined from, for as long as the server runs: the workers' store on this port
+  // serves these addresses (ServerOptions::other_protocol).
+  std::unordered_set<std::string> joined_addresses;
   size_t handshaking_count = 0;
   StrangerLog strangers{std::chrono::seconds(5)};
   size_t accept_failures = 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "net/stream_connection.hpp"
 #include "rendezvous/state.hpp"
 
 namespace boost::asio {
@@ -22,8 +23,8 @@ struct ServerOptions {
   // More addresses of this host to serve on the same port (a master name that resolves to
   // several); those that are not local are skipped.
   std::vector<std::string> also_bind;
-  int port = 29500;                   // 0: any free port (tests)
-  int backlog = 0;                    // 0: the kernel's net.core.somaxconn
+  int port = 29500;  // 0: any free port (tests)
+  int backlog = 0;   // 0: the kernel's net.core.somaxconn
   // After the job has ended, how long to wait for every agent to hear it and disconnect.
   std::chrono::milliseconds exit_barrier_timeout{300'000};
   // A connection must say hello, prove the token (when the job has one) and join within this
@@ -33,6 +34,14 @@ struct ServerOptions {
   // Connections that have not joined beyond this many close the oldest of them, so strangers
   // cannot use up the descriptors real agents need. 0: max(1024, 2 x the job's nodes).
   size_t max_unjoined = 0;
+  // Another protocol served on the same port (the workers' store): a connection whose first
+  // bytes are not a rendezvous frame is handed over with those bytes, if it comes from this host
+  // or from the address of an agent that joined the job; from anywhere else it is dropped as a
+  // stranger's. A connection that stays silent through the handshake timeout goes the same way
+  // (torch 1.13 opens a second store connection that never speaks). Unset: rendezvous only.
+  std::function<void(const std::shared_ptr<net::StreamConnection>& connection,
+                     std::string first_bytes)>
+      other_protocol{};
 };
 
 // Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe

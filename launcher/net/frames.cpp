@@ -41,4 +41,11 @@ std::optional<WireError> FrameDecoder::feed(std::string_view data,
   return std::nullopt;
 }
 
+FirstBytes classify_first_bytes(std::string_view first) {
+  if (first.empty()) return FirstBytes::kUndecided;
+  if (first[0] != '\0') return FirstBytes::kForeign;
+  if (first.size() < 5) return FirstBytes::kUndecided;
+  return first[4] == '{' ? FirstBytes::kFrame : FirstBytes::kForeign;
+}
+
 }  // namespace npu_run::net

@@ -37,4 +37,11 @@ class FrameDecoder {
   bool failed_ = false;
 };
 
+// What the first bytes of a connection on a shared port say. npu_run's frames carry JSON objects
+// and are far below 16 MiB: a zero byte (the length's top byte), three more, then '{'. Anything
+// else is another protocol (the workers' TCPStore, whose first byte is a command number, or
+// zero followed by a 64-bit length or a magic value).
+enum class FirstBytes { kUndecided, kFrame, kForeign };
+FirstBytes classify_first_bytes(std::string_view first);
+
 }  // namespace npu_run::net

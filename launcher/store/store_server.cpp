@@ -1,0 +1,240 @@
+#include "store/store_server.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <unordered_map>
+#include <vector>
+
+#include "store/key_value_store.hpp"
+
+namespace npu_run::store {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<const std::string> one_byte(uint8_t value) {
+  return std::make_shared<const std::string>(1, static_cast<char>(value));
+}
+
+}  // namespace
+
+struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
+  struct Session {
+    std::shared_ptr<net::StreamConnection> connection;
+    std::string first_bytes;  // until the generation is known
+    std::optional<RequestDecoder> decoder;
+    bool validated = false;  // torch 2.x: VALIDATE came first
+  };
+
+  Impl(boost::asio::io_context& io_context, StoreServerOptions opts)
+      : io(io_context), options(opts), values(opts.max_store_bytes) {}
+
+  void adopt(const std::shared_ptr<net::StreamConnection>& connection, std::string first) {
+    const ClientId id = next_id++;
+    sessions.emplace(id, Session{connection, {}, std::nullopt, false});
+    std::weak_ptr<Impl> weak = shared_from_this();
+    connection->replace_handlers({[weak, id](std::string_view bytes) {
+                                    if (auto self = weak.lock()) self->on_bytes(id, bytes);
+                                  },
+                                  [weak, id](const net::ConnectionClosed&) {
+                                    if (auto self = weak.lock()) self->forget(id);
+                                  }});
+    if (!first.empty()) on_bytes(id, first);
+  }
+
+  void on_bytes(ClientId id, std::string_view bytes) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    Session& session = it->second;
+    if (!session.decoder) {
+      session.first_bytes.append(bytes);
+      const auto generation = detect_generation(session.first_bytes);
+      if (!generation) return;
+      session.decoder.emplace(*generation, options.limits);
+      bytes = session.first_bytes;
+    }
+    std::vector<Request> requests;
+    const auto error = session.decoder->feed(bytes, requests);
+    session.first_bytes = std::string();
+    std::string reply;
+    for (const Request& request : requests) {
+      if (!handle(id, session, request, reply)) return;  // closed
+    }
+    if (error) {
+      drop(id, error->message);
+      return;
+    }
+    if (!reply.empty()) session.connection->send(std::make_shared<const std::string>(reply));
+  }
+
+  // Answers one request into `reply`; false when the connection was closed for it.
+  bool handle(ClientId id, Session& session, const Request& r, std::string& reply) {
+    const bool torch2 = session.decoder->generation() == Generation::kTorch2;
+    if (torch2 && !session.validated && r.command != Command::kValidate) {
+      drop(id, fmt::format("{} before the validation a torch 2.x client sends first",
+                           command_name(r.command)));
+      return false;
+    }
+    std::vector<ClientId> woken;
+    try {
+      switch (r.command) {
+        case Command::kValidate:
+          if (r.number != kValidationMagic) {
+            drop(id, fmt::format("a validation with the wrong magic number {:#x}", r.number));
+            return false;
+          }
+          session.validated = true;
+          break;
+        case Command::kPing:
+          append_u32(reply, r.number);
+          break;
+        case Command::kSet:
+          values.set(r.keys[0], r.values[0], woken);
+          break;
+        case Command::kCompareSet:
+          append_bytes(reply, values.compare_set(r.keys[0], r.values[0], r.values[1], woken));
+          break;
+        case Command::kGet:
+          append_bytes(reply, values.get(r.keys[0]));
+          break;
+        case Command::kAdd:
+          append_i64(reply, values.add(r.keys[0], r.delta, woken));
+          break;
+        case Command::kCheck:
+          append_byte(reply, static_cast<uint8_t>(values.check(r.keys) ? CheckReply::kReady
+                                                                       : CheckReply::kNotReady));
+          break;
+        case Command::kWait:
+          if (values.wait(id, r.keys))
+            append_byte(reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
+          break;
+        case Command::kNumKeys:
+          append_i64(reply, values.num_keys());
+          break;
+        case Command::kWatchKey:
+          drop(id,
+               "watch_key, which npu_run's store does not serve (torch 1.13's Python API "
+               "never sends it)");
+          return false;
+        case Command::kDeleteKey:
+          append_i64(reply, values.delete_key(r.keys[0]) ? 1 : 0);
+          break;
+        case Command::kAppend:
+          values.append(r.keys[0], r.values[0], woken);
+          break;
+        case Command::kMultiGet:
+          for (const auto& value : values.multi_get(r.keys)) append_bytes(reply, value);
+          break;
+        case Command::kMultiSet:
+          values.multi_set(r.keys, r.values, woken);
+          break;
+        case Command::kCancelWait:
+          values.forget_wait(id);
+          append_byte(reply, static_cast<uint8_t>(WaitReply::kWaitCanceled));
+          break;
+      }
+    } catch (const StoreRequestError& e) {
+      drop(id, e.what());
+      return false;
+    }
+    // Woken waiters hear it now; this client's own answer goes with the rest of its replies.
+    for (const ClientId client : woken) {
+      if (client == id) {
+        append_byte(reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
+        continue;
+      }
+      const auto other = sessions.find(client);
+      if (other != sessions.end()) other->second.connection->send(stop_waiting);
+    }
+    return true;
+  }
+
+  void drop(ClientId id, const std::string& why) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    log_dropped(it->second.connection->peer(), why);
+    it->second.connection->close();
+    forget(id);
+  }
+
+  void forget(ClientId id) {
+    values.forget_wait(id);
+    sessions.erase(id);
+  }
+
+  // One line per second at most: a flood of bad clients must not flood the agent's log.
+  void log_dropped(const std::string& peer, const std::string& why) {
+    const auto now = Clock::now();
+    if (now - last_drop_log < std::chrono::seconds(1)) {
+      ++unlogged_drops;
+      return;
+    }
+    spdlog::warn("workers' store: closed the connection of {}: {}{}", peer, why,
+                 unlogged_drops > 0
+                     ? fmt::format(" ({} more since the last such line)", unlogged_drops)
+                     : "");
+    unlogged_drops = 0;
+    last_drop_log = now;
+  }
+
+  void stop() {
+    for (auto& [id, session] : sessions) session.connection->close();
+    sessions.clear();
+    values.clear();
+  }
+
+  boost::asio::io_context& io;
+  StoreServerOptions options;
+  KeyValueStore values;
+  std::unordered_map<ClientId, Session> sessions;
+  ClientId next_id = 1;
+  const std::shared_ptr<const std::string> stop_waiting =
+      one_byte(static_cast<uint8_t>(WaitReply::kStopWaiting));
+  Clock::time_point last_drop_log{};
+  size_t unlogged_drops = 0;
+};
+
+StoreServer::StoreServer(boost::asio::io_context& io, StoreServerOptions options)
+    : impl_(std::make_shared<Impl>(io, options)) {}
+
+StoreServer::~StoreServer() {
+  impl_->stop();
+}
+
+net::ConnectionLimits StoreServer::connection_limits() const {
+  // Workers' requests are small; 4 KiB reads keep 100k idle connections cheap.
+  return {impl_->options.limits.max_request, 4096, impl_->options.max_queued_bytes};
+}
+
+void StoreServer::adopt(const std::shared_ptr<net::StreamConnection>& connection,
+                        std::string first_bytes) {
+  impl_->adopt(connection, std::move(first_bytes));
+}
+
+void StoreServer::adopt(boost::asio::ip::tcp::socket socket) {
+  auto connection = net::StreamConnection::create(std::move(socket), connection_limits());
+  connection->start_stream({});
+  impl_->adopt(connection, {});
+}
+
+void StoreServer::clear() {
+  impl_->values.clear();
+}
+
+void StoreServer::stop() {
+  impl_->stop();
+}
+
+size_t StoreServer::connections() const {
+  return impl_->sessions.size();
+}
+
+size_t StoreServer::keys() const {
+  return static_cast<size_t>(impl_->values.num_keys());
+}
+
+}  // namespace npu_run::store

@@ -1,0 +1,60 @@
+// The workers' store served by npu_run: torch's TCPStore protocol (store/wire.hpp, both
+// generations, told apart per connection) over one KeyValueStore, on the agent's io_context.
+// Connections come from another listener (the rendezvous port, whose first bytes said "not a
+// rendezvous frame") or from a listener of its own.
+//
+// Bounded against any peer: requests are checked before anything is buffered (StoreLimits), the
+// store's size is capped, and replies wait in a queue of at most max_queued_bytes; a peer that
+// breaks a rule loses its connection, never the store or the agent.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "net/stream_connection.hpp"
+#include "store/wire.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run::store {
+
+struct StoreServerOptions {
+  StoreLimits limits{};
+  size_t max_store_bytes = size_t{1} << 30;
+  // Replies waiting for a peer that does not read: a multi_get of the largest values may wait.
+  size_t max_queued_bytes = size_t{160} * 1024 * 1024;
+};
+
+class StoreServer {
+ public:
+  StoreServer(boost::asio::io_context& io, StoreServerOptions options = {});
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // Serves a started connection another protocol's reader handed over; `first_bytes` were read
+  // from it already.
+  void adopt(const std::shared_ptr<net::StreamConnection>& connection, std::string first_bytes);
+  // Serves a freshly accepted socket.
+  void adopt(boost::asio::ip::tcp::socket socket);
+
+  // A fresh key space: a new round of the job must not see the last one's keys. Waits parked in
+  // the old one are dropped (their clients belong to workers that were stopped).
+  void clear();
+  // Closes every connection.
+  void stop();
+  size_t connections() const;
+  size_t keys() const;
+
+  // Limits of a connection's reads and reply queue (also for listeners that accept for it).
+  net::ConnectionLimits connection_limits() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace npu_run::store

@@ -1,0 +1,121 @@
+// The wire format of torch's c10d TCPStore, both generations, as their clients send it (facts
+// recorded from real torch 1.13 and 2.6 clients; see docs/ARCHITECTURE.md, "The workers'
+// store"). Little-endian; keys and values are a u64 length and the bytes; no framing, so a
+// request is complete only when its last field has arrived.
+//
+//   torch 1.13: SET=0 COMPARE_SET GET ADD CHECK WAIT GETNUMKEYS WATCH_KEY DELETE_KEY; no greeting.
+//   torch 2.x:  VALIDATE=0 (u32 magic 0x3C85F7CE, always first) SET COMPARE_SET GET ADD CHECK
+//               WAIT GETNUMKEYS DELETE_KEY APPEND MULTI_GET MULTI_SET CANCEL_WAIT PING (u32,
+//               echoed).
+//
+// The generation is told from the first bytes (detect_generation); the two do not mix on one
+// connection. Every length and count is checked against StoreLimits before anything waits for
+// or allocates what it announces.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace npu_run::store {
+
+enum class Generation { kTorch1, kTorch2 };
+
+// Which generation a connection speaks, from its first bytes; nullopt while too few have come.
+// A 2.x client starts with VALIDATE and the magic; a 1.13 client with any command, and a 1.13
+// SET (command 0) is followed by a key length, which would have to be about 1 GB to look like
+// the magic.
+std::optional<Generation> detect_generation(std::string_view first);
+
+constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+
+enum class Command {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kNumKeys,
+  kWatchKey,  // torch 1.13 only, and unreachable from its Python API: refused
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+};
+
+// "set", "compare_set", ... for messages.
+const char* command_name(Command command);
+
+struct Request {
+  Command command = Command::kSet;
+  std::vector<std::string> keys;    // one key, or the keys of CHECK, WAIT, MULTI_GET, MULTI_SET
+  std::vector<std::string> values;  // SET and APPEND: one; COMPARE_SET: expected, desired;
+                                    // MULTI_SET: one per key
+  int64_t delta = 0;                // ADD
+  uint32_t number = 0;              // VALIDATE's magic, PING's nonce
+};
+
+struct StoreLimits {
+  size_t max_key = size_t{64} * 1024;
+  size_t max_value = size_t{64} * 1024 * 1024;
+  size_t max_request = size_t{80} * 1024 * 1024;  // all fields of one request
+  size_t max_keys = size_t{1} << 20;              // keys in one CHECK, WAIT, MULTI_GET, MULTI_SET
+};
+
+// What the peer did wrong; closes that connection only.
+struct StoreWireError {
+  std::string message;
+};
+
+// Splits one connection's byte stream into requests, across any segment boundaries.
+class RequestDecoder {
+ public:
+  enum class Field : uint8_t { kU32, kI64, kCount, kKey, kValue };
+
+  RequestDecoder(Generation generation, StoreLimits limits)
+      : generation_(generation), limits_(limits) {}
+  // Appends `data`; complete requests go to `out`. Returns an error, and stays failed, at the
+  // first request that breaks the protocol or the limits.
+  std::optional<StoreWireError> feed(std::string_view data, std::vector<Request>& out);
+  size_t buffered() const { return buffer_.size() - consumed_; }
+  Generation generation() const { return generation_; }
+
+ private:
+  // Takes the next field of the request under construction (or the next command byte) from the
+  // buffer; false when it has not fully arrived.
+  bool parse_field(std::vector<Request>& out);
+  bool finish_if_complete(std::vector<Request>& out);
+
+  Generation generation_;
+  StoreLimits limits_;
+  std::string buffer_;
+  size_t consumed_ = 0;
+  bool failed_ = false;
+  bool in_request_ = false;
+  Request partial_;
+  std::vector<Field> fields_;  // the fields before the counted part
+  size_t next_field_ = 0;
+  uint64_t count_ = 0;          // items of the counted part still to read
+  bool value_pending_ = false;  // MULTI_SET: the item's key is read, its value is next
+  size_t request_bytes_ = 0;
+};
+
+// Replies, identical in both generations.
+enum class WaitReply : uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
+enum class CheckReply : uint8_t { kReady = 0, kNotReady = 1 };
+void append_bytes(std::string& out, std::string_view value);  // u64 length + bytes
+void append_i64(std::string& out, int64_t value);
+void append_u32(std::string& out, uint32_t value);
+void append_byte(std::string& out, uint8_t value);
+
+// A request as a client of `generation` sends it: for tests and the load generator.
+std::string encode_request(Generation generation, const Request& request);
+
+}  // namespace npu_run::store

@@ -526,6 +526,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   void dispatch(const std::vector<Outgoing>& outgoing) {
     for (const Outgoing& o : outgoing) {
+      if (const auto* assigned = std::get_if<Assigned>(&o.message);
+          assigned != nullptr && assigned->round != last_formed_round) {
+        last_formed_round = assigned->round;
+        if (options.round_formed) options.round_formed(assigned->round);
+      }
       log(o);
       if (std::holds_alternative<Welcome>(o.message)) {
         for (ClientId id : o.to) mark_authenticated(id);
@@ -648,6 +653,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   // Where agents joined from, for as long as the server runs: the workers' store on this port
   // serves these addresses (ServerOptions::other_protocol).
   std::unordered_set<std::string> joined_addresses;
+  uint64_t last_formed_round = 0;
   size_t handshaking_count = 0;
   StrangerLog strangers{std::chrono::seconds(5)};
   size_t accept_failures = 0;

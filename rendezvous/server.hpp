@@ -42,6 +42,9 @@ struct ServerOptions {
   std::function<void(const std::shared_ptr<net::StreamConnection>& connection,
                      std::string first_bytes)>
       other_protocol{};
+  // Runs when a round forms, before any node hears its assignment: the workers' store starts a
+  // fresh key space for the new round's workers.
+  std::function<void(uint64_t round)> round_formed{};
 };
 
 // Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe

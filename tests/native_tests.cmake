@@ -92,6 +92,16 @@ foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
                                             RESOURCE_LOCK netns-partition)
 endforeach()
 
+# The workers' store (--worker-store agent) against real torch 1.13 clients: torch's own store
+# tests re-enacted by the workers, on one node and on two (the rendezvous port shared), with a
+# restart that must see a fresh key space.
+add_test(NAME "store: torch 1.13 clients against the agent's store, one node and two"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties("store: torch 1.13 clients against the agent's store, one node and two"
+                     PROPERTIES LABELS integration TIMEOUT 400 ENVIRONMENT "PYTHON_EXEC=/usr/bin/python3"
+                                PASS_REGULAR_EXPRESSION "peer suite: all passed")
+
 # torch 2.6 beside the host's 1.13: Debian 13's python3-torch in a chroot cached outside the
 # checkout (tests/torch2/chroot.sh; made by the fixture test the first time, about 2 minutes and
 # 1.6 GB), reached through tests/torch2/python as PYTHON_EXEC. The PyTorch tests (Catch tag

@@ -27,6 +27,9 @@ Assignment planned_assignment(const LaunchConfig& cfg, const std::string& host) 
   a.rank_offset = a.node_rank * cfg.shape.nproc_per_node;
   a.host = host;
   a.worker_master_addr = cfg.rendezvous.master_addr;
+  // The rendezvous host's store on its port; otherwise a port chosen at launch.
+  if (cfg.shape.multi_node() && cfg.rendezvous.worker_store == WorkerStore::kAgent)
+    a.worker_master_port = cfg.rendezvous.master_port;
   return a;
 }
 

@@ -19,8 +19,9 @@ struct Assignment {
   int world_size = 1;     // WORLD_SIZE: workers in the whole job
   int rank_offset = 0;    // global rank of this node's local rank 0 (prefix sum of nproc)
   std::string host;       // this node's host name, for logs and summaries
-  // Where worker rank 0 hosts torch's store (MASTER_ADDR/MASTER_PORT): node 0's address and a
-  // port its agent holds. 0 in a dry-run plan (chosen at launch).
+  // The workers' store (MASTER_ADDR/MASTER_PORT): with --worker-store agent the rendezvous host
+  // on its port (a single node: the agent on a port it holds); with torch, worker rank 0 on a
+  // port node 0's agent holds. 0 in a dry-run plan when it is chosen at launch.
   std::string worker_master_addr;
   int worker_master_port = 0;
   std::vector<rdzv::PeerInfo> peers;  // every node, when asked for (rank tables)

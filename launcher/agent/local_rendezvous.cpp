@@ -1,10 +1,17 @@
 #include "agent/local_rendezvous.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 
 #include "agent/assignment.hpp"
 #include "agent/rendezvous_settings.hpp"
+#include "basics/usage_error.hpp"
+#include "net/address_probe.hpp"
+#include "net/cloexec_socket.hpp"
 
 namespace npu_run {
 
@@ -12,6 +19,39 @@ namespace npu_run {
 constexpr rdzv::ClientId kSelf = 1;
 
 namespace {
+
+// The single node's store on the port the user chose, at every address MASTER_ADDR has here
+// ("localhost" is 127.0.0.1 and ::1, and a client may try either first).
+std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> bind_store_port(
+    boost::asio::io_context& io, const std::string& addr, int port) {
+  const ResolvedEndpoints resolved = resolve_endpoints(addr, port);
+  std::string error = resolved.error;
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> bound;
+  for (const auto& endpoint : resolved.endpoints) {
+    auto acceptor = std::make_unique<boost::asio::ip::tcp::acceptor>(io);
+    boost::system::error_code ec;
+    net::open_cloexec(*acceptor, endpoint.protocol(), ec);
+    if (!ec) acceptor->set_option(boost::asio::ip::tcp::acceptor::reuse_address(true), ec);
+    if (!ec && endpoint.protocol() == boost::asio::ip::tcp::v6())
+      acceptor->set_option(boost::asio::ip::v6_only(true), ec);
+    if (!ec) acceptor->bind(endpoint, ec);
+    if (!ec) {
+      bound.push_back(std::move(acceptor));
+      continue;
+    }
+    if (ec.value() == EADDRNOTAVAIL) continue;  // no such address here
+    error = ec == boost::asio::error::address_in_use
+                ? "the port is in use (another job on this host?)"
+                : ec.message();
+    bound.clear();
+    break;
+  }
+  if (!bound.empty()) return bound;
+  throw UsageError(fmt::format(
+      "cannot serve the workers' store on --master-port {} at {}: {}; choose another port, or "
+      "drop --master-port and a free one is used",
+      port, addr, error));
+}
 
 // In-process, this agent is its own server: there is nobody to authenticate.
 rdzv::JobSettings untokened(rdzv::JobSettings s) {
@@ -27,7 +67,22 @@ LocalRendezvous::LocalRendezvous(boost::asio::io_context& io, const LaunchConfig
       cfg_(cfg),
       host_(std::move(host)),
       worker_port_(io, avoid),
-      state_(untokened(job_settings(cfg)), rdzv::now()) {}
+      state_(untokened(job_settings(cfg)), rdzv::now()) {
+  if (cfg.rendezvous.worker_store != WorkerStore::kAgent) return;
+  store_ = std::make_unique<store::StoreServer>(io);
+  if (cfg.rendezvous.master_port_chosen && cfg.rendezvous.master_port != 0) {
+    store_ports_ = bind_store_port(io, cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
+    for (auto& acceptor : store_ports_) store_->listen_for_local_clients(*acceptor);
+  } else {
+    store_->listen_for_local_clients(worker_port_.acceptor());
+  }
+}
+
+int LocalRendezvous::store_port() const {
+  boost::system::error_code ec;
+  return store_ports_.empty() ? worker_port_.port()
+                              : store_ports_.front()->local_endpoint(ec).port();
+}
 
 void LocalRendezvous::start(Handlers handlers) {
   handlers_ = std::move(handlers);
@@ -37,8 +92,9 @@ void LocalRendezvous::start(Handlers handlers) {
 }
 
 void LocalRendezvous::join() {
+  if (store_) store_->clear();  // a restart's workers start from a fresh key space
   rdzv::Join join =
-      join_message(cfg_, this_node(cfg_, host_, cfg_.rendezvous.master_addr, worker_port_.port()));
+      join_message(cfg_, this_node(cfg_, host_, cfg_.rendezvous.master_addr, store_port()));
   join.node_rank.reset();  // the only node: rank 0 whatever it was told
   deliver(state_.on_message(kSelf, join, rdzv::now()));
 }

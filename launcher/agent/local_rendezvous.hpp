@@ -3,6 +3,7 @@
 // the workers' MASTER_PORT so that restarts reuse a port nobody else can take.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "config/launch_config.hpp"
 #include "net/held_port.hpp"
 #include "rendezvous/state.hpp"
+#include "store/store_server.hpp"
 
 namespace npu_run {
 
@@ -32,6 +34,11 @@ class LocalRendezvous : public Rendezvous {
   const LaunchConfig& cfg_;
   std::string host_;
   HeldPort worker_port_;
+  // --worker-store agent: the workers' store, served to this host on --master-port when the
+  // user chose one (tcp://ADDR:PORT in scripts), else on the held port.
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> store_ports_;
+  std::unique_ptr<store::StoreServer> store_;
+  int store_port() const;
   rdzv::RendezvousState state_;
   Handlers handlers_;
   bool closed_ = false;

@@ -39,6 +39,14 @@ std::string TcpRendezvous::describe() const {
 
 void TcpRendezvous::start(Handlers handlers) {
   handlers_ = std::move(handlers);
+  if (cfg_.rendezvous.worker_store == WorkerStore::kAgent) {
+    // The rendezvous host serves the workers' store on its port (agent/shared_store.hpp).
+    handlers_.assigned = [this, assigned = std::move(handlers_.assigned)](Assignment a) {
+      a.worker_master_addr = cfg_.rendezvous.master_addr;
+      a.worker_master_port = cfg_.rendezvous.master_port;
+      assigned(a);
+    };
+  }
   client_.start(rdzv::RendezvousClient::Handlers{
       [this](const std::string& local_addr) {
         connected_ = true;

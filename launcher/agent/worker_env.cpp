@@ -31,9 +31,10 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(slot.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(cfg.supervision.max_restarts)},
       {"TORCHELASTIC_RUN_ID", cfg.rendezvous.run_id},
-      // Worker rank 0 hosts torch's store itself; "True" would make every rank a client of an
-      // agent store that npu_run does not serve.
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      // "True": every rank is a client of the store npu_run serves (torch 1.13 then prefixes its
+      // keys with /worker/attempt_<n>); "False": rank 0 hosts torch's own store.
+      {"TORCHELASTIC_USE_AGENT_STORE",
+       cfg.rendezvous.worker_store == WorkerStore::kAgent ? "True" : "False"},
   };
   if (cfg.worker.virtual_local_rank) {
     // Each worker sees only its own device, at index 0 (torchrun 2.x --virtual-local-rank).

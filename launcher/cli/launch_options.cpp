@@ -113,6 +113,14 @@ void LaunchOptions::add_shape(const char* shape) {
                 "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
                 shape)
                 ->type_name("{auto,slurm,mpi,k8s,none}");
+  worker_store =
+      add("--worker-store", f.worker_store,
+          "Who serves the workers' TCPStore (MASTER_ADDR:MASTER_PORT): torch (default: worker "
+          "rank 0 hosts torch's own store; also TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) or agent "
+          "(the rendezvous host serves it on --master-port, as torchrun 2.x shares its store; "
+          "a single node on --master-port when given, else on a free port)",
+          shape)
+          ->type_name("{agent,torch}");
   agents_per_node = add("--agents-per-node", f.agents_per_node,
                         "Agents allowed on one node (default 1: a second srun/mpirun task on a "
                         "node is refused); with more, each agent is a node of its own on its own "

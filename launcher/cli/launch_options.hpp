@@ -52,6 +52,7 @@ struct LaunchFlags {
   std::string hccn_conf;
   std::string cluster = "auto";
   int agents_per_node = 1;
+  std::string worker_store = "torch";
 };
 
 // The table, its values, and how each option is named.
@@ -77,7 +78,7 @@ class LaunchOptions {
       *monitor_interval, *term_timeout, *signals, *log_dir, *redirects, *tee, *filter, *prefix,
       *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node,
       *virtual_local_rank, *event_log_handler, *logs_specs, *stdout_filters, *stderr_filters,
-      *numa_binding;
+      *numa_binding, *worker_store;
 
  private:
   void add_shape(const char* shape);

@@ -66,6 +66,7 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
   rdzv.master_port = !OptionNames::given(o.master_port) && in.cluster.master_port
                          ? *in.cluster.master_port
                          : f.master_port;
+  rdzv.master_port_chosen = OptionNames::given(o.master_port) || in.cluster.master_port;
   if (f.rdzv_endpoint.empty()) return;
   const std::string src = o.source(o.rdzv_endpoint);
   const Endpoint ep = parse_endpoint(f.rdzv_endpoint, src);
@@ -76,6 +77,7 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
   rdzv.master_addr = ep.host;
   if (ep.port) {
     rdzv.master_port = *ep.port;
+    rdzv.master_port_chosen = true;
   } else if (f.rdzv_backend == "c10d" &&
              (!OptionNames::given(o.master_port) || o.names().from_environment(o.master_port))) {
     rdzv.master_port = kC10dDefaultPort;
@@ -120,6 +122,12 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   const LaunchOptions& o = in.options;
   const LaunchFlags& f = o.flags();
   rdzv.standalone = f.standalone;
+  check_choice(f.worker_store, {"agent", "torch"}, o.source(o.worker_store));
+  rdzv.worker_store = f.worker_store == "torch" ? WorkerStore::kTorch : WorkerStore::kAgent;
+  // torchrun 2.x's switch for the same choice, when the command line does not make it.
+  if (!OptionNames::given(o.worker_store) &&
+      lookup(in.env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1")
+    rdzv.worker_store = WorkerStore::kTorch;
   check_choice(f.rdzv_backend, {"static", "c10d", "etcd", "etcd-v2"}, o.source(o.rdzv_backend));
   refuse_etcd(f.rdzv_backend, o.source(o.rdzv_backend));
   resolve_master(in, rdzv);

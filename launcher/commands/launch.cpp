@@ -18,6 +18,7 @@
 #include "agent/plan_printer.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
+#include "agent/shared_store.hpp"
 #include "agent/tcp_rendezvous.hpp"
 #include "agent/worker_plan.hpp"
 #include "basics/descriptors.hpp"
@@ -55,7 +56,8 @@ int print_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& ho
 // when the port is already served, e.g. by `npu_run rdzv-server`) joins as a client.
 // --rdzv-conf is_host=true|false overrides the node rank, as under torchrun's c10d backend.
 std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& io,
-                                                              const LaunchConfig& cfg) {
+                                                              const LaunchConfig& cfg,
+                                                              store::StoreServer& store) {
   const bool other_node = cfg.shape.node_rank && *cfg.shape.node_rank != 0;
   if (cfg.rendezvous.is_host.value_or(!other_node) == false) return nullptr;
   const ResolvedEndpoints resolved =
@@ -70,6 +72,7 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
     // Every address the name has on this host is served: a node may reach only one of them.
     for (const auto& other : resolved.endpoints)
       options.also_bind.push_back(other.address().to_string());
+    if (cfg.rendezvous.worker_store == WorkerStore::kAgent) share_port_with_store(options, store);
     // "Address in use" with nobody accepting there is a clash that passes (two agents of one
     // host binding at the same moment, a socket on its way out): try again shortly, so that
     // exactly one agent ends up serving instead of all of them waiting for a server.
@@ -214,10 +217,13 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
   const TerminalInput terminal_input(io);
   const std::vector<PortRange> avoid = worker_ports_to_avoid(env, cfg.rendezvous.master_port);
 
+  // Node 0's workers' store (--worker-store agent), served on the rendezvous port; declared
+  // before the server, which hands it connections, so that it is destroyed after it.
+  store::StoreServer store(io);
   std::unique_ptr<rdzv::RendezvousServer> server;
   std::unique_ptr<Rendezvous> rendezvous;
   if (cfg.shape.multi_node()) {
-    server = host_server_if_node_0(io, cfg);
+    server = host_server_if_node_0(io, cfg, store);
     rendezvous = std::make_unique<TcpRendezvous>(io, cfg, host, avoid);
   } else {
     rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, avoid);

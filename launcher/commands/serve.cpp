@@ -10,12 +10,13 @@
 #include <csignal>
 
 #include "agent/agent_log.hpp"
-#include "workers/console.hpp"
+#include "agent/shared_store.hpp"
 #include "basics/descriptors.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/rendezvous_options.hpp"
 #include "cli/value_parsers.hpp"
 #include "commands/commands.hpp"
+#include "workers/console.hpp"
 
 namespace npu_run {
 
@@ -95,7 +96,12 @@ int serve(const ServerCommand& command) {
   raise_open_files_limit();             // one descriptor per agent
   boost::asio::io_context io;
   const QueuedConsole console;  // a console that stops reading must not stop the server
-  rdzv::RendezvousServer server(io, command.settings, command.options);
+  // The workers' store on the same port: agents in the default --worker-store agent mode send
+  // their workers here.
+  store::StoreServer store(io);
+  rdzv::ServerOptions options = command.options;
+  share_port_with_store(options, store);
+  rdzv::RendezvousServer server(io, command.settings, options);
   int exit_code = kExitRendezvous;
   server.start([&](const rdzv::Decision& decision) {
     exit_code = decision.exit_code;

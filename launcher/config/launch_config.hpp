@@ -88,10 +88,19 @@ using RendezvousToken = std::variant<NoToken, GivenToken, DerivedToken>;
 // "" for no token.
 std::string token_source(const RendezvousToken& token);
 
+// Who serves the workers' store (MASTER_ADDR:MASTER_PORT, torch's TCPStore protocol).
+enum class WorkerStore {
+  kAgent,  // the rendezvous host serves it on --master-port (single node: the agent, on its port)
+  kTorch,  // worker rank 0 hosts torch's own store on a port node 0's agent holds
+};
+
 // Where and how the agents of the job meet.
 struct RendezvousConfig {
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;                // 0 (single-node only): a free port, chosen at launch
+  int master_port = 29500;  // 0 (single-node only): a free port, chosen at launch
+  // The port came from the user (option, PET_MASTER_PORT, --rdzv-endpoint, the scheduler), not
+  // the default: a single node's store is then served there, as tcp://ADDR:PORT expects.
+  bool master_port_chosen = false;
   std::optional<std::string> local_addr;  // the address peers use for this node
   std::string backend = "static";         // torchrun's --rdzv-backend, accepted and recorded
   std::map<std::string, std::string> conf;
@@ -99,6 +108,9 @@ struct RendezvousConfig {
   // (a server runs elsewhere); unset: node 0's agent hosts it.
   std::optional<bool> is_host;
   bool standalone = false;
+  // kTorch until torch 2.x's env:// against the agent's store is covered here (Debian's 2.6 has
+  // no libuv, which its client-only store path asks for).
+  WorkerStore worker_store = WorkerStore::kTorch;
   std::string run_id = "none";
   RendezvousTiming timing;
   RendezvousToken token;

@@ -74,6 +74,10 @@ int HeldPort::port() const {
   return socket_->acceptor.local_endpoint().port();
 }
 
+asio::ip::tcp::acceptor& HeldPort::acceptor() {
+  return socket_->acceptor;
+}
+
 void require_local_address(const std::string& addr, const std::string& source) {
   const ResolvedEndpoints resolved = resolve_endpoints(addr, 0);
   if (!resolved.error.empty()) {

@@ -4,6 +4,7 @@
 // and listen on it. This replaces torchrun's "bind port 0, close it, hope".
 #pragma once
 
+#include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,6 +28,8 @@ class HeldPort {
   HeldPort& operator=(HeldPort&&) noexcept;
 
   int port() const;
+  // The bound socket, to listen on: the agent serves the workers' store on it.
+  boost::asio::ip::tcp::acceptor& acceptor();
 
   struct Socket;  // the bound acceptor; defined in held_port.cpp to keep Asio out of this header
 

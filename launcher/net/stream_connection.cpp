@@ -37,23 +37,22 @@ StreamConnection::StreamConnection(tcp::socket socket, ConnectionLimits limits)
   peer_ = ec ? "unknown peer" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
 }
 
+asio::ip::address unmapped(const asio::ip::address& address) {
+  if (address.is_v6() && address.to_v6().is_v4_mapped())
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  return address;
+}
+
 asio::ip::address StreamConnection::peer_address() const {
   boost::system::error_code ec;
   const auto remote = socket_.remote_endpoint(ec);
-  if (ec) return {};
-  // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d; they are IPv4 peers.
-  if (remote.address().is_v6() && remote.address().to_v6().is_v4_mapped())
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, remote.address().to_v6());
-  return remote.address();
+  return ec ? asio::ip::address() : unmapped(remote.address());
 }
 
 std::string StreamConnection::local_address() const {
   boost::system::error_code ec;
   const auto local = socket_.local_endpoint(ec);
-  if (ec) return "";
-  if (local.address().is_v6() && local.address().to_v6().is_v4_mapped())
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, local.address().to_v6()).to_string();
-  return local.address().to_string();
+  return ec ? "" : unmapped(local.address()).to_string();
 }
 
 void StreamConnection::start_stream(StreamHandlers handlers) {

@@ -44,6 +44,9 @@ struct ConnectionClosed {
   std::string text() const;
 };
 
+// A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d; they are IPv4 peers.
+boost::asio::ip::address unmapped(const boost::asio::ip::address& address);
+
 class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
  public:
   struct StreamHandlers {

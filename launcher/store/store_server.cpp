@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "net/cloexec_socket.hpp"
 #include "store/key_value_store.hpp"
 
 namespace npu_run::store {
@@ -219,6 +220,37 @@ void StoreServer::adopt(boost::asio::ip::tcp::socket socket) {
   auto connection = net::StreamConnection::create(std::move(socket), connection_limits());
   connection->start_stream({});
   impl_->adopt(connection, {});
+}
+
+void StoreServer::listen_for_local_clients(boost::asio::ip::tcp::acceptor& acceptor) {
+  boost::system::error_code ec;
+  acceptor.listen(boost::asio::socket_base::max_listen_connections, ec);
+  if (!ec) acceptor.non_blocking(true, ec);
+  if (ec) throw std::runtime_error(fmt::format("workers' store: listen: {}", ec.message()));
+  accept_local(acceptor);
+}
+
+void StoreServer::accept_local(boost::asio::ip::tcp::acceptor& acceptor) {
+  std::weak_ptr<Impl> weak = impl_;
+  acceptor.async_wait(boost::asio::ip::tcp::acceptor::wait_read, [this, weak, &acceptor](
+                                                                     boost::system::error_code ec) {
+    const auto self = weak.lock();
+    if (ec || !self || !acceptor.is_open()) return;
+    for (;;) {
+      auto socket = net::accept_cloexec(acceptor, ec);
+      if (ec) break;
+      boost::system::error_code peer_ec;
+      const auto local = net::unmapped(socket.local_endpoint(peer_ec).address());
+      const auto peer = net::unmapped(socket.remote_endpoint(peer_ec).address());
+      if (peer_ec || (!peer.is_loopback() && peer != local)) {
+        self->log_dropped(peer_ec ? "a peer" : peer.to_string(),
+                          "a single-node job's store serves this host only");
+        continue;  // the socket closes here
+      }
+      adopt(std::move(socket));
+    }
+    accept_local(acceptor);
+  });
 }
 
 void StoreServer::clear() {

@@ -40,6 +40,10 @@ class StoreServer {
   void adopt(const std::shared_ptr<net::StreamConnection>& connection, std::string first_bytes);
   // Serves a freshly accepted socket.
   void adopt(boost::asio::ip::tcp::socket socket);
+  // Listens on `acceptor` (bound, and kept open by its owner for as long as this server runs)
+  // and serves what it accepts from this host only: torch's store protocol has no
+  // authentication, and a single-node job's workers are all here.
+  void listen_for_local_clients(boost::asio::ip::tcp::acceptor& acceptor);
 
   // A fresh key space: a new round of the job must not see the last one's keys. Waits parked in
   // the old one are dropped (their clients belong to workers that were stopped).
@@ -53,6 +57,8 @@ class StoreServer {
   net::ConnectionLimits connection_limits() const;
 
  private:
+  void accept_local(boost::asio::ip::tcp::acceptor& acceptor);
+
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

@@ -1,0 +1,20 @@
+#include "agent/shared_store.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace npu_run {
+
+void share_port_with_store(rdzv::ServerOptions& options, store::StoreServer& store) {
+  options.other_protocol = [&store](const std::shared_ptr<net::StreamConnection>& connection,
+                                    std::string first_bytes) {
+    store.adopt(connection, std::move(first_bytes));
+  };
+  options.round_formed = [&store](uint64_t round) {
+    if (store.keys() > 0)
+      spdlog::debug("workers' store: round {} starts with a fresh key space ({} keys dropped)",
+                    round, store.keys());
+    store.clear();
+  };
+}
+
+}  // namespace npu_run

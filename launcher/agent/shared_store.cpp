@@ -6,8 +6,8 @@ namespace npu_run {
 
 void share_port_with_store(rdzv::ServerOptions& options, store::StoreServer& store) {
   options.other_protocol = [&store](const std::shared_ptr<net::StreamConnection>& connection,
-                                    std::string first_bytes) {
-    store.adopt(connection, std::move(first_bytes));
+                                    const std::string& first_bytes) {
+    store.adopt(connection, first_bytes);
   };
   options.round_formed = [&store](uint64_t round) {
     if (store.keys() > 0)

@@ -34,7 +34,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io_context, StoreServerOptions opts)
       : io(io_context), options(opts), values(opts.max_store_bytes) {}
 
-  void adopt(const std::shared_ptr<net::StreamConnection>& connection, std::string first) {
+  void adopt(const std::shared_ptr<net::StreamConnection>& connection, const std::string& first) {
     const ClientId id = next_id++;
     sessions.emplace(id, Session{connection, {}, std::nullopt, false});
     std::weak_ptr<Impl> weak = shared_from_this();
@@ -212,8 +212,8 @@ net::ConnectionLimits StoreServer::connection_limits() const {
 }
 
 void StoreServer::adopt(const std::shared_ptr<net::StreamConnection>& connection,
-                        std::string first_bytes) {
-  impl_->adopt(connection, std::move(first_bytes));
+                        const std::string& first_bytes) {
+  impl_->adopt(connection, first_bytes);
 }
 
 void StoreServer::adopt(boost::asio::ip::tcp::socket socket) {

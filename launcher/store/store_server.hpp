@@ -37,7 +37,8 @@ class StoreServer {
 
   // Serves a started connection another protocol's reader handed over; `first_bytes` were read
   // from it already.
-  void adopt(const std::shared_ptr<net::StreamConnection>& connection, std::string first_bytes);
+  void adopt(const std::shared_ptr<net::StreamConnection>& connection,
+             const std::string& first_bytes);
   // Serves a freshly accepted socket.
   void adopt(boost::asio::ip::tcp::socket socket);
   // Listens on `acceptor` (bound, and kept open by its owner for as long as this server runs)

@@ -12,19 +12,19 @@ FramedConnection::FramedConnection(boost::asio::ip::tcp::socket socket, Connecti
 
 void FramedConnection::start(Handlers handlers) {
   handlers_ = std::move(handlers);
-  deciding_ = static_cast<bool>(handlers_.foreign);
   // A read holds the connection alive while its bytes are delivered, so `this` is valid there.
   start_stream({[this](std::string_view bytes) { on_bytes(bytes); }, handlers_.closed});
 }
 
 void FramedConnection::on_bytes(std::string_view bytes) {
-  if (deciding_) {
+  // While a `foreign` handler is set, the protocol is not yet known.
+  if (handlers_.foreign) {
     first_bytes_.append(bytes);
     const FirstBytes kind = classify_first_bytes(first_bytes_);
     if (kind == FirstBytes::kUndecided) return;
-    deciding_ = false;
+    auto foreign = std::move(handlers_.foreign);
+    handlers_.foreign = nullptr;
     if (kind == FirstBytes::kForeign) {
-      auto foreign = std::move(handlers_.foreign);
       handlers_ = {};
       foreign(std::move(first_bytes_));
       return;

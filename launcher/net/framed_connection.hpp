@@ -46,7 +46,6 @@ class FramedConnection : public StreamConnection {
   FrameDecoder decoder_;
   Handlers handlers_;
   std::string first_bytes_;  // while it is not yet known which protocol the peer speaks
-  bool deciding_ = false;
 };
 
 }  // namespace npu_run::net

@@ -95,9 +95,6 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   boost::asio::ip::address peer_address() const;
   std::string local_address() const;
 
- protected:
-  ConnectionLimits limits_;
-
  private:
   void read();
   void write();
@@ -105,6 +102,7 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   // own call got here: its handler must not run inside the owner's send()).
   void finish(const ConnectionClosed& why, bool from_owner);
 
+  ConnectionLimits limits_;
   boost::asio::ip::tcp::socket socket_;
   std::string peer_;
   std::vector<char> buffer_;

@@ -69,7 +69,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
       drop(id, error->message);
       return;
     }
-    if (!reply.empty()) session.connection->send(std::make_shared<const std::string>(reply));
+    if (!reply.empty())
+      session.connection->send(std::make_shared<const std::string>(std::move(reply)));
   }
 
   // Answers one request into `reply`; false when the connection was closed for it.

@@ -206,25 +206,39 @@ Raw welcomed(int port, const std::string& session) {
   return raw;
 }
 
+// A two-node job on one io_context: agent `behind` reaches the server through a proxy that can
+// freeze its link, agent `direct` does not.
+struct FrozenLinkJob {
+  asio::io_context io;
+  RendezvousServer server{io, two_nodes(), loopback()};
+  std::optional<Decision> done;
+  FreezingProxy proxy{io, server.port()};
+  Agent behind{io, proxy.port(), "host-a"};
+  Agent direct{io, server.port(), "host-b"};
+
+  FrozenLinkJob() {
+    server.start([this](const Decision& d) { done = d; });
+  }
+  // Runs until the server and both agents have the decision; the job must have ended 0.
+  void finish() {
+    run_until(io, [&] { return done && behind.decision && direct.decision; });
+    INFO(behind.failure << direct.failure);
+    REQUIRE(done);
+    CHECK(done->exit_code == 0);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("rdzv resume: a report lost on a frozen link is sent again on a new connection",
           "[integration][rdzv-resume]") {
-  asio::io_context io;
-  RendezvousServer server(io, two_nodes(), loopback());
-  std::optional<Decision> done;
-  server.start([&](const Decision& d) { done = d; });
-  FreezingProxy proxy(io, server.port());
-  Agent behind(io, proxy.port(), "host-a");
-  Agent direct(io, server.port(), "host-b");
+  FrozenLinkJob job;
+  auto& [io, server, done, proxy, behind, direct] = job;
   // The link freezes just before the report is written to it: only a resume can deliver it.
   behind.on_assigned = [&] { proxy.freeze_existing(); };
   behind.start();
   direct.start();
-  run_until(io, [&] { return done && behind.decision && direct.decision; });
-  INFO(behind.failure << direct.failure);
-  REQUIRE(done);
-  CHECK(done->exit_code == 0);
+  job.finish();
   CHECK(done->action == Action::kFinish);
   REQUIRE(behind.decision);
   REQUIRE(direct.decision);
@@ -236,13 +250,8 @@ TEST_CASE("rdzv resume: a report lost on a frozen link is sent again on a new co
 
 TEST_CASE("rdzv resume: an assignment sent into a frozen link reaches the agent after its resume",
           "[integration][rdzv-resume]") {
-  asio::io_context io;
-  RendezvousServer server(io, two_nodes(), loopback());
-  std::optional<Decision> done;
-  server.start([&](const Decision& d) { done = d; });
-  FreezingProxy proxy(io, server.port());
-  Agent behind(io, proxy.port(), "host-a");
-  Agent direct(io, server.port(), "host-b");
+  FrozenLinkJob job;
+  auto& [io, server, done, proxy, behind, direct] = job;
   behind.start();
   // Once the first agent has joined, its link freezes; the second agent's join completes the
   // round, and the assignment the server sends the first is lost with the frozen link.
@@ -250,10 +259,7 @@ TEST_CASE("rdzv resume: an assignment sent into a frozen link reaches the agent 
   REQUIRE(behind.joined_seen == 1);
   proxy.freeze_existing();
   direct.start();
-  run_until(io, [&] { return done && behind.decision && direct.decision; });
-  INFO(behind.failure << direct.failure);
-  REQUIRE(done);
-  CHECK(done->exit_code == 0);
+  job.finish();
   REQUIRE(behind.decision);
   CHECK(behind.assigned == 1);
   CHECK(proxy.connections() == 2);

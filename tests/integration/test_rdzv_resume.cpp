@@ -233,7 +233,10 @@ struct FrozenLinkJob {
 TEST_CASE("rdzv resume: a report lost on a frozen link is sent again on a new connection",
           "[integration][rdzv-resume]") {
   FrozenLinkJob job;
-  auto& [io, server, done, proxy, behind, direct] = job;
+  std::optional<Decision>& done = job.done;
+  FreezingProxy& proxy = job.proxy;
+  Agent& behind = job.behind;
+  Agent& direct = job.direct;
   // The link freezes just before the report is written to it: only a resume can deliver it.
   behind.on_assigned = [&] { proxy.freeze_existing(); };
   behind.start();
@@ -251,7 +254,10 @@ TEST_CASE("rdzv resume: a report lost on a frozen link is sent again on a new co
 TEST_CASE("rdzv resume: an assignment sent into a frozen link reaches the agent after its resume",
           "[integration][rdzv-resume]") {
   FrozenLinkJob job;
-  auto& [io, server, done, proxy, behind, direct] = job;
+  asio::io_context& io = job.io;
+  FreezingProxy& proxy = job.proxy;
+  Agent& behind = job.behind;
+  Agent& direct = job.direct;
   behind.start();
   // Once the first agent has joined, its link freezes; the second agent's join completes the
   // round, and the assignment the server sends the first is lost with the frozen link.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <array>
 #include <boost/asio/io_context.hpp>
@@ -15,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "net/accept_loop.hpp"
 #include "net/cloexec_socket.hpp"
 #include "net/framed_connection.hpp"
 #include "net/kernel_limits.hpp"
@@ -93,7 +93,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
           in_use, not_local);
     }
     acceptor->listen(listen_backlog, ec);
-    if (!ec) acceptor->non_blocking(true, ec);  // accept() takes what is queued until EAGAIN
     // With SO_REUSEADDR, Linux may let bind() succeed next to a listening socket and report the
     // clash only here.
     if (ec) {
@@ -128,7 +127,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void add_acceptor(const std::string& address, std::unique_ptr<tcp::acceptor> acceptor) {
     served.push_back(address.find(':') != std::string::npos ? "[" + address + "]" : address);
     acceptors.push_back(std::move(acceptor));
-    retry_timers.push_back(std::make_unique<asio::steady_timer>(io));
   }
 
   void start(DoneHandler handler) {
@@ -142,7 +140,13 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                  listen_backlog);
     if (const std::string warning = kernel_limit_warning(s.max_nodes); !warning.empty())
       spdlog::warn("{}", warning);
-    for (size_t i = 0; i < acceptors.size(); ++i) accept(i);
+    const std::weak_ptr<Impl> weak = shared_from_this();
+    for (auto& acceptor : acceptors) {
+      accept_loops.push_back(
+          net::AcceptLoop::start(*acceptor, "rendezvous server", [weak](tcp::socket socket) {
+            if (const auto self = weak.lock()) self->add_session(std::move(socket));
+          }));
+    }
     schedule_tick();
   }
 
@@ -152,71 +156,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Waits for connections on acceptor `i`, then takes them (take_queued).
-  void accept(size_t i) {
-    acceptors[i]->async_wait(
-        tcp::acceptor::wait_read, [self = shared_from_this(), i](boost::system::error_code ec) {
-          if (!self->acceptors[i]->is_open() || ec == asio::error::operation_aborted) return;
-          self->take_queued(i);
-        });
-  }
-
-  // Takes what is queued with accept4 (close-on-exec, which Asio's accept cannot ask for) until
-  // the queue is empty, 64 at a time so that one burst cannot hold the loop: the rest are taken
-  // from a posted continuation, not after another wait (an edge-triggered wait would not fire
-  // again for connections already queued).
-  void take_queued(size_t i) {
-    tcp::acceptor& acceptor = *acceptors[i];
-    if (!acceptor.is_open()) return;
-    boost::system::error_code ec;
-    for (int taken = 0; taken < 64; ++taken) {
-      tcp::socket socket = net::accept_cloexec(acceptor, ec);
-      if (ec) break;
-      add_session(std::move(socket));
-    }
-    if (!ec) {
-      asio::post(io, [self = shared_from_this(), i] { self->take_queued(i); });
-      return;
-    }
-    const bool empty = ec == asio::error::would_block || ec == asio::error::try_again;
-    const bool transient = ec == asio::error::connection_aborted || ec == asio::error::interrupted;
-    if (empty) {
-      accept(i);
-    } else if (transient) {
-      asio::post(io, [self = shared_from_this(), i] { self->take_queued(i); });
-    } else {
-      accept_failed(i, ec);
-    }
-  }
-
-  // Out of descriptors (EMFILE/ENFILE) or another error: pause instead of spinning, and say so
-  // once per interval, with the fix, however long it lasts.
-  void accept_failed(size_t i, const boost::system::error_code& ec) {
-    const auto now = Clock::now();
-    ++accept_failures;
-    if (accept_failures == 1 || now - last_accept_warning >= std::chrono::seconds(10)) {
-      std::string fix;
-      if (ec == asio::error::no_descriptors) {
-        rlimit limit{};
-        ::getrlimit(RLIMIT_NOFILE, &limit);
-        fix = fmt::format(
-            " (EMFILE: this process may open {} files); raise the limit for npu_run (ulimit -n, "
-            "LimitNOFILE= in a systemd unit, or /etc/security/limits.conf)",
-            limit.rlim_cur);
-      } else if (ec.value() == ENFILE) {
-        fix = " (ENFILE: the system's file table is full); raise fs.file-max";
-      }
-      spdlog::warn(
-          "rendezvous server: cannot accept connections: {}{}; retrying every 100 ms{}",
-          ec.message(), fix,
-          accept_failures > 1 ? fmt::format(" ({} failures so far)", accept_failures) : "");
-      last_accept_warning = now;
-    }
-    retry_timers[i]->expires_after(std::chrono::milliseconds(100));
-    retry_timers[i]->async_wait([self = shared_from_this(), i](boost::system::error_code wait_ec) {
-      if (!wait_ec) self->take_queued(i);
-    });
-  }
-
   void add_session(tcp::socket socket) {
     const ClientId id = next_id++;
     auto connection = net::FramedConnection::create(std::move(socket), kSessionLimits);
@@ -614,8 +553,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     stopped = true;
     strangers.flush(Clock::now(), true);  // what was only counted so far
     boost::system::error_code ignored;
+    for (auto& loop : accept_loops) loop->stop();
     for (auto& acceptor : acceptors) acceptor->close(ignored);
-    for (auto& timer : retry_timers) timer->cancel();
     tick_timer.cancel();
     barrier_timer.cancel();
     // Every agent is lost to the state machine as if it had hung up (forget() edits `sessions`).
@@ -639,7 +578,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   RendezvousState state;
   // One per served address (the first decides the port), each with its accept-retry timer.
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
-  std::vector<std::unique_ptr<asio::steady_timer>> retry_timers;
+  std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
   std::vector<std::string> served;
   asio::steady_timer tick_timer;
   asio::steady_timer barrier_timer;
@@ -656,8 +595,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   uint64_t last_formed_round = 0;
   size_t handshaking_count = 0;
   StrangerLog strangers{std::chrono::seconds(5)};
-  size_t accept_failures = 0;
-  Clock::time_point last_accept_warning{};
   ClientId next_id = 1;
   int listen_backlog = 0;
   bool finished = false;

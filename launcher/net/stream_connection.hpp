@@ -10,6 +10,7 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -89,6 +90,8 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   // Bytes read so far: a connection that has said nothing yet may be a silent client of
   // another protocol.
   uint64_t bytes_received() const { return bytes_received_; }
+  // When this connection was accepted (made): how long a silent one has been silent.
+  std::chrono::steady_clock::time_point opened_at() const { return opened_at_; }
   // "address:port" of the peer, or "unknown peer".
   const std::string& peer() const { return peer_; }
   // The peer's address (unspecified when unknown) and ours.
@@ -109,6 +112,7 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   std::deque<std::shared_ptr<const std::string>> queue_;
   size_t queued_bytes_ = 0;
   uint64_t bytes_received_ = 0;
+  const std::chrono::steady_clock::time_point opened_at_ = std::chrono::steady_clock::now();
   bool closing_ = false;  // close_after_sending(): no more reads, close when the queue empties
   bool closed_ = false;
   StreamHandlers stream_handlers_;

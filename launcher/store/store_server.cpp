@@ -4,11 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <unordered_map>
 #include <vector>
 
-#include "net/cloexec_socket.hpp"
+#include "net/accept_loop.hpp"
 #include "store/key_value_store.hpp"
 
 namespace npu_run::store {
@@ -29,6 +30,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     std::string first_bytes;  // until the generation is known
     std::optional<RequestDecoder> decoder;
     bool validated = false;  // torch 2.x: VALIDATE came first
+    // Until the first byte (StoreServerOptions::silent_timeout).
+    std::unique_ptr<boost::asio::steady_timer> silent;
   };
 
   Impl(boost::asio::io_context& io_context, StoreServerOptions opts)
@@ -36,8 +39,16 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
 
   void adopt(const std::shared_ptr<net::StreamConnection>& connection, const std::string& first) {
     const ClientId id = next_id++;
-    sessions.emplace(id, Session{connection, {}, std::nullopt, false});
+    Session& session =
+        sessions.emplace(id, Session{connection, {}, std::nullopt, false, {}}).first->second;
     std::weak_ptr<Impl> weak = shared_from_this();
+    if (first.empty() && connection->bytes_received() == 0) {
+      session.silent = std::make_unique<boost::asio::steady_timer>(
+          io, connection->opened_at() + options.silent_timeout);
+      session.silent->async_wait([weak, id](boost::system::error_code ec) {
+        if (auto self = weak.lock(); self && !ec) self->close_silent(id);
+      });
+    }
     connection->replace_handlers({[weak, id](std::string_view bytes) {
                                     if (auto self = weak.lock()) self->on_bytes(id, bytes);
                                   },
@@ -51,6 +62,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     const auto it = sessions.find(id);
     if (it == sessions.end()) return;
     Session& session = it->second;
+    session.silent.reset();  // cancels its wait
     if (!session.decoder) {
       session.first_bytes.append(bytes);
       const auto generation = detect_generation(session.first_bytes);
@@ -163,6 +175,16 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     forget(id);
   }
 
+  void close_silent(ClientId id) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) return;
+    spdlog::debug("workers' store: closed the connection of {}: silent for {:.1f} s",
+                  it->second.connection->peer(),
+                  std::chrono::duration<double>(options.silent_timeout).count());
+    it->second.connection->close();
+    forget(id);
+  }
+
   void forget(ClientId id) {
     values.forget_wait(id);
     sessions.erase(id);
@@ -184,6 +206,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void stop() {
+    for (auto& loop : accept_loops) loop->stop();
+    accept_loops.clear();
     for (auto& [id, session] : sessions) session.connection->close();
     sessions.clear();
     values.clear();
@@ -194,6 +218,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   KeyValueStore values;
   std::unordered_map<ClientId, Session> sessions;
   ClientId next_id = 1;
+  std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
   const std::shared_ptr<const std::string> stop_waiting =
       one_byte(static_cast<uint8_t>(WaitReply::kStopWaiting));
   Clock::time_point last_drop_log{};
@@ -226,32 +251,26 @@ void StoreServer::adopt(boost::asio::ip::tcp::socket socket) {
 void StoreServer::listen_for_local_clients(boost::asio::ip::tcp::acceptor& acceptor) {
   boost::system::error_code ec;
   acceptor.listen(boost::asio::socket_base::max_listen_connections, ec);
-  if (!ec) acceptor.non_blocking(true, ec);
   if (ec) throw std::runtime_error(fmt::format("workers' store: listen: {}", ec.message()));
-  accept_local(acceptor);
+  std::weak_ptr<Impl> weak = impl_;
+  impl_->accept_loops.push_back(net::AcceptLoop::start(
+      acceptor, "workers' store", [this, weak](boost::asio::ip::tcp::socket socket) {
+        const auto self = weak.lock();
+        if (!self) return;
+        boost::system::error_code peer_ec;
+        const auto local = net::unmapped(socket.local_endpoint(peer_ec).address());
+        const auto peer = net::unmapped(socket.remote_endpoint(peer_ec).address());
+        if (peer_ec || (!peer.is_loopback() && peer != local)) {
+          self->log_dropped(peer_ec ? "a peer" : peer.to_string(),
+                            "a single-node job's store serves this host only");
+          return;  // the socket closes here
+        }
+        adopt(std::move(socket));
+      }));
 }
 
-void StoreServer::accept_local(boost::asio::ip::tcp::acceptor& acceptor) {
-  std::weak_ptr<Impl> weak = impl_;
-  acceptor.async_wait(boost::asio::ip::tcp::acceptor::wait_read, [this, weak, &acceptor](
-                                                                     boost::system::error_code ec) {
-    const auto self = weak.lock();
-    if (ec || !self || !acceptor.is_open()) return;
-    for (;;) {
-      auto socket = net::accept_cloexec(acceptor, ec);
-      if (ec) break;
-      boost::system::error_code peer_ec;
-      const auto local = net::unmapped(socket.local_endpoint(peer_ec).address());
-      const auto peer = net::unmapped(socket.remote_endpoint(peer_ec).address());
-      if (peer_ec || (!peer.is_loopback() && peer != local)) {
-        self->log_dropped(peer_ec ? "a peer" : peer.to_string(),
-                          "a single-node job's store serves this host only");
-        continue;  // the socket closes here
-      }
-      adopt(std::move(socket));
-    }
-    accept_local(acceptor);
-  });
+void StoreServer::set_silent_timeout(std::chrono::milliseconds timeout) {
+  impl_->options.silent_timeout = timeout;
 }
 
 void StoreServer::clear() {

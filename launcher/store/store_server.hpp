@@ -8,6 +8,7 @@
 // breaks a rule loses its connection, never the store or the agent.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,12 @@ struct StoreServerOptions {
   size_t max_store_bytes = size_t{1} << 30;
   // Replies waiting for a peer that does not read: a multi_get of the largest values may wait.
   size_t max_queued_bytes = size_t{160} * 1024 * 1024;
+  // A connection that has not said a byte this long after it was opened is closed, quietly:
+  // torch 1.13's clients open a second connection for watch_key callbacks that never speaks
+  // (npu_run serves no watch_key, and closing it costs the client nothing), and anything else
+  // that silent holds a descriptor for nothing. Speaking once makes a connection's idleness
+  // its own business: a client may keep its store for the whole job.
+  std::chrono::milliseconds silent_timeout{10'000};
 };
 
 class StoreServer {
@@ -46,6 +53,10 @@ class StoreServer {
   // authentication, and a single-node job's workers are all here.
   void listen_for_local_clients(boost::asio::ip::tcp::acceptor& acceptor);
 
+  // The silent rule of StoreServerOptions, for connections adopted from now on (a shared port
+  // uses its handshake deadline).
+  void set_silent_timeout(std::chrono::milliseconds timeout);
+
   // A fresh key space: a new round of the job must not see the last one's keys. Waits parked in
   // the old one are dropped (their clients belong to workers that were stopped).
   void clear();
@@ -58,8 +69,6 @@ class StoreServer {
   net::ConnectionLimits connection_limits() const;
 
  private:
-  void accept_local(boost::asio::ip::tcp::acceptor& acceptor);
-
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

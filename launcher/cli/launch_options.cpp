@@ -115,10 +115,11 @@ void LaunchOptions::add_shape(const char* shape) {
                 ->type_name("{auto,slurm,mpi,k8s,none}");
   worker_store =
       add("--worker-store", f.worker_store,
-          "Who serves the workers' TCPStore (MASTER_ADDR:MASTER_PORT): torch (default: worker "
-          "rank 0 hosts torch's own store; also TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) or agent "
-          "(the rendezvous host serves it on --master-port, as torchrun 2.x shares its store; "
-          "a single node on --master-port when given, else on a free port)",
+          "Who serves the workers' TCPStore (MASTER_ADDR:MASTER_PORT): agent (default: the "
+          "rendezvous host serves it on --master-port, as torchrun 2.x shares its store; a "
+          "single node on --master-port when given, else on a free port) or torch (worker rank "
+          "0 hosts torch's own store, as torchrun 1.13 does; also "
+          "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)",
           shape)
           ->type_name("{agent,torch}");
   agents_per_node = add("--agents-per-node", f.agents_per_node,

@@ -52,7 +52,7 @@ struct LaunchFlags {
   std::string hccn_conf;
   std::string cluster = "auto";
   int agents_per_node = 1;
-  std::string worker_store = "torch";
+  std::string worker_store = "agent";
 };
 
 // The table, its values, and how each option is named.

@@ -108,9 +108,7 @@ struct RendezvousConfig {
   // (a server runs elsewhere); unset: node 0's agent hosts it.
   std::optional<bool> is_host;
   bool standalone = false;
-  // kTorch until torch 2.x's env:// against the agent's store is covered here (Debian's 2.6 has
-  // no libuv, which its client-only store path asks for).
-  WorkerStore worker_store = WorkerStore::kTorch;
+  WorkerStore worker_store = WorkerStore::kAgent;
   std::string run_id = "none";
   RendezvousTiming timing;
   RendezvousToken token;

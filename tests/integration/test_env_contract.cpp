@@ -62,7 +62,7 @@ TEST_CASE("env contract: four workers get ranks, devices, sizes and a shared hel
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
     CHECK(env["TORCHELASTIC_RUN_ID"] == "envtest");
-    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "True");  // the agent serves the store
     CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"],
                Contains("attempt_0/" + std::to_string(r) + "/error.json"));
     CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");

@@ -51,7 +51,7 @@ TEST_CASE("multi-node: two nodes with different worker counts form one job",
     CHECK(env["WORLD_SIZE"] == "5");
     CHECK(env["GROUP_WORLD_SIZE"] == "2");
     CHECK(env["MASTER_ADDR"] == "127.0.0.1");
-    CHECK(env["MASTER_PORT"] != std::to_string(port));
+    CHECK(env["MASTER_PORT"] == std::to_string(port));  // the store shares the rendezvous port
     ports.insert(env["MASTER_PORT"]);
     ++workers_per_group[env["GROUP_RANK"]];
     // A node's ranks are contiguous: rank = offset + local rank.
@@ -452,10 +452,12 @@ TEST_CASE("multi-node: --local-addr is the address peers and workers use",
           "[integration][multi-node]") {
   const int port = unused_port();
   // 127.0.0.2 is another loopback address: the connection to the server comes from 127.0.0.1,
-  // so only --local-addr can make node 0 advertise it.
+  // so only --local-addr can make node 0 advertise it. Rank 0 hosts the store (--worker-store
+  // torch), so the address node 0 advertises is the workers' MASTER_ADDR.
   auto a = start_node(port, 2, 1, "echo store=$MASTER_ADDR",
-                      {"--node-rank", "0", "--local-addr", "127.0.0.2"});
-  auto b = start_node(port, 2, 1, "echo store=$MASTER_ADDR", {"--node-rank", "1"});
+                      {"--node-rank", "0", "--local-addr", "127.0.0.2", "--worker-store", "torch"});
+  auto b = start_node(port, 2, 1, "echo store=$MASTER_ADDR",
+                      {"--node-rank", "1", "--worker-store", "torch"});
   const auto done = NpuRunProcess::wait_all({a.get(), b.get()}, 20s);
   const Finished& fa = done[0];
   const Finished& fb = done[1];

@@ -50,17 +50,17 @@ TEST_CASE("worker env: the whole contract for a worker on the second node", "[en
       {"TORCHELASTIC_RESTART_COUNT", "1"},
       {"TORCHELASTIC_MAX_RESTARTS", "3"},
       {"TORCHELASTIC_RUN_ID", "job7"},
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},  // --worker-store torch, the default for now
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},  // --worker-store agent, the default
       {"TORCHELASTIC_ERROR_FILE", "/logs/e.json"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the name torch < 2.2 reads
       {"OMP_NUM_THREADS", "1"},
   };
   CHECK(env == expected);
-  LaunchConfig agent_store = config(4);
-  agent_store.rendezvous.worker_store = WorkerStore::kAgent;  // every rank a client of npu_run's
-  CHECK(worker_contract_env(agent_store, second_node_of_two(), WorkerSlot{2, 6, ""}, {})
-            .at("TORCHELASTIC_USE_AGENT_STORE") == "True");
+  LaunchConfig torch_store = config(4);
+  torch_store.rendezvous.worker_store = WorkerStore::kTorch;  // rank 0 hosts torch's own store
+  CHECK(worker_contract_env(torch_store, second_node_of_two(), WorkerSlot{2, 6, ""}, {})
+            .at("TORCHELASTIC_USE_AGENT_STORE") == "False");
 }
 
 TEST_CASE("worker env: OMP_NUM_THREADS=1 only when unset and more than one worker", "[env]") {

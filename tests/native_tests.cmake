@@ -92,15 +92,19 @@ foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
                                             RESOURCE_LOCK netns-partition)
 endforeach()
 
-# The workers' store (--worker-store agent) against real torch 1.13 clients (2.6's below): torch's own store
-# tests re-enacted by the workers, on one node and on two (the rendezvous port shared), with a
-# restart that must see a fresh key space.
-add_test(NAME "store: torch 1.13 clients against the agent's store, one node and two"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR})
-set_tests_properties("store: torch 1.13 clients against the agent's store, one node and two"
-                     PROPERTIES LABELS integration TIMEOUT 400 ENVIRONMENT "PYTHON_EXEC=/usr/bin/python3"
-                                PASS_REGULAR_EXPRESSION "peer suite: all passed \\(torch 1")
+# The workers' store against real torch 1.13 clients (2.6's below): torch's own store tests
+# re-enacted by the workers, on one node and on two (the rendezvous port shared), with a restart
+# that must see a fresh key space; node 0's store for every rank (agent), and each node's
+# workers through their agent's proxy (tiered).
+foreach(mode agent tiered)
+  set(name "store: torch 1.13 clients in ${mode} mode, one node and two")
+  add_test(NAME "${name}"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
+                   ${PROJECT_SOURCE_DIR} ${mode})
+  set_tests_properties("${name}" PROPERTIES LABELS integration TIMEOUT 400
+                       ENVIRONMENT "PYTHON_EXEC=/usr/bin/python3"
+                       PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 1")
+endforeach()
 
 # torch 2.6 beside the host's 1.13: Debian 13's python3-torch in a chroot cached outside the
 # checkout (tests/torch2/chroot.sh; made by the fixture test the first time, about 2 minutes and
@@ -119,13 +123,15 @@ catch_discover_tests(integration_tests TEST_SPEC "[pytorch]" TEST_PREFIX "torch 
                      PROPERTIES LABELS ${torch2_label} FIXTURES_REQUIRED torch2
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}"
                                 SKIP_REGULAR_EXPRESSION "debootstrap needs root")
-add_test(NAME "torch 2.6: store: torch 2.6 clients against the agent's store, one node and two"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR})
-set_tests_properties("torch 2.6: store: torch 2.6 clients against the agent's store, one node and two"
-                     PROPERTIES LABELS ${torch2_label} TIMEOUT 400 FIXTURES_REQUIRED torch2
-                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}"
-                                PASS_REGULAR_EXPRESSION "peer suite: all passed \\(torch 2")
+foreach(mode agent tiered)
+  set(name "torch 2.6: store: torch 2.6 clients in ${mode} mode, one node and two")
+  add_test(NAME "${name}"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
+                   ${PROJECT_SOURCE_DIR} ${mode})
+  set_tests_properties("${name}" PROPERTIES LABELS ${torch2_label} TIMEOUT 400
+                       FIXTURES_REQUIRED torch2 ENVIRONMENT "PYTHON_EXEC=${torch2_python}"
+                       PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 2")
+endforeach()
 add_test(NAME "torch 2.6: e2e: PyTorch DDP across two network namespaces"
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh $<TARGET_FILE:npu_run>
                  ${PROJECT_SOURCE_DIR})

@@ -27,9 +27,12 @@ Assignment planned_assignment(const LaunchConfig& cfg, const std::string& host) 
   a.rank_offset = a.node_rank * cfg.shape.nproc_per_node;
   a.host = host;
   a.worker_master_addr = cfg.rendezvous.master_addr;
-  // The rendezvous host's store on its port; otherwise a port chosen at launch.
+  // The rendezvous host's store on its port; otherwise a port chosen at launch (tiered: this
+  // node's proxy, on this node's address).
   if (cfg.shape.multi_node() && cfg.rendezvous.worker_store == WorkerStore::kAgent)
     a.worker_master_port = cfg.rendezvous.master_port;
+  if (cfg.shape.multi_node() && cfg.rendezvous.worker_store == WorkerStore::kTiered)
+    a.worker_master_addr = cfg.rendezvous.local_addr.value_or("(this node's address)");
   return a;
 }
 

@@ -68,7 +68,8 @@ LocalRendezvous::LocalRendezvous(boost::asio::io_context& io, const LaunchConfig
       host_(std::move(host)),
       worker_port_(io, avoid),
       state_(untokened(job_settings(cfg)), rdzv::now()) {
-  if (cfg.rendezvous.worker_store != WorkerStore::kAgent) return;
+  // A single node has no tier: tiered serves as agent does.
+  if (!npu_run_serves_store(cfg.rendezvous.worker_store)) return;
   store_ = std::make_unique<store::StoreServer>(io);
   if (cfg.rendezvous.master_port_chosen && cfg.rendezvous.master_port != 0) {
     store_ports_ = bind_store_port(io, cfg.rendezvous.master_addr, cfg.rendezvous.master_port);

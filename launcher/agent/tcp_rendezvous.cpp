@@ -25,7 +25,8 @@ struct TcpRendezvous::JoinDeadline {
 
 TcpRendezvous::TcpRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
                              const std::vector<PortRange>& avoid)
-    : cfg_(cfg),
+    : io_(io),
+      cfg_(cfg),
       host_(std::move(host)),
       worker_port_(io, avoid),
       client_(io, client_options(cfg)),
@@ -44,6 +45,17 @@ void TcpRendezvous::start(Handlers handlers) {
     handlers_.assigned = [this, assigned = std::move(handlers_.assigned)](Assignment a) {
       a.worker_master_addr = cfg_.rendezvous.master_addr;
       a.worker_master_port = cfg_.rendezvous.master_port;
+      assigned(a);
+    };
+  } else if (cfg_.rendezvous.worker_store == WorkerStore::kTiered) {
+    // This node's proxy on its held port, backed by the rendezvous host's store.
+    proxy_ = std::make_unique<NodeStoreProxy>(io_, worker_port_, cfg_.rendezvous.master_addr,
+                                              cfg_.rendezvous.master_port,
+                                              cfg_.rendezvous.timing.heartbeat_timeout);
+    handlers_.assigned = [this, assigned = std::move(handlers_.assigned)](Assignment a) {
+      proxy_->new_round();
+      a.worker_master_addr = addr_;
+      a.worker_master_port = worker_port_.port();
       assigned(a);
     };
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/node_store_proxy.hpp"
 #include "agent/rendezvous.hpp"
 #include "basics/port_range.hpp"
 #include "config/launch_config.hpp"
@@ -32,10 +33,12 @@ class TcpRendezvous : public Rendezvous {
   void send_join();
   void on_message(const rdzv::ServerMessage& message);
 
+  boost::asio::io_context& io_;
   const LaunchConfig& cfg_;
   std::string host_;
   std::string addr_;  // what peers use to reach this node
   HeldPort worker_port_;
+  std::unique_ptr<NodeStoreProxy> proxy_;  // --worker-store tiered
   rdzv::RendezvousClient client_;
   struct JoinDeadline;  // a steady_timer; Asio stays out of this header
   std::unique_ptr<JoinDeadline> join_deadline_;

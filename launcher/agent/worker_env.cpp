@@ -34,7 +34,7 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
       // "True": every rank is a client of the store npu_run serves (torch 1.13 then prefixes its
       // keys with /worker/attempt_<n>); "False": rank 0 hosts torch's own store.
       {"TORCHELASTIC_USE_AGENT_STORE",
-       cfg.rendezvous.worker_store == WorkerStore::kAgent ? "True" : "False"},
+       npu_run_serves_store(cfg.rendezvous.worker_store) ? "True" : "False"},
   };
   if (cfg.worker.virtual_local_rank) {
     // Each worker sees only its own device, at index 0 (torchrun 2.x --virtual-local-rank).

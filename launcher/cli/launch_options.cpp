@@ -119,9 +119,10 @@ void LaunchOptions::add_shape(const char* shape) {
           "rendezvous host serves it on --master-port, as torchrun 2.x shares its store; a "
           "single node on --master-port when given, else on a free port) or torch (worker rank "
           "0 hosts torch's own store, as torchrun 1.13 does; also "
-          "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)",
+          "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) or tiered (as agent, and each node's agent "
+          "serves its own workers through one connection to node 0's store: for large jobs)",
           shape)
-          ->type_name("{agent,torch}");
+          ->type_name("{agent,tiered,torch}");
   agents_per_node = add("--agents-per-node", f.agents_per_node,
                         "Agents allowed on one node (default 1: a second srun/mpirun task on a "
                         "node is refused); with more, each agent is a node of its own on its own "

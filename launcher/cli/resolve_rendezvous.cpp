@@ -122,8 +122,10 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   const LaunchOptions& o = in.options;
   const LaunchFlags& f = o.flags();
   rdzv.standalone = f.standalone;
-  check_choice(f.worker_store, {"agent", "torch"}, o.source(o.worker_store));
-  rdzv.worker_store = f.worker_store == "torch" ? WorkerStore::kTorch : WorkerStore::kAgent;
+  check_choice(f.worker_store, {"agent", "tiered", "torch"}, o.source(o.worker_store));
+  rdzv.worker_store = f.worker_store == "torch"    ? WorkerStore::kTorch
+                      : f.worker_store == "tiered" ? WorkerStore::kTiered
+                                                   : WorkerStore::kAgent;
   // torchrun 2.x's switch for the same choice, when the command line does not make it.
   if (!OptionNames::given(o.worker_store) &&
       lookup(in.env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1")

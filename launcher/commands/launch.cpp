@@ -72,7 +72,7 @@ std::unique_ptr<rdzv::RendezvousServer> host_server_if_node_0(asio::io_context& 
     // Every address the name has on this host is served: a node may reach only one of them.
     for (const auto& other : resolved.endpoints)
       options.also_bind.push_back(other.address().to_string());
-    if (cfg.rendezvous.worker_store == WorkerStore::kAgent) share_port_with_store(options, store);
+    if (npu_run_serves_store(cfg.rendezvous.worker_store)) share_port_with_store(options, store);
     // "Address in use" with nobody accepting there is a clash that passes (two agents of one
     // host binding at the same moment, a socket on its way out): try again shortly, so that
     // exactly one agent ends up serving instead of all of them waiting for a server.

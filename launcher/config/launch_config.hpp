@@ -90,9 +90,14 @@ std::string token_source(const RendezvousToken& token);
 
 // Who serves the workers' store (MASTER_ADDR:MASTER_PORT, torch's TCPStore protocol).
 enum class WorkerStore {
-  kAgent,  // the rendezvous host serves it on --master-port (single node: the agent, on its port)
-  kTorch,  // worker rank 0 hosts torch's own store on a port node 0's agent holds
+  kAgent,   // the rendezvous host serves it on --master-port (single node: the agent, on its port)
+  kTiered,  // as kAgent, and each node's agent serves its own workers through a proxy to it
+  kTorch,   // worker rank 0 hosts torch's own store on a port node 0's agent holds
 };
+// Whether npu_run serves the workers' store (every rank a client: TORCHELASTIC_USE_AGENT_STORE).
+inline bool npu_run_serves_store(WorkerStore store) {
+  return store != WorkerStore::kTorch;
+}
 
 // Where and how the agents of the job meet.
 struct RendezvousConfig {

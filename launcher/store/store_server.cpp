@@ -11,12 +11,16 @@
 
 #include "net/accept_loop.hpp"
 #include "store/key_value_store.hpp"
+#include "store/local_clients.hpp"
 
 namespace npu_run::store {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A tier holds a wait per distinct key set its workers wait on at once.
+constexpr size_t kMaxTaggedWaits = size_t{1} << 20;
 
 std::shared_ptr<const std::string> one_byte(uint8_t value) {
   return std::make_shared<const std::string>(1, static_cast<char>(value));
@@ -32,6 +36,14 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     bool validated = false;  // torch 2.x: VALIDATE came first
     // Until the first byte (StoreServerOptions::silent_timeout).
     std::unique_ptr<boost::asio::steady_timer> silent;
+    // A tier's parked waits: its tag -> the waiter id the key-value store knows.
+    std::unordered_map<uint32_t, ClientId> tags;
+  };
+
+  // A tier's parked wait, by the waiter id it has in the key-value store.
+  struct TaggedWait {
+    ClientId session;
+    uint32_t tag;
   };
 
   Impl(boost::asio::io_context& io_context, StoreServerOptions opts)
@@ -40,7 +52,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   void adopt(const std::shared_ptr<net::StreamConnection>& connection, const std::string& first) {
     const ClientId id = next_id++;
     Session& session =
-        sessions.emplace(id, Session{connection, {}, std::nullopt, false, {}}).first->second;
+        sessions.emplace(id, Session{connection, {}, std::nullopt, false, {}, {}}).first->second;
     std::weak_ptr<Impl> weak = shared_from_this();
     if (first.empty() && connection->bytes_received() == 0) {
       session.silent = std::make_unique<boost::asio::steady_timer>(
@@ -87,21 +99,38 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
 
   // Answers one request into `reply`; false when the connection was closed for it.
   bool handle(ClientId id, Session& session, const Request& r, std::string& reply) {
-    const bool torch2 = session.decoder->generation() == Generation::kTorch2;
-    if (torch2 && !session.validated && r.command != Command::kValidate) {
-      drop(id, fmt::format("{} before the validation a torch 2.x client sends first",
-                           command_name(r.command)));
+    const Generation generation = session.decoder->generation();
+    const bool tier = generation == Generation::kTier;
+    if (generation != Generation::kTorch1 && !session.validated &&
+        r.command != Command::kValidate) {
+      drop(id, fmt::format("{} before the validation a {} client sends first",
+                           command_name(r.command), generation_name(generation)));
+      return false;
+    }
+    if (tier && (r.command == Command::kWait || r.command == Command::kCancelWait)) {
+      drop(id, "an untagged wait from a tier, whose waits are tagged");
       return false;
     }
     std::vector<ClientId> woken;
+    const size_t answer_at = reply.size();
     try {
       switch (r.command) {
         case Command::kValidate:
-          if (r.number != kValidationMagic) {
+          if (r.number != (tier ? kTierMagic : kValidationMagic)) {
             drop(id, fmt::format("a validation with the wrong magic number {:#x}", r.number));
             return false;
           }
           session.validated = true;
+          break;
+        case Command::kWaitTagged:
+          if (!wait_tagged(id, session, r, reply)) return false;
+          break;
+        case Command::kCancelTagged:
+          if (const auto tag = session.tags.find(r.number); tag != session.tags.end()) {
+            values.forget_wait(tag->second);
+            tagged.erase(tag->second);
+            session.tags.erase(tag);
+          }
           break;
         case Command::kPing:
           append_u32(reply, r.number);
@@ -152,11 +181,36 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
           break;
       }
     } catch (const StoreRequestError& e) {
-      drop(id, e.what());
-      return false;
+      if (!tier || !tier_answers(r.command)) {
+        drop(id, e.what());
+        return false;
+      }
+      // The worker behind the tier loses its connection, not the whole node.
+      reply.resize(answer_at);
+      append_byte(reply, static_cast<uint8_t>(TierReply::kRefused));
+      append_bytes(reply, e.what());
+      return true;
     }
+    // A tier tells answers from wake-ups by the byte before each.
+    if (tier && tier_answers(r.command))
+      reply.insert(reply.begin() + static_cast<std::ptrdiff_t>(answer_at),
+                   static_cast<char>(TierReply::kAnswer));
     // Woken waiters hear it now; this client's own answer goes with the rest of its replies.
     for (const ClientId client : woken) {
+      if (const auto wait = tagged.find(client); wait != tagged.end()) {
+        const TaggedWait woke = wait->second;
+        tagged.erase(wait);
+        const auto owner = sessions.find(woke.session);
+        if (owner == sessions.end()) continue;
+        owner->second.tags.erase(woke.tag);
+        std::string notice;
+        append_woken(notice, woke.tag);
+        if (woke.session == id)
+          reply += notice;
+        else
+          owner->second.connection->send(std::make_shared<const std::string>(std::move(notice)));
+        continue;
+      }
       if (client == id) {
         append_byte(reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
         continue;
@@ -165,6 +219,31 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
       if (other != sessions.end()) other->second.connection->send(stop_waiting);
     }
     return true;
+  }
+
+  // A tier's wait: parked under a waiter id of its own, so that one connection holds many.
+  bool wait_tagged(ClientId id, Session& session, const Request& r, std::string& reply) {
+    if (session.tags.count(r.number) > 0) {
+      drop(id, fmt::format("a second wait with the tag {} while the first is parked", r.number));
+      return false;
+    }
+    if (session.tags.size() >= kMaxTaggedWaits) {
+      drop(id, fmt::format("more than {} parked waits", kMaxTaggedWaits));
+      return false;
+    }
+    const ClientId waiter = next_id++;
+    if (values.wait(waiter, r.keys)) {
+      append_woken(reply, r.number);
+      return true;
+    }
+    session.tags.emplace(r.number, waiter);
+    tagged.emplace(waiter, TaggedWait{id, r.number});
+    return true;
+  }
+
+  static void append_woken(std::string& out, uint32_t tag) {
+    append_byte(out, static_cast<uint8_t>(TierReply::kWoken));
+    append_u32(out, tag);
   }
 
   void drop(ClientId id, const std::string& why) {
@@ -187,7 +266,20 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
 
   void forget(ClientId id) {
     values.forget_wait(id);
-    sessions.erase(id);
+    if (const auto it = sessions.find(id); it != sessions.end()) {
+      for (const auto& [tag, waiter] : it->second.tags) {
+        values.forget_wait(waiter);
+        tagged.erase(waiter);
+      }
+      sessions.erase(it);
+    }
+  }
+
+  // A fresh key space; the waits parked in the old one go with it.
+  void clear() {
+    values.clear();
+    tagged.clear();
+    for (auto& [id, session] : sessions) session.tags.clear();
   }
 
   // One line per second at most: a flood of bad clients must not flood the agent's log.
@@ -210,7 +302,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     accept_loops.clear();
     for (auto& [id, session] : sessions) session.connection->close();
     sessions.clear();
-    values.clear();
+    clear();
   }
 
   boost::asio::io_context& io;
@@ -218,6 +310,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   KeyValueStore values;
   std::unordered_map<ClientId, Session> sessions;
   ClientId next_id = 1;
+  std::unordered_map<ClientId, TaggedWait> tagged;
   std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
   const std::shared_ptr<const std::string> stop_waiting =
       one_byte(static_cast<uint8_t>(WaitReply::kStopWaiting));
@@ -249,23 +342,15 @@ void StoreServer::adopt(boost::asio::ip::tcp::socket socket) {
 }
 
 void StoreServer::listen_for_local_clients(boost::asio::ip::tcp::acceptor& acceptor) {
-  boost::system::error_code ec;
-  acceptor.listen(boost::asio::socket_base::max_listen_connections, ec);
-  if (ec) throw std::runtime_error(fmt::format("workers' store: listen: {}", ec.message()));
   std::weak_ptr<Impl> weak = impl_;
-  impl_->accept_loops.push_back(net::AcceptLoop::start(
-      acceptor, "workers' store", [this, weak](boost::asio::ip::tcp::socket socket) {
-        const auto self = weak.lock();
-        if (!self) return;
-        boost::system::error_code peer_ec;
-        const auto local = net::unmapped(socket.local_endpoint(peer_ec).address());
-        const auto peer = net::unmapped(socket.remote_endpoint(peer_ec).address());
-        if (peer_ec || (!peer.is_loopback() && peer != local)) {
-          self->log_dropped(peer_ec ? "a peer" : peer.to_string(),
-                            "a single-node job's store serves this host only");
-          return;  // the socket closes here
-        }
-        adopt(std::move(socket));
+  impl_->accept_loops.push_back(accept_local_clients(
+      acceptor, "workers' store",
+      [this, weak](boost::asio::ip::tcp::socket socket) {
+        if (weak.lock()) adopt(std::move(socket));
+      },
+      [weak](const std::string& peer) {
+        if (const auto self = weak.lock())
+          self->log_dropped(peer, "a single-node job's store serves this host only");
       }));
 }
 
@@ -274,7 +359,7 @@ void StoreServer::set_silent_timeout(std::chrono::milliseconds timeout) {
 }
 
 void StoreServer::clear() {
-  impl_->values.clear();
+  impl_->clear();
 }
 
 void StoreServer::stop() {

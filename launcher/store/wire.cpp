@@ -19,12 +19,18 @@ constexpr std::array kTorch2Commands{Command::kValidate,   Command::kSet,      C
                                      Command::kAppend,     Command::kMultiGet, Command::kMultiSet,
                                      Command::kCancelWait, Command::kPing};
 
+// The tier's own commands follow torch 2.x's.
+constexpr std::array kTierOnlyCommands{Command::kWaitTagged, Command::kCancelTagged};
+
 std::optional<Command> command_of(Generation generation, uint8_t number) {
   if (generation == Generation::kTorch1) {
     if (number < kTorch1Commands.size()) return kTorch1Commands[number];
-  } else if (number < kTorch2Commands.size()) {
-    return kTorch2Commands[number];
+    return std::nullopt;
   }
+  if (number < kTorch2Commands.size()) return kTorch2Commands[number];
+  const size_t tier = number - kTorch2Commands.size();
+  if (generation == Generation::kTier && tier < kTierOnlyCommands.size())
+    return kTierOnlyCommands[tier];
   return std::nullopt;
 }
 
@@ -35,7 +41,12 @@ uint8_t number_of(Generation generation, Command command) {
     throw std::invalid_argument(
         fmt::format("{} does not exist in this TCPStore generation", command_name(command)));
   };
-  return generation == Generation::kTorch1 ? find(kTorch1Commands) : find(kTorch2Commands);
+  if (generation == Generation::kTorch1) return find(kTorch1Commands);
+  if (generation == Generation::kTier) {
+    for (size_t i = 0; i < kTierOnlyCommands.size(); ++i)
+      if (kTierOnlyCommands[i] == command) return static_cast<uint8_t>(kTorch2Commands.size() + i);
+  }
+  return find(kTorch2Commands);
 }
 
 template <typename T>
@@ -51,7 +62,10 @@ std::vector<RequestDecoder::Field> fixed_fields(Command command) {
   switch (command) {
     case Command::kValidate:
     case Command::kPing:
+    case Command::kCancelTagged:
       return {Field::kU32};
+    case Command::kWaitTagged:
+      return {Field::kU32, Field::kCount};
     case Command::kSet:
     case Command::kAppend:
       return {Field::kKey, Field::kValue};
@@ -81,8 +95,22 @@ std::optional<Generation> detect_generation(std::string_view first) {
   if (first.empty()) return std::nullopt;
   if (first[0] != '\0') return Generation::kTorch1;
   if (first.size() < 5) return std::nullopt;
-  return load_le<uint32_t>(first.data() + 1) == kValidationMagic ? Generation::kTorch2
-                                                                 : Generation::kTorch1;
+  const auto magic = load_le<uint32_t>(first.data() + 1);
+  if (magic == kValidationMagic) return Generation::kTorch2;
+  if (magic == kTierMagic) return Generation::kTier;
+  return Generation::kTorch1;
+}
+
+const char* generation_name(Generation generation) {
+  switch (generation) {
+    case Generation::kTorch1:
+      return "torch 1.x";
+    case Generation::kTorch2:
+      return "torch 2.x";
+    case Generation::kTier:
+      return "npu_run tier";
+  }
+  return "unknown";
 }
 
 const char* command_name(Command command) {
@@ -117,6 +145,10 @@ const char* command_name(Command command) {
       return "cancel_wait";
     case Command::kPing:
       return "ping";
+    case Command::kWaitTagged:
+      return "wait_tagged";
+    case Command::kCancelTagged:
+      return "cancel_tagged";
   }
   return "unknown";
 }
@@ -154,8 +186,8 @@ bool RequestDecoder::parse_field(std::vector<Request>& out) {
     const auto number = static_cast<uint8_t>(rest[0]);
     const auto command = command_of(generation_, number);
     if (!command) {
-      throw StoreWireError{fmt::format("unknown command {} for a torch {} client", number,
-                                       generation_ == Generation::kTorch1 ? "1.x" : "2.x")};
+      throw StoreWireError{
+          fmt::format("unknown command {} for a {} client", number, generation_name(generation_))};
     }
     partial_ = Request{};
     partial_.command = *command;
@@ -233,6 +265,11 @@ bool RequestDecoder::finish_if_complete(std::vector<Request>& out) {
   return true;
 }
 
+bool tier_answers(Command command) {
+  return command != Command::kValidate && command != Command::kWaitTagged &&
+         command != Command::kCancelTagged;
+}
+
 void append_bytes(std::string& out, std::string_view value) {
   const uint64_t length = value.size();
   out.append(reinterpret_cast<const char*>(&length), sizeof length);
@@ -257,12 +294,12 @@ std::string encode_request(Generation generation, const Request& r) {
   switch (r.command) {
     case Command::kValidate:
     case Command::kPing:
+    case Command::kCancelTagged:
       append_u32(out, r.number);
       break;
-    case Command::kAdd:
-      append_bytes(out, r.keys.at(0));
-      append_i64(out, r.delta);
-      break;
+    case Command::kWaitTagged:
+      append_u32(out, r.number);
+      [[fallthrough]];
     case Command::kCheck:
     case Command::kWait:
     case Command::kMultiGet:
@@ -275,6 +312,10 @@ std::string encode_request(Generation generation, const Request& r) {
       }
       break;
     }
+    case Command::kAdd:
+      append_bytes(out, r.keys.at(0));
+      append_i64(out, r.delta);
+      break;
     default:
       for (const auto& key : r.keys) append_bytes(out, key);
       for (const auto& value : r.values) append_bytes(out, value);

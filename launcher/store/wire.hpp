@@ -8,7 +8,17 @@
 //               WAIT GETNUMKEYS DELETE_KEY APPEND MULTI_GET MULTI_SET CANCEL_WAIT PING (u32,
 //               echoed).
 //
-// The generation is told from the first bytes (detect_generation); the two do not mix on one
+//   npu_run's tier (a node's proxy to node 0's store, never a torch client): torch 2.x's
+//               numbering, VALIDATE with kTierMagic, and two more commands: WAIT_TAGGED=14
+//               (u32 tag, then WAIT's keys) and CANCEL_TAGGED=15 (u32 tag), so that one
+//               connection can hold many waits. Every request but VALIDATE and the tagged ones
+//               gets one answer, in order: TierReply::kAnswer and what a torch client would
+//               get (nothing for SET, APPEND, MULTI_SET), or kRefused and the reason (u64 length
+//               + text) where torch's server would close the connection, so that one worker's
+//               bad request costs that worker only. A tagged wait that is satisfied sends
+//               kWoken and its tag, whenever it happens.
+//
+// The generation is told from the first bytes (detect_generation); they do not mix on one
 // connection. Every length and count is checked against StoreLimits before anything waits for
 // or allocates what it announces.
 #pragma once
@@ -22,15 +32,18 @@
 
 namespace npu_run::store {
 
-enum class Generation { kTorch1, kTorch2 };
+enum class Generation { kTorch1, kTorch2, kTier };
 
 // Which generation a connection speaks, from its first bytes; nullopt while too few have come.
-// A 2.x client starts with VALIDATE and the magic; a 1.13 client with any command, and a 1.13
-// SET (command 0) is followed by a key length, which would have to be about 1 GB to look like
-// the magic.
+// A 2.x client starts with VALIDATE and the magic (a tier with its own); a 1.13 client with
+// any command, and a 1.13 SET (command 0) is followed by a key length, which would have to be
+// about 1 GB to look like either magic.
 std::optional<Generation> detect_generation(std::string_view first);
 
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+constexpr uint32_t kTierMagic = 0x4E505531;
+// "torch 1.x", "torch 2.x", "npu_run tier" for messages.
+const char* generation_name(Generation generation);
 
 enum class Command {
   kValidate,
@@ -48,6 +61,8 @@ enum class Command {
   kMultiSet,
   kCancelWait,
   kPing,
+  kWaitTagged,    // tier only
+  kCancelTagged,  // tier only
 };
 
 // "set", "compare_set", ... for messages.
@@ -59,7 +74,7 @@ struct Request {
   std::vector<std::string> values;  // SET and APPEND: one; COMPARE_SET: expected, desired;
                                     // MULTI_SET: one per key
   int64_t delta = 0;                // ADD
-  uint32_t number = 0;              // VALIDATE's magic, PING's nonce
+  uint32_t number = 0;              // VALIDATE's magic, PING's nonce, a tagged wait's tag
 };
 
 struct StoreLimits {
@@ -107,8 +122,12 @@ class RequestDecoder {
   size_t request_bytes_ = 0;
 };
 
-// Replies, identical in both generations.
+// Replies, identical in both torch generations.
 enum class WaitReply : uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
+// What precedes each message a tier connection receives.
+enum class TierReply : uint8_t { kAnswer = 0, kWoken = 1, kRefused = 2 };
+// Whether a tier connection gets an answer for `command` (kAnswer or kRefused).
+bool tier_answers(Command command);
 enum class CheckReply : uint8_t { kReady = 0, kNotReady = 1 };
 void append_bytes(std::string& out, std::string_view value);  // u64 length + bytes
 void append_i64(std::string& out, int64_t value);

@@ -4,10 +4,13 @@
 # (the agent's store on its held port) and two nodes on loopback (node 0's store on the
 # rendezvous port, told apart from the agents by the first bytes), each twice: with a restart, the
 # second attempt must start from a fresh key space. No process of either job may outlive it.
-#   tests/store/peer_suite.sh NPU_RUN CHECKOUT
+# MODE is agent (node 0's store for every rank) or tiered (each node's workers through their
+# agent's proxy; a single node has no tier and serves as agent does).
+#   tests/store/peer_suite.sh NPU_RUN CHECKOUT [MODE]
 set -euo pipefail
 npu_run=$1
 checkout=$2
+mode=${3:-agent}
 suite=$checkout/tests/store/peer_suite.py
 marker=store-peers-$$-$RANDOM
 
@@ -38,7 +41,7 @@ expect_passes() {  # output ranks
 
 # One node, two workers, one restart.
 out=$work/single.log
-NPU_RUN_TEST_MARKER=$marker "$npu_run" --worker-store agent --nproc-per-node 2 --max-restarts 1 "$work/restarting.py" >"$out" 2>&1 &
+NPU_RUN_TEST_MARKER=$marker "$npu_run" --worker-store "$mode" --nproc-per-node 2 --max-restarts 1 "$work/restarting.py" >"$out" 2>&1 &
 wait_bounded 120 $! "the single-node job" "$out"
 [ "$rc" = 0 ] || fail "the single-node job exited $rc" "$out"
 [ "$(grep -c 'peer suite: rank 0 passed' "$out")" = 2 ] || fail "rank 0 did not pass twice" "$out"
@@ -48,7 +51,7 @@ require_no_job_processes "the single-node job"
 # Two nodes on loopback, two workers each, one restart; node 0's store shares the rendezvous port.
 port=$(free_port)
 for node in 0 1; do
-  NPU_RUN_TEST_MARKER=$marker "$npu_run" --worker-store agent --nnodes 2 --node-rank $node --nproc-per-node 2 --master-port "$port" --max-restarts 1 \
+  NPU_RUN_TEST_MARKER=$marker "$npu_run" --worker-store "$mode" --nnodes 2 --node-rank $node --nproc-per-node 2 --master-port "$port" --max-restarts 1 \
     "$work/restarting.py" >"$work/node$node.log" 2>&1 &
   pids[$node]=$!
 done
@@ -61,6 +64,12 @@ expect_passes "$work/node0.log" 2
 grep -q "peer suite: rank 2 passed" "$work/node1.log" || fail "rank 2 did not pass" "$work/node1.log"
 [ "$(grep -c 'peer suite: rank 0 passed' "$work/node0.log")" = 2 ] ||
   fail "rank 0 did not pass in both attempts" "$work/node0.log"
-expect_in "$work/node1.log" "workers' store at 127.0.0.1:$port"
+if [ "$mode" = tiered ]; then
+  # Node 1's workers use its own proxy, on a port of its own.
+  grep -q "workers' store at 127.0.0.1:" "$work/node1.log" || fail "node 1 names no store" "$work/node1.log"
+  grep -q "workers' store at 127.0.0.1:$port" "$work/node1.log" && fail "node 1's workers use node 0's store directly" "$work/node1.log"
+else
+  expect_in "$work/node1.log" "workers' store at 127.0.0.1:$port"
+fi
 require_no_job_processes "the two-node job"
-echo "peer suite: all passed ($("$PYTHON_EXEC" -c 'import torch; print("torch", torch.__version__)'))"
+echo "peer suite: all passed in $mode mode ($("$PYTHON_EXEC" -c 'import torch; print("torch", torch.__version__)'))"

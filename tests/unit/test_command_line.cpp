@@ -393,6 +393,22 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
              Contains("item 'timeout' is not key=value"));
 }
 
+TEST_CASE("cli: --worker-store agent (the default), tiered or torch", "[cli]") {
+  Cli cli;
+  CHECK(cli.ok({cli.script}).rendezvous.worker_store == WorkerStore::kAgent);
+  CHECK(cli.ok({"--worker-store", "tiered", cli.script}).rendezvous.worker_store ==
+        WorkerStore::kTiered);
+  CHECK(cli.ok({"--worker-store", "torch", cli.script}).rendezvous.worker_store ==
+        WorkerStore::kTorch);
+  CHECK_THAT(cli.error({"--worker-store", "rank0", cli.script}),
+             Contains("--worker-store 'rank0': expected agent, tiered or torch"));
+  // torchrun 2.x's switch picks torch's own store unless the command line says otherwise.
+  cli.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
+  CHECK(cli.ok({cli.script}).rendezvous.worker_store == WorkerStore::kTorch);
+  CHECK(cli.ok({"--worker-store", "tiered", cli.script}).rendezvous.worker_store ==
+        WorkerStore::kTiered);
+}
+
 TEST_CASE("cli: torchrun's rendezvous habits: c10d's port, free ports, etcd, conf spellings",
           "[cli]") {
   Cli cli;

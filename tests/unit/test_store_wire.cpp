@@ -165,3 +165,30 @@ TEST_CASE("store wire: replies are little-endian fields", "[unit][store]") {
   // What torch's servers answered: GET "v", ADD 5, PING's nonce, CANCEL_WAIT.
   CHECK(out == hex("010000000000000076") + hex("0500000000000000") + hex("23750000") + hex("01"));
 }
+
+TEST_CASE("store wire: npu_run's tier adds tagged waits to torch 2.x's numbering",
+          "[unit][store][tier]") {
+  CHECK(detect_generation(hex("0031555"
+                              "04e")) == Generation::kTier);
+  // WAIT_TAGGED 14: tag 7, one key "/k"; CANCEL_TAGGED 15: tag 7; SET keeps 2.x's number 1.
+  const std::string wait = hex("0e07000000"
+                               "0100000000000000"
+                               "0200000000000000") +
+                           "/k";
+  CHECK(encode_request(Generation::kTier, {Command::kWaitTagged, {"/k"}, {}, 0, 7}) == wait);
+  const auto requests = decode(Generation::kTier, wait + hex("0f07000000"));
+  REQUIRE(requests.size() == 2);
+  CHECK(requests[0].command == Command::kWaitTagged);
+  CHECK(requests[0].number == 7);
+  CHECK(requests[0].keys == std::vector<std::string>{"/k"});
+  CHECK(requests[1].command == Command::kCancelTagged);
+  CHECK(encode_request(Generation::kTier, {Command::kSet, {"a"}, {"b"}})[0] == 1);
+  // A torch client cannot send them.
+  RequestDecoder torch2(Generation::kTorch2, StoreLimits{});
+  std::vector<Request> out;
+  const auto error = torch2.feed(wait, out);
+  REQUIRE(error);
+  CHECK(error->message == "unknown command 14 for a torch 2.x client");
+  CHECK_FALSE(tier_answers(Command::kWaitTagged));
+  CHECK(tier_answers(Command::kSet));
+}

@@ -1,0 +1,477 @@
+#include "store/store_proxy.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "net/accept_loop.hpp"
+#include "net/stream_connection.hpp"
+#include "store/local_clients.hpp"
+#include "store/tier_upstream.hpp"
+
+namespace npu_run::store {
+
+namespace {
+
+using ClientId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<const std::string> bytes_of(std::string text) {
+  return std::make_shared<const std::string>(std::move(text));
+}
+
+std::string one_byte(WaitReply reply) {
+  return std::string(1, static_cast<char>(reply));
+}
+
+// One name for a set of keys (their order kept: torch waits on a list), for coalescing.
+std::string key_set_name(const std::vector<std::string>& keys) {
+  std::string name;
+  for (const auto& key : keys) append_bytes(name, key);
+  return name;
+}
+
+}  // namespace
+
+struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
+  struct Client {
+    std::shared_ptr<net::StreamConnection> connection;
+    std::string first_bytes;  // until the generation is known
+    std::optional<RequestDecoder> decoder;
+    bool validated = false;
+    std::deque<Request> queue;  // decoded, not yet started
+    bool busy = false;          // its last request is not answered yet
+    std::string waiting_on;     // the key set of its parked wait
+    std::unique_ptr<boost::asio::steady_timer> silent;
+  };
+  // One upstream wait and the clients parked on it.
+  struct SharedWait {
+    uint32_t tag;
+    std::vector<ClientId> clients;
+  };
+  // The adds of one key: those whose sum is on its way, and those queued behind it.
+  struct AddBatch {
+    std::vector<std::pair<ClientId, int64_t>> flying;
+    std::vector<std::pair<ClientId, int64_t>> next;
+    int64_t next_sum = 0;
+  };
+  enum class Upstream { kWaiting, kUp, kDown };
+
+  Impl(boost::asio::io_context& io_context, StoreProxyOptions opts)
+      : io(io_context), options(opts) {}
+
+  // ---- clients ----
+
+  void adopt(boost::asio::ip::tcp::socket socket) {
+    if (state == Upstream::kDown) return;  // closes it: nothing would answer
+    const net::ConnectionLimits limits{options.limits.max_request, 4096, size_t{160} * 1024 * 1024};
+    auto connection = net::StreamConnection::create(std::move(socket), limits);
+    const ClientId id = next_id++;
+    Client& client = clients.emplace(id, Client{}).first->second;
+    client.connection = connection;
+    std::weak_ptr<Impl> weak = shared_from_this();
+    client.silent = std::make_unique<boost::asio::steady_timer>(
+        io, connection->opened_at() + options.silent_timeout);
+    client.silent->async_wait([weak, id](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->close_client(id, "", false);
+    });
+    connection->start_stream({[weak, id](std::string_view bytes) {
+                                if (auto self = weak.lock()) self->on_bytes(id, bytes);
+                              },
+                              [weak, id](const net::ConnectionClosed&) {
+                                if (auto self = weak.lock()) self->forget(id);
+                              }});
+  }
+
+  void on_bytes(ClientId id, std::string_view bytes) {
+    const auto it = clients.find(id);
+    if (it == clients.end()) return;
+    Client& client = it->second;
+    client.silent.reset();
+    if (!client.decoder) {
+      client.first_bytes.append(bytes);
+      const auto generation = detect_generation(client.first_bytes);
+      if (!generation) return;
+      if (*generation == Generation::kTier) {
+        close_client(id, "a tier's greeting; a node's proxy serves its workers only", true);
+        return;
+      }
+      client.decoder.emplace(*generation, options.limits);
+      bytes = client.first_bytes;
+    }
+    std::vector<Request> requests;
+    const auto error = client.decoder->feed(bytes, requests);
+    client.first_bytes = std::string();
+    counted.client_requests += requests.size();
+    for (Request& request : requests) client.queue.push_back(std::move(request));
+    if (client.queue.size() > options.max_queued_requests) {
+      close_client(id,
+                   fmt::format("more than {} requests sent without waiting for the answers",
+                               options.max_queued_requests),
+                   true);
+      return;
+    }
+    if (error) {
+      close_client(id, error->message, true);
+      return;
+    }
+    pump(id);
+  }
+
+  // Starts the client's queued requests, one at a time, for as long as they are answered here.
+  void pump(ClientId id) {
+    while (state == Upstream::kUp) {
+      const auto it = clients.find(id);
+      if (it == clients.end()) return;
+      Client& client = it->second;
+      if (client.busy || client.queue.empty()) return;
+      Request request = std::move(client.queue.front());
+      client.queue.pop_front();
+      if (!start(id, client, std::move(request))) return;
+    }
+  }
+
+  // False when the client was closed for it.
+  bool start(ClientId id, Client& client, Request r) {
+    const Generation generation = client.decoder->generation();
+    if (generation == Generation::kTorch2 && !client.validated && r.command != Command::kValidate) {
+      close_client(id,
+                   fmt::format("{} before the validation a torch 2.x client sends first",
+                               command_name(r.command)),
+                   true);
+      return false;
+    }
+    switch (r.command) {
+      case Command::kValidate:
+        if (r.number != kValidationMagic) {
+          close_client(id, fmt::format("a validation with the wrong magic number {:#x}", r.number),
+                       true);
+          return false;
+        }
+        client.validated = true;
+        return true;
+      case Command::kPing: {
+        std::string echo;
+        append_u32(echo, r.number);
+        client.connection->send(bytes_of(std::move(echo)));
+        return true;
+      }
+      case Command::kWatchKey:
+        close_client(id, "watch_key, which npu_run's store does not serve", true);
+        return false;
+      case Command::kWait:
+        park_wait(id, client, r.keys);
+        return true;
+      case Command::kCancelWait:  // a 2.x client that gave up waiting (or whose wait just ended)
+        leave_wait(id, client);
+        client.connection->send(bytes_of(one_byte(WaitReply::kWaitCanceled)));
+        return true;
+      case Command::kAdd:
+        return queue_add(id, client, r.keys[0], r.delta);
+      default:
+        break;
+    }
+    ++counted.upstream_requests;
+    if (!tier_answers(r.command) || answer_is_empty(r.command)) {
+      // SET, APPEND, MULTI_SET: nothing to wait for here; a refusal closes the client later.
+      upstream->send(r, [weak = weak_from_this(), id](const TierOutcome& outcome) {
+        auto self = weak.lock();
+        if (self && !outcome.refused.empty()) self->close_client(id, outcome.refused, true);
+      });
+      return true;
+    }
+    client.busy = true;
+    upstream->send(r, [weak = weak_from_this(), id](const TierOutcome& outcome) {
+      if (auto self = weak.lock()) self->answered(id, outcome);
+    });
+    return true;
+  }
+
+  static bool answer_is_empty(Command command) {
+    return command == Command::kSet || command == Command::kAppend || command == Command::kMultiSet;
+  }
+
+  void answered(ClientId id, const TierOutcome& outcome) {
+    const auto it = clients.find(id);
+    if (it == clients.end()) return;
+    if (!outcome.refused.empty()) {
+      close_client(id, outcome.refused, true);
+      return;
+    }
+    it->second.busy = false;
+    it->second.connection->send(bytes_of(std::string(outcome.answer)));
+    pump(id);
+  }
+
+  // ---- waits ----
+
+  // A parked wait does not hold the client's later requests back, as on torch's server (a 1.13
+  // client whose wait timed out goes on using its connection); a client has one wait at most,
+  // as on node 0's store.
+  void park_wait(ClientId id, Client& client, const std::vector<std::string>& keys) {
+    leave_wait(id, client);
+    std::string name = key_set_name(keys);
+    client.waiting_on = name;
+    if (const auto shared = waits.find(name); shared != waits.end()) {
+      shared->second.clients.push_back(id);
+      ++counted.coalesced_waits;
+      return;
+    }
+    const uint32_t tag = next_tag++;
+    waits.emplace(name, SharedWait{tag, {id}});
+    wait_names.emplace(tag, std::move(name));
+    Request wait;
+    wait.command = Command::kWaitTagged;
+    wait.number = tag;
+    wait.keys = keys;
+    ++counted.upstream_requests;
+    upstream->send(wait);
+  }
+
+  void woken(uint32_t tag) {
+    const auto name = wait_names.find(tag);
+    if (name == wait_names.end()) return;  // cancelled meanwhile
+    const auto shared = waits.find(name->second);
+    std::vector<ClientId> parked = std::move(shared->second.clients);
+    waits.erase(shared);
+    wait_names.erase(name);
+    for (const ClientId id : parked) {
+      const auto it = clients.find(id);
+      if (it == clients.end()) continue;
+      it->second.waiting_on.clear();
+      it->second.connection->send(stop_waiting);
+    }
+  }
+
+  // The client no longer waits; the upstream wait goes when nobody does.
+  void leave_wait(ClientId id, Client& client) {
+    if (client.waiting_on.empty()) return;
+    const auto shared = waits.find(client.waiting_on);
+    client.waiting_on.clear();
+    if (shared == waits.end()) return;
+    auto& parked = shared->second.clients;
+    std::erase(parked, id);
+    if (!parked.empty()) return;
+    Request cancel;
+    cancel.command = Command::kCancelTagged;
+    cancel.number = shared->second.tag;
+    wait_names.erase(shared->second.tag);
+    waits.erase(shared);
+    if (upstream) upstream->send(cancel);
+  }
+
+  // ---- adds ----
+
+  bool queue_add(ClientId id, Client& client, const std::string& key, int64_t delta) {
+    client.busy = true;
+    auto [it, fresh] = adds.try_emplace(key);
+    AddBatch& batch = it->second;
+    if (fresh) {
+      batch.flying.emplace_back(id, delta);
+      send_add(key, delta);
+      return true;
+    }
+    int64_t sum = 0;
+    if (__builtin_add_overflow(batch.next_sum, delta, &sum)) {
+      close_client(id, fmt::format("an add of {} that overflows the node's batched sum", delta),
+                   true);
+      return false;
+    }
+    batch.next_sum = sum;
+    batch.next.emplace_back(id, delta);
+    ++counted.batched_adds;
+    return true;
+  }
+
+  void send_add(const std::string& key, int64_t sum) {
+    Request add;
+    add.command = Command::kAdd;
+    add.keys = {key};
+    add.delta = sum;
+    ++counted.upstream_requests;
+    upstream->send(add, [weak = weak_from_this(), key](const TierOutcome& outcome) {
+      if (auto self = weak.lock()) self->added(key, outcome);
+    });
+  }
+
+  void added(const std::string& key, const TierOutcome& outcome) {
+    const auto it = adds.find(key);
+    if (it == adds.end()) return;
+    std::vector<std::pair<ClientId, int64_t>> flying = std::move(it->second.flying);
+    if (it->second.next.empty()) {
+      adds.erase(it);
+    } else {
+      it->second.flying = std::move(it->second.next);
+      it->second.next.clear();
+      send_add(key, std::exchange(it->second.next_sum, 0));
+    }
+    if (!outcome.refused.empty()) {
+      for (const auto& [id, delta] : flying) close_client(id, outcome.refused, true);
+      return;
+    }
+    int64_t after = 0;
+    std::memcpy(&after, outcome.answer.data(), sizeof after);
+    // As if they ran one after another: each sees the total less the deltas after it.
+    std::vector<int64_t> results(flying.size());
+    for (size_t i = flying.size(); i-- > 0;) {
+      results[i] = after;
+      after -= flying[i].second;
+    }
+    for (size_t i = 0; i < flying.size(); ++i) {
+      const auto client = clients.find(flying[i].first);
+      if (client == clients.end()) continue;
+      std::string answer;
+      append_i64(answer, results[i]);
+      client->second.busy = false;
+      client->second.connection->send(bytes_of(std::move(answer)));
+    }
+    for (const auto& [id, delta] : flying) pump(id);
+  }
+
+  // ---- the upstream and the round ----
+
+  void attach(boost::asio::ip::tcp::socket socket) {
+    std::weak_ptr<Impl> weak = shared_from_this();
+    upstream = TierUpstream::start(std::move(socket), options.limits,
+                                   {[weak](uint32_t tag) {
+                                      if (auto self = weak.lock()) self->woken(tag);
+                                    },
+                                    [weak](const std::string& why) {
+                                      if (auto self = weak.lock()) self->lost(why);
+                                    }});
+    state = Upstream::kUp;
+    std::vector<ClientId> ids;
+    for (const auto& [id, client] : clients) ids.push_back(id);
+    for (const ClientId id : ids) pump(id);
+  }
+
+  void lost(const std::string& why) {
+    if (state == Upstream::kDown) return;
+    state = Upstream::kDown;
+    spdlog::warn(
+        "workers' store proxy: lost node 0's store ({}); closing this node's {} worker "
+        "connection{} so that they fail now instead of waiting",
+        why, clients.size(), clients.size() == 1 ? "" : "s");
+    close_all();
+  }
+
+  void close_all() {
+    for (auto& [id, client] : clients) client.connection->close();
+    clients.clear();
+    waits.clear();
+    wait_names.clear();
+    adds.clear();
+    if (upstream) upstream->close();
+    upstream.reset();
+  }
+
+  void reset() {
+    close_all();
+    state = Upstream::kWaiting;
+  }
+
+  void close_client(ClientId id, const std::string& why, bool loud) {
+    const auto it = clients.find(id);
+    if (it == clients.end()) return;
+    if (loud) log_dropped(it->second.connection->peer(), why);
+    it->second.connection->close();
+    forget(id);
+  }
+
+  void forget(ClientId id) {
+    const auto it = clients.find(id);
+    if (it == clients.end()) return;
+    leave_wait(id, it->second);
+    clients.erase(it);
+    // Its place in an add batch stays: the sum is on its way, and the others' results count it.
+  }
+
+  void log_dropped(const std::string& peer, const std::string& why) {
+    const auto now = Clock::now();
+    if (now - last_drop_log < std::chrono::seconds(1)) {
+      ++unlogged_drops;
+      return;
+    }
+    spdlog::warn("workers' store proxy: closed the connection of {}: {}{}", peer, why,
+                 unlogged_drops > 0
+                     ? fmt::format(" ({} more since the last such line)", unlogged_drops)
+                     : "");
+    unlogged_drops = 0;
+    last_drop_log = now;
+  }
+
+  boost::asio::io_context& io;
+  StoreProxyOptions options;
+  Upstream state = Upstream::kWaiting;
+  std::shared_ptr<TierUpstream> upstream;
+  std::unordered_map<ClientId, Client> clients;
+  std::unordered_map<std::string, SharedWait> waits;
+  std::unordered_map<uint32_t, std::string> wait_names;
+  std::unordered_map<std::string, AddBatch> adds;
+  std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
+  ClientId next_id = 1;
+  uint32_t next_tag = 1;
+  ProxyCounters counted;
+  const std::shared_ptr<const std::string> stop_waiting =
+      bytes_of(one_byte(WaitReply::kStopWaiting));
+  Clock::time_point last_drop_log{};
+  size_t unlogged_drops = 0;
+};
+
+StoreProxy::StoreProxy(boost::asio::io_context& io, StoreProxyOptions options)
+    : impl_(std::make_shared<Impl>(io, options)) {}
+
+StoreProxy::~StoreProxy() {
+  for (auto& loop : impl_->accept_loops) loop->stop();
+  impl_->close_all();
+}
+
+void StoreProxy::listen_for_local_clients(boost::asio::ip::tcp::acceptor& acceptor) {
+  std::weak_ptr<Impl> weak = impl_;
+  impl_->accept_loops.push_back(accept_local_clients(
+      acceptor, "workers' store proxy",
+      [weak](boost::asio::ip::tcp::socket socket) {
+        if (const auto self = weak.lock()) self->adopt(std::move(socket));
+      },
+      [weak](const std::string& peer) {
+        if (const auto self = weak.lock())
+          self->log_dropped(peer, "a node's store proxy serves this host's workers only");
+      }));
+}
+
+void StoreProxy::adopt(boost::asio::ip::tcp::socket socket) {
+  impl_->adopt(std::move(socket));
+}
+
+void StoreProxy::attach_upstream(boost::asio::ip::tcp::socket socket) {
+  impl_->attach(std::move(socket));
+}
+
+void StoreProxy::upstream_unreachable(const std::string& why) {
+  impl_->lost(why);
+}
+
+void StoreProxy::reset() {
+  impl_->reset();
+}
+
+size_t StoreProxy::connections() const {
+  return impl_->clients.size();
+}
+
+bool StoreProxy::upstream_attached() const {
+  return impl_->upstream && impl_->upstream->is_open();
+}
+
+ProxyCounters StoreProxy::counters() const {
+  return impl_->counted;
+}
+
+}  // namespace npu_run::store

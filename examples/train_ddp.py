@@ -2,7 +2,7 @@
 
 Launched by npu_run (or torchrun) with one process per worker; it reads only the standard
 environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, DEVICE_ID) through
-init_method="env://". At the end every rank all-gathers a checksum of its weights, and the job
+init_method="env://" (or tcp:// with --init-method tcp). At the end every rank all-gathers a checksum of its weights, and the job
 fails unless all ranks hold identical weights and the loss went down: that is what
 data-parallel training promises.
 
@@ -15,6 +15,7 @@ with REQUEUE_EXIT_CODE; the next run resumes from PATH and removes it when train
 """
 
 import argparse
+import datetime
 import os
 import signal
 import sys
@@ -41,6 +42,10 @@ def parse_args():
     parser.add_argument("--fail-rank", type=int, default=-1,
                         help="this rank raises at --fail-step (to try failure handling)")
     parser.add_argument("--fail-step", type=int, default=5)
+    parser.add_argument("--fail-attempt", type=int, default=-1,
+                        help="fail only in this attempt (TORCHELASTIC_RESTART_COUNT), to try restarts")
+    parser.add_argument("--init-method", choices=["env", "tcp"], default="env",
+                        help="env:// (default) or tcp://MASTER_ADDR:MASTER_PORT")
     parser.add_argument("--checkpoint", default="",
                         help="resume from this file if it exists; save to it and exit "
                              f"{REQUEUE_EXIT_CODE} on SIGUSR1 or SIGTERM")
@@ -82,13 +87,30 @@ def save_checkpoint(path, model, optimizer, step, first_loss, rank):
     return REQUEUE_EXIT_CODE
 
 
+def init_group(method, rank, world):
+    """Joins the process group through the workers' store at MASTER_ADDR:MASTER_PORT."""
+    if method == "env":
+        dist.init_process_group("gloo", init_method="env://")
+        return
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if int(torch.__version__.split(".")[0]) >= 2:
+        # torch 2.x's tcp:// asks for a libuv store, which builds without libuv (Debian's)
+        # refuse; the client store built here says use_libuv=False and is the same client.
+        store = dist.TCPStore(addr, port, world, False, datetime.timedelta(minutes=5),
+                              use_libuv=False)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+        return
+    host = f"[{addr}]" if ":" in addr else addr
+    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank, world_size=world)
+
+
 @record  # writes the exception to TORCHELASTIC_ERROR_FILE, which npu_run's summary shows
 def main():
     args = parse_args()
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
-    dist.init_process_group("gloo", init_method="env://")
+    init_group(args.init_method, rank, world)
     assert dist.get_rank() == rank and dist.get_world_size() == world
 
     # Same model init everywhere (DDP also broadcasts rank 0's weights); different data per rank.
@@ -118,7 +140,9 @@ def main():
     for step in range(start_step, args.steps):
         if args.checkpoint and must_stop(stop_requested[0]):
             return save_checkpoint(args.checkpoint, model, optimizer, step, first_loss, rank)
-        if rank == args.fail_rank and step == args.fail_step:
+        attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        if (rank == args.fail_rank and step == args.fail_step
+                and args.fail_attempt in (-1, attempt)):
             raise RuntimeError(f"rank {rank} fails at step {step} as asked by --fail-rank")
         x, y = make_batch(data, args.batch, true_w, 0.5)
         loss = nn.functional.mse_loss(model(x), y)

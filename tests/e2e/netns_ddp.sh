@@ -42,24 +42,44 @@ trap cleanup EXIT
 
 make_namespace_pair "$tag" 10.231.77
 
-run_node() {  # ns ifname node_rank
+# One job: both agents, then the checks. Extra npu_run options in npu_extra, the script's in
+# script_extra (arrays).
+run_node() {  # ns ifname node_rank port store init
   # Inside a namespace the host name does not resolve to a reachable address: tell gloo which
   # interface to use, as on any multi-NIC host.
   ip netns exec "$1" env NPU_RUN_TEST_MARKER="$marker" PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}" GLOO_SOCKET_IFNAME="$2" \
-    "$npu_run" --nnodes 2 --node-rank "$3" --nproc-per-node 2 --master-addr 10.231.77.1 --master-port 29577 \
-    --rdzv-timeout 60 "$source_dir/examples/train_ddp.py" --steps 20 >"$work/node$3.out" 2>"$work/node$3.err" &
-  pids+=($!)
+    "$npu_run" --nnodes 2 --node-rank "$3" --nproc-per-node 2 --master-addr 10.231.77.1 --master-port "$4" \
+    --rdzv-timeout 60 --worker-store "$5" "${npu_extra[@]}" "$source_dir/examples/train_ddp.py" --steps 20 \
+    --init-method "$6" "${script_extra[@]}" >"$work/node$3.out" 2>"$work/node$3.err" &
+  pids[$3]=$!
 }
-
-run_node "$ns_a" "${tag}va" 0
-run_node "$ns_b" "${tag}vb" 1
-for i in 0 1; do
-  wait_bounded 120 "${pids[$i]}" "node $i"
-  [ "$rc" -eq 0 ] || fail "node $i exited $rc"
-done
-expect_in "$work/node0.out" "ranks agree: True"
-[ "$(cat "$work"/node*.out | { grep -o 'weights checksum' || true; } | wc -l)" = 4 ] ||
-  fail "expected 4 workers' checksums"
-expect_in "$work/node1.err" "workers' store at 10.231.77.1:" "ranks 2-3 of 4, node 1 of 2"
-require_no_job_processes "the DDP job"
+run_job() {  # port store init
+  local port=$1 store=$2 init=$3 what="$2 store, $3 init"
+  run_node "$ns_a" "${tag}va" 0 "$port" "$store" "$init"
+  run_node "$ns_b" "${tag}vb" 1 "$port" "$store" "$init"
+  for i in 0 1; do
+    wait_bounded 120 "${pids[$i]}" "node $i ($what)"
+    [ "$rc" -eq 0 ] || fail "node $i exited $rc ($what)"
+  done
+  expect_in "$work/node0.out" "ranks agree: True"
+  [ "$(cat "$work"/node*.out | { grep -o 'weights checksum' || true; } | wc -l)" -ge 4 ] ||
+    fail "expected 4 workers' checksums ($what)"
+  if [ "$store" = tiered ]; then  # node 1's workers use its own proxy
+    expect_in "$work/node1.err" "workers' store at 10.231.77.2:" "ranks 2-3 of 4, node 1 of 2"
+  else
+    expect_in "$work/node1.err" "workers' store at 10.231.77.1:$port" "ranks 2-3 of 4, node 1 of 2"
+  fi
+  require_no_job_processes "the DDP job ($what)"
+  echo "passed: $what"
+}
+npu_extra=()
+script_extra=()
+run_job 29577 agent env
+run_job 29578 agent tcp
+run_job 29579 tiered env
+# Rank 3 fails once at step 5; the second attempt must meet on a clean store.
+npu_extra=(--max-restarts 1)
+script_extra=(--fail-rank 3 --fail-attempt 0)
+run_job 29580 tiered tcp
+expect_in "$work/node1.err" "attempt 1"
 echo "PASS: DDP across two network namespaces"

@@ -219,8 +219,13 @@ int run_ranks(int port, int world, int first, int count, bool tiered, Generation
     ranks.push_back(std::make_shared<SimulatedRank>(io, r, world, generation, totals));
   if (tiered) {
     for (int n = 0; n < (count + kRanksPerNode - 1) / kRanksPerNode; ++n) {
-      proxy_ports.push_back(std::make_unique<tcp::acceptor>(
-          io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)));
+      // Each simulated node on a loopback address of its own, as each real node has its own:
+      // 16,384 listeners on one address would not find free ports beside the last run's
+      // connections in TIME_WAIT.
+      const int node = first / kRanksPerNode + n;
+      const auto address = asio::ip::make_address(
+          fmt::format("127.{}.{}.{}", 2 + node / 65536, (node / 256) % 256, node % 256));
+      proxy_ports.push_back(std::make_unique<tcp::acceptor>(io, tcp::endpoint(address, 0)));
       proxies.push_back(std::make_unique<StoreProxy>(io));
       proxies.back()->listen_for_local_clients(*proxy_ports.back());
     }

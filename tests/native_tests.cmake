@@ -179,6 +179,15 @@ add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
 set_tests_properties("bench smoke: multi-node launch and failure against torchrun"
                      PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
 
+# Smoke run of the workers' store benchmark at a tiny size, so the script and the load generator
+# never rot.
+add_test(NAME "bench smoke: workers' store at scale against torch's stores"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/store_scale.py
+                 --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered")
+set_tests_properties("bench smoke: workers' store at scale against torch's stores"
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
+                                PASS_REGULAR_EXPRESSION "\\| 256 \\| tiered \\| [0-9.]+ s")
+
 # Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
 add_test(NAME "bench smoke: rendezvous scale"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/rendezvous_scale.py

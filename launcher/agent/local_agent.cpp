@@ -183,10 +183,14 @@ struct LocalAgent::Impl {
     }
     spdlog::info(
         "starting {} worker{} (ranks {}-{} of {}, node {} of {}, attempt {}), workers' store at "
-        "{}:{}",
+        "{}:{}{}",
         specs.size(), specs.size() == 1 ? "" : "s", a.rank_offset,
         a.rank_offset + cfg.shape.nproc_per_node - 1, a.world_size, a.node_rank, a.nnodes,
-        a.restart_count, a.worker_master_addr, a.worker_master_port);
+        a.restart_count, a.worker_master_addr, a.worker_master_port,
+        cfg.rendezvous.worker_store == WorkerStore::kTiered && cfg.shape.multi_node()
+            ? " (this node's proxy of node 0's store)"
+        : cfg.rendezvous.worker_store == WorkerStore::kTorch ? " (hosted by worker rank 0)"
+                                                             : "");
     state = State::kRunning;
     remote_root_cause.reset();
     reform.reset();

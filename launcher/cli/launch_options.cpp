@@ -120,7 +120,8 @@ void LaunchOptions::add_shape(const char* shape) {
           "single node on --master-port when given, else on a free port) or torch (worker rank "
           "0 hosts torch's own store, as torchrun 1.13 does; also "
           "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) or tiered (as agent, and each node's agent "
-          "serves its own workers through one connection to node 0's store: for large jobs)",
+          "serves its own workers through one connection to node 0's store; the default above "
+          "1024 nodes)",
           shape)
           ->type_name("{agent,tiered,torch}");
   agents_per_node = add("--agents-per-node", f.agents_per_node,

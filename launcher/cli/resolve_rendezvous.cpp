@@ -117,6 +117,14 @@ RendezvousToken resolve_token(const LaunchInputs& in, const JobShape& shape,
 
 }  // namespace
 
+// Above this many nodes the workers' store is tiered unless the user chose. Measured here
+// (docs/BENCHMARKS.md, "Workers' store at scale", 8 ranks per node): up to 1,024 nodes node 0
+// serves every rank itself in about a second, faster than through proxies; at 2,048 nodes its
+// time grows 3.5x for 2x the ranks (an accept queue of net.core.somaxconn = 4096 overflows
+// and connections wait for SYN retransmits) while tiered is faster even with all proxies on
+// the same two cores, and node 0 holds 8x fewer connections and uses a third of the CPU.
+constexpr int kTieredAboveNodes = 1024;
+
 void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, RendezvousConfig& rdzv,
                         std::vector<std::string>& warnings) {
   const LaunchOptions& o = in.options;
@@ -126,10 +134,13 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   rdzv.worker_store = f.worker_store == "torch"    ? WorkerStore::kTorch
                       : f.worker_store == "tiered" ? WorkerStore::kTiered
                                                    : WorkerStore::kAgent;
-  // torchrun 2.x's switch for the same choice, when the command line does not make it.
-  if (!OptionNames::given(o.worker_store) &&
-      lookup(in.env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1")
-    rdzv.worker_store = WorkerStore::kTorch;
+  if (!OptionNames::given(o.worker_store)) {
+    // torchrun 2.x's switch for the same choice, when the command line does not make it.
+    if (lookup(in.env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1")
+      rdzv.worker_store = WorkerStore::kTorch;
+    else if (shape.max_nodes > kTieredAboveNodes)
+      rdzv.worker_store = WorkerStore::kTiered;
+  }
   check_choice(f.rdzv_backend, {"static", "c10d", "etcd", "etcd-v2"}, o.source(o.rdzv_backend));
   refuse_etcd(f.rdzv_backend, o.source(o.rdzv_backend));
   resolve_master(in, rdzv);

@@ -12,7 +12,9 @@ ranks, 8 per simulated node, against four stores side by side:
                connection per node to node 0
 
 Reported per N: seconds from the start until the last rank is through, node 0's peak
-connections (descriptors of the serving process) and its peak RSS. One process may hold 20,000
+connections (descriptors of the serving process), its peak RSS and the CPU time it used (on a
+2-core machine the simulated ranks and proxies share the cores with node 0, so node 0's own
+CPU is the measure of its load that does not depend on where the rest runs). One process may hold 20,000
 descriptors on this machine (a hard limit root cannot raise here), so a store that takes one
 connection per rank is measured up to 16,384 ranks; tiered takes one per node, so it goes on.
 
@@ -44,15 +46,18 @@ sys.stdin.read()
 
 
 class Sampler(threading.Thread):
-    """Peak descriptors and peak RSS (VmHWM) of one process, sampled every 50 ms."""
+    """Peak descriptors, peak RSS (VmHWM) and CPU seconds of one process, sampled every 50 ms."""
 
     def __init__(self, pid):
         super().__init__(daemon=True)
-        self.pid, self.peak_fds, self.peak_rss_kib, self.stop = pid, 0, 0, False
+        self.pid, self.peak_fds, self.peak_rss_kib, self.cpu, self.stop = pid, 0, 0, 0.0, False
 
     def run(self):
         while not self.stop:
             try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                self.cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
                 self.peak_fds = max(self.peak_fds, len(os.listdir(f"/proc/{self.pid}/fd")))
                 with open(f"/proc/{self.pid}/status") as f:
                     for line in f:
@@ -112,12 +117,12 @@ def one_run(kind, n, loadgen, timeout, env):
     if timed_out or failed:
         first = next((r["first_failure"] for r in results if r["first_failure"]), "")
         return {"seconds": None, "why": "timed out" if timed_out else f"{failed} failed: {first}",
-                "fds": sampler.peak_fds, "rss_mib": sampler.peak_rss_kib / 1024}
+                "fds": sampler.peak_fds, "rss_mib": sampler.peak_rss_kib / 1024, "cpu": sampler.cpu}
     seconds = (max(r["last_done_ms"] for r in results) - start_at) / 1000
     upstream = sum(r.get("upstream_requests", 0) for r in results)
     requests = sum(r.get("client_requests", 0) for r in results)
     return {"seconds": seconds, "fds": sampler.peak_fds, "rss_mib": sampler.peak_rss_kib / 1024,
-            "forwarded": f"{upstream}/{requests}" if requests else ""}
+            "cpu": sampler.cpu, "forwarded": f"{upstream}/{requests}" if requests else ""}
 
 
 def main():
@@ -153,18 +158,21 @@ def main():
                 r = ok[0]
                 rows[(kind, n)] = dict(r, seconds=statistics.median(x["seconds"] for x in ok))
                 print(f"{kind:10} N={n:6}: {rows[(kind, n)]['seconds']:.2f} s, "
-                      f"{r['fds']} descriptors, {r['rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+                      f"{r['fds']} descriptors, {r['rss_mib']:.0f} MiB, {r['cpu']:.2f} s CPU",
+                      file=sys.stderr, flush=True)
     finally:
         kill_leftovers(marker)
-    print("| ranks | store | time to the last rank through | node 0's peak descriptors | node 0's peak RSS | requests forwarded by the proxies |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| ranks | store | time to the last rank through | node 0's peak descriptors | node 0's peak RSS "
+          "| node 0's CPU | requests forwarded by the proxies |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for n in sizes:
         for kind in kinds:
             r = rows[(kind, n)]
             if isinstance(r, str):
-                print(f"| {n} | {kind} | {r} | | | |")
+                print(f"| {n} | {kind} | {r} | | | | |")
             else:
-                print(f"| {n} | {kind} | {r['seconds']:.2f} s | {r['fds']} | {r['rss_mib']:.0f} MiB | {r.get('forwarded', '')} |")
+                print(f"| {n} | {kind} | {r['seconds']:.2f} s | {r['fds']} | {r['rss_mib']:.0f} MiB "
+                      f"| {r['cpu']:.2f} s | {r.get('forwarded', '')} |")
     for n in sizes:
         tiered = rows.get(("tiered", n))
         for kind in ("torch 1.13", "torch 2.6"):

@@ -393,7 +393,7 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
              Contains("item 'timeout' is not key=value"));
 }
 
-TEST_CASE("cli: --worker-store agent (the default), tiered or torch", "[cli]") {
+TEST_CASE("cli: --worker-store agent (the default), tiered (above 1024 nodes) or torch", "[cli]") {
   Cli cli;
   CHECK(cli.ok({cli.script}).rendezvous.worker_store == WorkerStore::kAgent);
   CHECK(cli.ok({"--worker-store", "tiered", cli.script}).rendezvous.worker_store ==
@@ -402,6 +402,13 @@ TEST_CASE("cli: --worker-store agent (the default), tiered or torch", "[cli]") {
         WorkerStore::kTorch);
   CHECK_THAT(cli.error({"--worker-store", "rank0", cli.script}),
              Contains("--worker-store 'rank0': expected agent, tiered or torch"));
+  // Above 1,024 nodes the default is tiered; a choice stays a choice.
+  CHECK(cli.ok({"--nnodes", "1024", cli.script}).rendezvous.worker_store == WorkerStore::kAgent);
+  CHECK(cli.ok({"--nnodes", "1025", cli.script}).rendezvous.worker_store == WorkerStore::kTiered);
+  CHECK(cli.ok({"--nnodes", "1:2000", cli.script}).rendezvous.worker_store == WorkerStore::kTiered);
+  CHECK(
+      cli.ok({"--nnodes", "2000", "--worker-store", "agent", cli.script}).rendezvous.worker_store ==
+      WorkerStore::kAgent);
   // torchrun 2.x's switch picks torch's own store unless the command line says otherwise.
   cli.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
   CHECK(cli.ok({cli.script}).rendezvous.worker_store == WorkerStore::kTorch);

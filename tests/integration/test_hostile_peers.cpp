@@ -18,6 +18,7 @@
 
 #include "rendezvous/auth.hpp"
 #include "rendezvous/protocol.hpp"
+#include "store/wire.hpp"
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
@@ -173,6 +174,49 @@ TEST_CASE("hostile peers: a length prefix of 16 MiB and one of 4 GiB", "[integra
     Raw huge(port);
     huge.send(std::string("\xff\xff\xff\xff", 4) + "{\"type\":");
     expect(huge.closed_within(2s), "the 4 GiB peer stayed connected", problems);
+    server_still_answers(port, problems);
+  });
+}
+
+TEST_CASE("hostile peers: TCPStore framing on the shared port costs each peer its connection",
+          "[integration][hostile]") {
+  using namespace npu_run::store;
+  job_survives([](int port, pid_t node0, Problems& problems) {
+    const std::string validate =
+        encode_request(Generation::kTorch2, {Command::kValidate, {}, {}, 0, kValidationMagic});
+    const auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+    // A torch 1.x SET announcing a key of 1 TiB: refused when the length is read.
+    Raw big_key(port);
+    big_key.send(std::string(1, '\0') + u64(uint64_t{1} << 40));
+    expect(big_key.closed_within(2s), "a 1 TiB key kept its connection", problems);
+    // A validated 2.x client asking for 2^62 keys at once.
+    Raw many_keys(port);
+    many_keys.send(validate + std::string(1, '\x0a') + u64(uint64_t{1} << 62));
+    expect(many_keys.closed_within(2s), "a multi_get of 2^62 keys kept its connection", problems);
+    // npu_run's tier greeting, then an untagged wait, which no tier sends.
+    Raw bad_tier(port);
+    bad_tier.send(encode_request(Generation::kTier, {Command::kValidate, {}, {}, 0, kTierMagic}) +
+                  encode_request(Generation::kTier, {Command::kWait, {"/k"}, {}}));
+    expect(bad_tier.closed_within(2s), "an untagged wait from a tier kept its connection",
+           problems);
+    // A client that asks for 1 MiB 400 times and never reads: its answers queue up to the cap
+    // (160 MiB), then it loses the connection; node 0 stays within bounds.
+    Raw glutton(port);
+    glutton.send(validate + encode_request(Generation::kTorch2,
+                                           {Command::kSet, {"/big"}, {std::string(1 << 20, 'x')}}));
+    const std::string get = encode_request(Generation::kTorch2, {Command::kGet, {"/big"}, {}});
+    for (int i = 0; i < 400; ++i) glutton.send(get);
+    std::this_thread::sleep_for(1s);
+    const long rss = resident_kib(node0);
+    expect(rss < 400 * 1024, "node 0 grew to " + std::to_string(rss / 1024) + " MiB", problems);
+    expect(glutton.closed_within(10s), "a client that never reads kept its connection", problems);
+    // Through all of it, the store answers a well-behaved client.
+    Raw client(port);
+    client.send(validate + encode_request(Generation::kTorch2, {Command::kSet, {"/ok"}, {"yes"}}) +
+                encode_request(Generation::kTorch2, {Command::kGet, {"/ok"}, {}}));
+    const auto answer = client.read_bytes(8 + 3);
+    expect(answer && answer->substr(8) == "yes", "a well-behaved store client got no answer",
+           problems);
     server_still_answers(port, problems);
   });
 }

@@ -75,6 +75,16 @@ class Raw {
     while (read_some(chunk, deadline)) chunk.clear();
     return std::chrono::steady_clock::now() < deadline;
   }
+  // Exactly `n` bytes from the server (not frames: another protocol's answer), or nullopt when
+  // it closed the connection or `timeout` passed first.
+  std::optional<std::string> read_bytes(size_t n, milliseconds timeout = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string out;
+    while (out.size() < n) {
+      if (!read_some(out, deadline)) return std::nullopt;
+    }
+    return out;  // the tests ask for whole answers; a longer read would be the peer's error
+  }
   // Closes with a reset (SO_LINGER 0) instead of a FIN.
   void reset() {
     const linger l{1, 0};

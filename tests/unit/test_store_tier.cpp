@@ -33,6 +33,9 @@ struct Tier {
   StoreProxy proxy{io};
   tcp::acceptor root_port{io, tcp::endpoint(kLoopback, 0)};
   tcp::acceptor proxy_port{io, tcp::endpoint(kLoopback, 0)};
+  // Read before the io thread starts: the acceptors are that thread's from then on.
+  const int root_port_number = root_port.local_endpoint().port();
+  const int proxy_port_number = proxy_port.local_endpoint().port();
   std::thread thread;
 
   Tier() {
@@ -69,8 +72,6 @@ struct Tier {
   ProxyCounters counters() {
     return on_io([this] { return proxy.counters(); });
   }
-  int proxy_port_number() const { return proxy_port.local_endpoint().port(); }
-  int root_port_number() const { return root_port.local_endpoint().port(); }
 };
 
 // A blocking torch-like client (one request, then its answer).
@@ -147,7 +148,7 @@ TEST_CASE("store tier: both torch generations through a proxy get torch's answer
   Tier tier;
   for (const Generation g : {Generation::kTorch1, Generation::kTorch2}) {
     const std::string p = g == Generation::kTorch1 ? "one/" : "two/";
-    Client c(tier.proxy_port_number(), g);
+    Client c(tier.proxy_port_number, g);
     c.set(p + "a", "1");
     CHECK(c.get(p + "a") == "1");
     CHECK(c.add(p + "n", 5) == 5);
@@ -176,7 +177,7 @@ TEST_CASE("store tier: both torch generations through a proxy get torch's answer
     }
   }
   // What the proxy wrote is node 0's, seen by a client of node 0 directly.
-  Client direct(tier.root_port_number(), Generation::kTorch2);
+  Client direct(tier.root_port_number, Generation::kTorch2);
   CHECK(direct.get("one/n") == "-2");
   // Node 0 saw one connection for the node's clients: the proxy's (and now this one).
   CHECK(tier.root_connections() == 2);
@@ -187,7 +188,7 @@ TEST_CASE("store tier: waits on the same keys are one upstream wait, woken by a 
   Tier tier;
   std::vector<std::unique_ptr<Client>> waiters;
   for (int i = 0; i < 8; ++i) {
-    waiters.push_back(std::make_unique<Client>(tier.proxy_port_number(),
+    waiters.push_back(std::make_unique<Client>(tier.proxy_port_number,
                                                i % 2 ? Generation::kTorch2 : Generation::kTorch1));
     waiters.back()->send({Command::kWait, {"gate", "door"}, {}});
   }
@@ -195,7 +196,7 @@ TEST_CASE("store tier: waits on the same keys are one upstream wait, woken by a 
   for (int i = 0; i < 500 && tier.counters().coalesced_waits < 7; ++i)
     std::this_thread::sleep_for(10ms);
   CHECK(tier.counters().coalesced_waits == 7);
-  Client writer(tier.root_port_number(), Generation::kTorch2);
+  Client writer(tier.root_port_number, Generation::kTorch2);
   writer.set("gate", "open");
   writer.set("door", "open");
   for (auto& w : waiters)
@@ -203,8 +204,8 @@ TEST_CASE("store tier: waits on the same keys are one upstream wait, woken by a 
   // Still in step afterwards.
   CHECK(waiters[3]->get("door") == "open");
   // A 2.x client that gives up: its cancel is answered, and the others' wait is unaffected.
-  Client patient(tier.proxy_port_number(), Generation::kTorch2);
-  Client impatient(tier.proxy_port_number(), Generation::kTorch2);
+  Client patient(tier.proxy_port_number, Generation::kTorch2);
+  Client impatient(tier.proxy_port_number, Generation::kTorch2);
   patient.send({Command::kWait, {"later"}, {}});
   impatient.send({Command::kWait, {"later"}, {}});
   std::this_thread::sleep_for(100ms);
@@ -221,7 +222,7 @@ TEST_CASE("store tier: concurrent adds are batched and answered as if one after 
   constexpr int kClients = 16;
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < kClients; ++i)
-    clients.push_back(std::make_unique<Client>(tier.proxy_port_number(), Generation::kTorch2));
+    clients.push_back(std::make_unique<Client>(tier.proxy_port_number, Generation::kTorch2));
   int64_t total = 0;
   for (int round = 0; round < 20; ++round) {
     for (int i = 0; i < kClients; ++i) clients[i]->send({Command::kAdd, {"count"}, {}, i + 1});
@@ -251,8 +252,8 @@ TEST_CASE("store tier: concurrent adds are batched and answered as if one after 
 TEST_CASE("store tier: a refused request costs its client only, a lost upstream every client",
           "[unit][store][tier]") {
   auto tier = std::make_unique<Tier>();
-  Client bad(tier->proxy_port_number(), Generation::kTorch1);
-  Client good(tier->proxy_port_number(), Generation::kTorch2);
+  Client bad(tier->proxy_port_number, Generation::kTorch1);
+  Client good(tier->proxy_port_number, Generation::kTorch2);
   bad.set("word", "abc");
   bad.send({Command::kAdd, {"word"}, {}, 1});
   CHECK(bad.closed());
@@ -265,6 +266,6 @@ TEST_CASE("store tier: a refused request costs its client only, a lost upstream 
     return 0;
   });
   CHECK(good.closed());
-  Client late(tier->proxy_port_number(), Generation::kTorch2);
+  Client late(tier->proxy_port_number, Generation::kTorch2);
   CHECK(late.closed());  // until the next round
 }

@@ -47,6 +47,7 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     std::optional<RequestDecoder> decoder;
     bool validated = false;
     std::deque<Request> queue;  // decoded, not yet started
+    size_t queued_bytes = 0;    // the keys and values in `queue`
     bool busy = false;          // its last request is not answered yet
     std::string waiting_on;     // the key set of its parked wait
     std::unique_ptr<boost::asio::steady_timer> silent;
@@ -110,11 +111,16 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     const auto error = client.decoder->feed(bytes, requests);
     client.first_bytes = std::string();
     counted.client_requests += requests.size();
-    for (Request& request : requests) client.queue.push_back(std::move(request));
-    if (client.queue.size() > options.max_queued_requests) {
+    for (Request& request : requests) {
+      client.queued_bytes += request_bytes(request);
+      client.queue.push_back(std::move(request));
+    }
+    if (client.queue.size() > options.max_queued_requests ||
+        client.queued_bytes > options.limits.max_request) {
       close_client(id,
-                   fmt::format("more than {} requests sent without waiting for the answers",
-                               options.max_queued_requests),
+                   fmt::format("more than {} requests or {} bytes sent without waiting for the "
+                               "answers",
+                               options.max_queued_requests, options.limits.max_request),
                    true);
       return;
     }
@@ -134,6 +140,7 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
       if (client.busy || client.queue.empty()) return;
       Request request = std::move(client.queue.front());
       client.queue.pop_front();
+      client.queued_bytes -= request_bytes(request);
       if (!start(id, client, std::move(request))) return;
     }
   }
@@ -192,6 +199,13 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
       if (auto self = weak.lock()) self->answered(id, outcome);
     });
     return true;
+  }
+
+  static size_t request_bytes(const Request& r) {
+    size_t bytes = 0;
+    for (const auto& key : r.keys) bytes += key.size();
+    for (const auto& value : r.values) bytes += value.size();
+    return bytes;
   }
 
   static bool answer_is_empty(Command command) {

@@ -29,7 +29,8 @@ namespace npu_run::store {
 
 struct StoreProxyOptions {
   StoreLimits limits{};
-  // Requests one client may have decoded and not yet started (torch clients have one at most).
+  // Requests one client may have decoded and not yet started (torch clients have one at most);
+  // their keys and values together may not pass limits.max_request either.
   size_t max_queued_requests = 1024;
   // As StoreServerOptions::silent_timeout.
   std::chrono::milliseconds silent_timeout{10'000};

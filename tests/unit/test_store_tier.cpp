@@ -269,3 +269,35 @@ TEST_CASE("store tier: a refused request costs its client only, a lost upstream 
   Client late(tier->proxy_port_number, Generation::kTorch2);
   CHECK(late.closed());  // until the next round
 }
+
+TEST_CASE("store tier: a client's unanswered requests are bounded in number and bytes",
+          "[unit][store][tier]") {
+  // A proxy whose upstream has not come yet: everything its clients send waits.
+  asio::io_context io;
+  StoreProxy proxy(io);
+  tcp::acceptor port(io, tcp::endpoint(kLoopback, 0));
+  proxy.listen_for_local_clients(port);
+  const int number = port.local_endpoint().port();
+  std::thread thread([&io] {
+    auto guard = asio::make_work_guard(io);
+    io.run();
+  });
+  Client patient(number, Generation::kTorch1);
+  patient.send({Command::kNumKeys, {}, {}});  // one request waiting is fine
+  Client pipeliner(number, Generation::kTorch1);
+  std::string many;
+  for (int i = 0; i < 1025; ++i)
+    many += encode_request(Generation::kTorch1, {Command::kNumKeys, {}, {}});
+  asio::write(pipeliner.socket, asio::buffer(many));
+  CHECK(pipeliner.closed());
+  Client hoarder(number, Generation::kTorch2);
+  const std::string value(40 << 20, 'v');  // two of these pass the 80 MiB of one request
+  hoarder.set("/a", value);
+  hoarder.set("/b", value);
+  CHECK(hoarder.closed());
+  std::promise<size_t> left;
+  asio::post(io, [&] { left.set_value(proxy.connections()); });
+  CHECK(left.get_future().get() == 1);  // the patient one
+  io.stop();
+  thread.join();
+}

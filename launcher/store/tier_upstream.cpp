@@ -72,7 +72,7 @@ std::shared_ptr<TierUpstream> TierUpstream::start(boost::asio::ip::tcp::socket s
                                                   StoreLimits limits, Handlers handlers) {
   auto upstream = std::make_shared<TierUpstream>(limits, std::move(handlers));
   // Node 0's answers to a whole node's requests may queue up; its own queue is capped alike.
-  const net::ConnectionLimits connection_limits{limits.max_request, 64 * 1024,
+  const net::ConnectionLimits connection_limits{limits.max_request, size_t{64} * 1024,
                                                 size_t{256} * 1024 * 1024};
   upstream->connection_ = net::StreamConnection::create(std::move(socket), connection_limits);
   std::weak_ptr<TierUpstream> weak = upstream;

@@ -208,7 +208,9 @@ TEST_CASE("hostile peers: TCPStore framing on the shared port costs each peer it
     for (int i = 0; i < 400; ++i) glutton.send(get);
     std::this_thread::sleep_for(1s);
     const long rss = resident_kib(node0);
-    expect(rss < 400L * 1024, "node 0 grew to " + std::to_string(rss / 1024) + " MiB", problems);
+    // Under a sanitizer resident memory is shadow and quarantine, not what the store holds.
+    expect(!kResidentSizeMeansLiveMemory || rss < 400L * 1024,
+           "node 0 grew to " + std::to_string(rss / 1024) + " MiB", problems);
     expect(glutton.closed_within(10s), "a client that never reads kept its connection", problems);
     // Through all of it, the store answers a well-behaved client.
     Raw client(port);

@@ -13,6 +13,7 @@
 
 #include "net/accept_loop.hpp"
 #include "net/stream_connection.hpp"
+#include "store/drop_log.hpp"
 #include "store/local_clients.hpp"
 #include "store/tier_upstream.hpp"
 
@@ -21,7 +22,6 @@ namespace npu_run::store {
 namespace {
 
 using ClientId = uint64_t;
-using Clock = std::chrono::steady_clock;
 
 std::shared_ptr<const std::string> bytes_of(std::string text) {
   return std::make_shared<const std::string>(std::move(text));
@@ -407,19 +407,7 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     // Its place in an add batch stays: the sum is on its way, and the others' results count it.
   }
 
-  void log_dropped(const std::string& peer, const std::string& why) {
-    const auto now = Clock::now();
-    if (now - last_drop_log < std::chrono::seconds(1)) {
-      ++unlogged_drops;
-      return;
-    }
-    spdlog::warn("workers' store proxy: closed the connection of {}: {}{}", peer, why,
-                 unlogged_drops > 0
-                     ? fmt::format(" ({} more since the last such line)", unlogged_drops)
-                     : "");
-    unlogged_drops = 0;
-    last_drop_log = now;
-  }
+  void log_dropped(const std::string& peer, const std::string& why) { drops.dropped(peer, why); }
 
   boost::asio::io_context& io;
   StoreProxyOptions options;
@@ -435,8 +423,7 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
   ProxyCounters counted;
   const std::shared_ptr<const std::string> stop_waiting =
       bytes_of(one_byte(WaitReply::kStopWaiting));
-  Clock::time_point last_drop_log{};
-  size_t unlogged_drops = 0;
+  DropLog drops{"workers' store proxy"};
 };
 
 StoreProxy::StoreProxy(boost::asio::io_context& io, StoreProxyOptions options)

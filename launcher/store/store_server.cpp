@@ -10,14 +10,13 @@
 #include <vector>
 
 #include "net/accept_loop.hpp"
+#include "store/drop_log.hpp"
 #include "store/key_value_store.hpp"
 #include "store/local_clients.hpp"
 
 namespace npu_run::store {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A tier holds a wait per distinct key set its workers wait on at once.
 constexpr size_t kMaxTaggedWaits = size_t{1} << 20;
@@ -282,20 +281,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     for (auto& [id, session] : sessions) session.tags.clear();
   }
 
-  // One line per second at most: a flood of bad clients must not flood the agent's log.
-  void log_dropped(const std::string& peer, const std::string& why) {
-    const auto now = Clock::now();
-    if (now - last_drop_log < std::chrono::seconds(1)) {
-      ++unlogged_drops;
-      return;
-    }
-    spdlog::warn("workers' store: closed the connection of {}: {}{}", peer, why,
-                 unlogged_drops > 0
-                     ? fmt::format(" ({} more since the last such line)", unlogged_drops)
-                     : "");
-    unlogged_drops = 0;
-    last_drop_log = now;
-  }
+  void log_dropped(const std::string& peer, const std::string& why) { drops.dropped(peer, why); }
 
   void stop() {
     for (auto& loop : accept_loops) loop->stop();
@@ -314,8 +300,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
   const std::shared_ptr<const std::string> stop_waiting =
       one_byte(static_cast<uint8_t>(WaitReply::kStopWaiting));
-  Clock::time_point last_drop_log{};
-  size_t unlogged_drops = 0;
+  DropLog drops{"workers' store"};
 };
 
 StoreServer::StoreServer(boost::asio::io_context& io, StoreServerOptions options)

@@ -208,7 +208,10 @@ TEST_CASE("store tier: waits on the same keys are one upstream wait, woken by a 
   Client impatient(tier.proxy_port_number, Generation::kTorch2);
   patient.send({Command::kWait, {"later"}, {}});
   impatient.send({Command::kWait, {"later"}, {}});
-  std::this_thread::sleep_for(100ms);
+  // Both parked (the second joined the first) before one gives up.
+  for (int i = 0; i < 500 && tier.counters().coalesced_waits < 8; ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(tier.counters().coalesced_waits == 8);
   impatient.send({Command::kCancelWait, {}, {}});
   CHECK(impatient.read_number<uint8_t>() == static_cast<uint8_t>(WaitReply::kWaitCanceled));
   writer.set("later", "now");

@@ -3,13 +3,16 @@
 //   store_loadgen root --port P
 //       node 0's store as npu_run's agent serves it (store::StoreServer, the product's code) on
 //       0.0.0.0:P, until stdin closes.
-//   store_loadgen ranks --port P --world N --first-rank F --ranks R [--tiered] [--generation 1|2]
-//                       --start-at MS
+//   store_loadgen ranks --port P --world N --first-rank F --ranks R [--tiered | --canned]
+//                       [--generation 1|2] --start-at MS
 //       R simulated ranks (F .. F+R-1 of N, 8 per node) that, from the wall-clock time MS on,
 //       connect and run the store traffic of init_process_group against the store on
-//       127.0.0.1:P: directly, or (--tiered) through one StoreProxy per simulated node (the
-//       product's proxy code, many per process), each with one connection to P.
-//       Prints one JSON line: ranks done and failed, and when the last finished.
+//       127.0.0.1:P: directly, or (--tiered) through one proxy per simulated node (the agent's
+//       NodeStoreProxy, the product's code, many per process), each with one connection to P.
+//       --canned puts a responder with no store behind it where each node's proxy would be:
+//       every request answered at once with a fixed answer of the right shape. That is what
+//       the simulated ranks' own traffic costs on this machine, a floor no store here can go
+//       under. Prints one JSON line: ranks done and failed, and when the last finished.
 //
 // The traffic per rank, from torch 2.6's env:// init recorded through a proxy (VALIDATE, PING,
 // ADD "init/" 1, SET of this rank's 186-byte address, then WAIT WAIT GET of each peer's), with
@@ -18,6 +21,7 @@
 // GETs it; then a store barrier (ADD, the last one SETs "done", all WAIT for it). Generation 1
 // (torch 1.13's numbering, no VALIDATE or PING) is for torch 1.13's server.
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -32,8 +36,12 @@
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
+#include "agent/node_store_proxy.hpp"
+#include "net/accept_loop.hpp"
+#include "net/stream_connection.hpp"
 #include "store/store_proxy.hpp"
 #include "store/store_server.hpp"
 #include "store/wire.hpp"
@@ -184,6 +192,66 @@ class SimulatedRank : public std::enable_shared_from_this<SimulatedRank> {
   std::string in_;
 };
 
+// The floor: answers each request at once, as if every key were there and every wait satisfied.
+class CannedResponder {
+ public:
+  explicit CannedResponder(tcp::acceptor& acceptor) {
+    acceptor.listen(asio::socket_base::max_listen_connections);
+    accepting_ = npu_run::net::AcceptLoop::start(
+        acceptor, "canned responder", [this](tcp::socket socket) { serve(std::move(socket)); });
+  }
+
+ private:
+  void serve(tcp::socket socket) {
+    auto connection = npu_run::net::StreamConnection::create(
+        std::move(socket), {StoreLimits{}.max_request, 4096, size_t{1} << 20});
+    auto decoder = std::make_shared<std::optional<RequestDecoder>>();
+    auto first = std::make_shared<std::string>();
+    std::weak_ptr<npu_run::net::StreamConnection> weak = connection;
+    connection->start_stream({[this, weak, decoder, first](std::string_view bytes) {
+                                auto self = weak.lock();
+                                if (!self) return;
+                                if (!*decoder) {
+                                  first->append(bytes);
+                                  const auto generation = detect_generation(*first);
+                                  if (!generation) return;
+                                  decoder->emplace(*generation, StoreLimits{});
+                                  bytes = *first;
+                                }
+                                std::vector<Request> requests;
+                                if ((*decoder)->feed(bytes, requests)) return self->close();
+                                first->clear();
+                                for (const auto& request : requests) answer(*self, request);
+                              },
+                              // Holds the connection until it closes.
+                              [connection](const npu_run::net::ConnectionClosed&) {}});
+  }
+
+  void answer(npu_run::net::StreamConnection& connection, const Request& request) {
+    std::string out;
+    switch (request.command) {
+      case Command::kPing:
+        append_u32(out, request.number);
+        break;
+      case Command::kAdd:
+        append_i64(out, ++added_);
+        break;
+      case Command::kWait:
+        append_byte(out, static_cast<uint8_t>(WaitReply::kStopWaiting));
+        break;
+      case Command::kGet:
+        append_bytes(out, std::string(186, 'a'));
+        break;
+      default:
+        return;  // VALIDATE, SET: nothing to answer
+    }
+    connection.send(std::make_shared<const std::string>(std::move(out)));
+  }
+
+  std::shared_ptr<npu_run::net::AcceptLoop> accepting_;
+  int64_t added_ = 0;
+};
+
 int run_root(int port) {
   raise_open_files();
   asio::io_context io;
@@ -205,19 +273,20 @@ int run_root(int port) {
   return 0;
 }
 
-int run_ranks(int port, int world, int first, int count, bool tiered, Generation generation,
-              int64_t start_at) {
+int run_ranks(int port, int world, int first, int count, bool tiered, bool canned,
+              Generation generation, int64_t start_at) {
   raise_open_files();
   asio::io_context io;
   Totals totals;
   const tcp::endpoint root(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port));
   // Tiered: one proxy per simulated node, listening on a port of its own.
-  std::vector<std::unique_ptr<StoreProxy>> proxies;
+  std::vector<std::unique_ptr<npu_run::NodeStoreProxy>> proxies;
+  std::vector<std::unique_ptr<CannedResponder>> responders;
   std::vector<std::unique_ptr<tcp::acceptor>> proxy_ports;
   std::vector<std::shared_ptr<SimulatedRank>> ranks;
   for (int r = first; r < first + count; ++r)
     ranks.push_back(std::make_shared<SimulatedRank>(io, r, world, generation, totals));
-  if (tiered) {
+  if (tiered || canned) {
     for (int n = 0; n < (count + kRanksPerNode - 1) / kRanksPerNode; ++n) {
       // Each simulated node on a loopback address of its own, as each real node has its own:
       // 16,384 listeners on one address would not find free ports beside the last run's
@@ -226,32 +295,28 @@ int run_ranks(int port, int world, int first, int count, bool tiered, Generation
       const auto address = asio::ip::make_address(
           fmt::format("127.{}.{}.{}", 2 + node / 65536, (node / 256) % 256, node % 256));
       proxy_ports.push_back(std::make_unique<tcp::acceptor>(io, tcp::endpoint(address, 0)));
-      proxies.push_back(std::make_unique<StoreProxy>(io));
-      proxies.back()->listen_for_local_clients(*proxy_ports.back());
+      if (canned) {
+        responders.push_back(std::make_unique<CannedResponder>(*proxy_ports.back()));
+        continue;
+      }
+      proxies.push_back(std::make_unique<npu_run::NodeStoreProxy>(
+          io, *proxy_ports.back(), "127.0.0.1", port, std::chrono::seconds(120)));
     }
   }
   std::this_thread::sleep_until(
       std::chrono::system_clock::time_point(std::chrono::milliseconds(start_at)));
-  std::vector<std::unique_ptr<tcp::socket>> upstreams;
-  for (size_t n = 0; n < proxies.size(); ++n) {
-    auto socket = std::make_unique<tcp::socket>(io);
-    socket->async_connect(root, [&, n, raw = socket.get()](boost::system::error_code ec) {
-      if (ec) {
-        proxies[n]->upstream_unreachable(ec.message());
-        return;
-      }
-      proxies[n]->attach_upstream(std::move(*raw));
-    });
-    upstreams.push_back(std::move(socket));
-  }
+  // A round formed: each node's proxy dials node 0 (the product's dialler: retries, backoff).
+  for (auto& proxy : proxies) proxy->new_round();
   for (size_t i = 0; i < ranks.size(); ++i) {
-    ranks[i]->start(tiered ? proxy_ports[i / kRanksPerNode]->local_endpoint() : root);
+    ranks[i]->start(proxy_ports.empty() ? root : proxy_ports[i / kRanksPerNode]->local_endpoint());
   }
   ranks.clear();  // each rank keeps itself alive through its pending operation
   asio::steady_timer watch(io);
+  std::vector<ProxyCounters> counted;
   std::function<void()> check = [&] {
     if (totals.done + totals.failed == count) {
-      for (auto& proxy : proxies) proxy->reset();
+      for (const auto& proxy : proxies) counted.push_back(proxy->proxy().counters());
+      proxies.clear();
       io.stop();
       return;
     }
@@ -266,8 +331,7 @@ int run_ranks(int port, int world, int first, int count, bool tiered, Generation
                      {"first_failure", totals.first_failure}};
   if (tiered) {
     ProxyCounters sum;
-    for (const auto& proxy : proxies) {
-      const auto c = proxy->counters();
+    for (const auto& c : counted) {
       sum.client_requests += c.client_requests;
       sum.upstream_requests += c.upstream_requests;
       sum.coalesced_waits += c.coalesced_waits;
@@ -283,6 +347,9 @@ int run_ranks(int port, int world, int first, int count, bool tiered, Generation
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Logs go to stderr: stdout is the one JSON line the harness reads at the end, and a pipe
+  // nobody reads while the run lasts would stall the run.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("loadgen"));
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"npu_run's workers' store load generator (scripts/bench/store_scale.py)"};
   app.require_subcommand(1);
@@ -294,19 +361,21 @@ int main(int argc, char** argv) {
   int first = 0;
   int count = 0;
   bool tiered = false;
+  bool canned = false;
   int generation = 2;
   int64_t start_at = 0;
   ranks->add_option("--port", port)->required();
   ranks->add_option("--world", world)->required();
   ranks->add_option("--first-rank", first)->required();
   ranks->add_option("--ranks", count)->required();
-  ranks->add_flag("--tiered", tiered);
+  auto* tiered_flag = ranks->add_flag("--tiered", tiered);
+  ranks->add_flag("--canned", canned)->excludes(tiered_flag);
   ranks->add_option("--generation", generation)->check(CLI::IsMember({1, 2}));
   ranks->add_option("--start-at", start_at)->required();
   CLI11_PARSE(app, argc, argv);
   try {
     if (root->parsed()) return run_root(port);
-    return run_ranks(port, world, first, count, tiered,
+    return run_ranks(port, world, first, count, tiered, canned,
                      generation == 1 ? Generation::kTorch1 : Generation::kTorch2, start_at);
   } catch (const std::exception& e) {
     std::cerr << "store_loadgen: " << e.what() << "\n";

@@ -8,14 +8,15 @@
 
 namespace npu_run {
 
-NodeStoreProxy::NodeStoreProxy(boost::asio::io_context& io, HeldPort& port, std::string root_host,
-                               int root_port, std::chrono::milliseconds connect_timeout)
+NodeStoreProxy::NodeStoreProxy(boost::asio::io_context& io, boost::asio::ip::tcp::acceptor& port,
+                               std::string root_host, int root_port,
+                               std::chrono::milliseconds connect_timeout)
     : io_(io),
       proxy_(io),
       root_host_(std::move(root_host)),
       root_port_(root_port),
       connect_timeout_(connect_timeout) {
-  proxy_.listen_for_local_clients(port.acceptor());
+  proxy_.listen_for_local_clients(port);
 }
 
 NodeStoreProxy::~NodeStoreProxy() {
@@ -32,7 +33,10 @@ void NodeStoreProxy::new_round() {
   dialer_->start({[this](boost::asio::ip::tcp::socket socket) {
                     spdlog::debug("workers' store proxy: connected to node 0's store at {}",
                                   dialer_->endpoint());
-                    proxy_.attach_upstream(std::move(socket));
+                    // Turned away before node 0 took it: nothing went through; dial again.
+                    proxy_.attach_upstream(std::move(socket), [this](const std::string& why) {
+                      dialer_->retry(why);
+                    });
                   },
                   [this](const std::string& why) {
                     proxy_.upstream_unreachable(

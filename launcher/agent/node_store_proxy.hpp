@@ -8,7 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "net/held_port.hpp"
+#include <boost/asio/ip/tcp.hpp>
+
 #include "store/store_proxy.hpp"
 
 namespace boost::asio {
@@ -23,14 +24,16 @@ class ServerDialer;
 
 class NodeStoreProxy {
  public:
-  // Serves this host's workers on `port` (held by the caller for as long as this lives).
-  NodeStoreProxy(boost::asio::io_context& io, HeldPort& port, std::string root_host, int root_port,
-                 std::chrono::milliseconds connect_timeout);
+  // Serves this host's workers on `port` (bound, and kept by the caller for as long as this
+  // lives: the agent's held worker port).
+  NodeStoreProxy(boost::asio::io_context& io, boost::asio::ip::tcp::acceptor& port,
+                 std::string root_host, int root_port, std::chrono::milliseconds connect_timeout);
   ~NodeStoreProxy();
 
   // A round formed: drop the last round's connections and connect to node 0's store again.
   // The new round's workers may connect at once; their requests wait for the upstream.
   void new_round();
+  const store::StoreProxy& proxy() const { return proxy_; }
 
  private:
   boost::asio::io_context& io_;

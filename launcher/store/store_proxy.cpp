@@ -351,15 +351,28 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- the upstream and the round ----
 
-  void attach(boost::asio::ip::tcp::socket socket) {
+  void attach(boost::asio::ip::tcp::socket socket, TurnedAway turned_away) {
+    if (state != Upstream::kWaiting) return;
     std::weak_ptr<Impl> weak = shared_from_this();
-    upstream = TierUpstream::start(std::move(socket), options.limits,
-                                   {[weak](uint32_t tag) {
-                                      if (auto self = weak.lock()) self->woken(tag);
-                                    },
-                                    [weak](const std::string& why) {
-                                      if (auto self = weak.lock()) self->lost(why);
-                                    }});
+    upstream = TierUpstream::start(
+        std::move(socket), options.limits,
+        {[weak] {
+           if (auto self = weak.lock()) self->up();
+         },
+         [weak](uint32_t tag) {
+           if (auto self = weak.lock()) self->woken(tag);
+         },
+         [weak, turned_away = std::move(turned_away)](const std::string& why, bool was_accepted) {
+           auto self = weak.lock();
+           if (!self) return;
+           if (was_accepted || !turned_away) return self->lost(why);
+           self->upstream.reset();  // nothing went through it; the clients keep waiting
+           turned_away(why);
+         }});
+  }
+
+  // Node 0 took the upstream: the requests that waited for it go now.
+  void up() {
     state = Upstream::kUp;
     std::vector<ClientId> ids;
     for (const auto& [id, client] : clients) ids.push_back(id);
@@ -451,8 +464,8 @@ void StoreProxy::adopt(boost::asio::ip::tcp::socket socket) {
   impl_->adopt(std::move(socket));
 }
 
-void StoreProxy::attach_upstream(boost::asio::ip::tcp::socket socket) {
-  impl_->attach(std::move(socket));
+void StoreProxy::attach_upstream(boost::asio::ip::tcp::socket socket, TurnedAway turned_away) {
+  impl_->attach(std::move(socket), std::move(turned_away));
 }
 
 void StoreProxy::upstream_unreachable(const std::string& why) {

@@ -16,6 +16,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,8 +58,13 @@ class StoreProxy {
   // Serves a freshly accepted socket (tests; listen_for_local_clients for the rest).
   void adopt(boost::asio::ip::tcp::socket socket);
 
-  // The connection to node 0's store, for this round.
-  void attach_upstream(boost::asio::ip::tcp::socket socket);
+  using TurnedAway = std::function<void(const std::string& why)>;
+  // The connection to node 0's store, for this round. Clients' requests go through it once
+  // node 0 has answered its greeting. Closed before that (node 0's accept queue overflowed
+  // and the greeting came after its silent timeout, say), nothing went through it: with
+  // `turned_away` the clients keep waiting for the next attach_upstream, and the owner dials
+  // again; without, it is lost like any other upstream.
+  void attach_upstream(boost::asio::ip::tcp::socket socket, TurnedAway turned_away = {});
   // Node 0's store could not be reached: the clients are closed, now and as they come, until
   // reset(); `why` is said once.
   void upstream_unreachable(const std::string& why);

@@ -40,6 +40,7 @@ std::optional<size_t> answer_length(Command command, size_t values, std::string_
     return bytes.size() >= n ? std::optional<size_t>(n) : std::nullopt;
   };
   switch (command) {
+    case Command::kValidate:
     case Command::kSet:
     case Command::kAppend:
     case Command::kMultiSet:
@@ -87,7 +88,13 @@ std::shared_ptr<TierUpstream> TierUpstream::start(boost::asio::ip::tcp::socket s
   Request validate;
   validate.command = Command::kValidate;
   validate.number = kTierMagic;
-  upstream->send(validate);
+  upstream->send(validate, [weak](const TierOutcome& outcome) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (!outcome.refused.empty()) return self->lose("node 0's store: " + outcome.refused);
+    self->accepted_ = true;
+    if (self->handlers_.accepted) self->handlers_.accepted();
+  });
   return upstream;
 }
 
@@ -167,7 +174,7 @@ void TierUpstream::lose(const std::string& why) {
   lost_ = true;
   pending_.clear();
   if (connection_) connection_->close();
-  if (handlers_.lost) handlers_.lost(why);
+  if (handlers_.lost) handlers_.lost(why, accepted_);
 }
 
 }  // namespace npu_run::store

@@ -2,7 +2,8 @@
 // (store/wire.hpp): requests go out in order and their answers come back in that order, each
 // handed to the callback given with its request; tagged waits come back as wake-ups whenever
 // they are satisfied. Bounded like any peer: an answer larger than the limits, or bytes that
-// fit no expected answer, end the connection.
+// fit no expected answer, end the connection. Its first request is the tier's VALIDATE; the
+// answer says node 0 took the connection (`accepted`), and the owner sends nothing before it.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,10 @@ class TierUpstream : public std::enable_shared_from_this<TierUpstream> {
  public:
   using Answer = std::function<void(const TierOutcome&)>;
   struct Handlers {
+    std::function<void()> accepted;  // node 0 answered the greeting
     std::function<void(uint32_t tag)> woken;
-    std::function<void(const std::string& why)> lost;  // once, and nothing runs after it
+    // Once, and nothing runs after it. Before `accepted`, node 0 applied nothing sent here.
+    std::function<void(const std::string& why, bool was_accepted)> lost;
   };
 
   // Starts speaking the tier generation on a connected socket.
@@ -62,6 +65,7 @@ class TierUpstream : public std::enable_shared_from_this<TierUpstream> {
   std::deque<Pending> pending_;
   std::string buffer_;
   bool lost_ = false;
+  bool accepted_ = false;
 };
 
 }  // namespace npu_run::store

@@ -266,8 +266,7 @@ bool RequestDecoder::finish_if_complete(std::vector<Request>& out) {
 }
 
 bool tier_answers(Command command) {
-  return command != Command::kValidate && command != Command::kWaitTagged &&
-         command != Command::kCancelTagged;
+  return command != Command::kWaitTagged && command != Command::kCancelTagged;
 }
 
 void append_bytes(std::string& out, std::string_view value) {

@@ -11,12 +11,15 @@
 //   npu_run's tier (a node's proxy to node 0's store, never a torch client): torch 2.x's
 //               numbering, VALIDATE with kTierMagic, and two more commands: WAIT_TAGGED=14
 //               (u32 tag, then WAIT's keys) and CANCEL_TAGGED=15 (u32 tag), so that one
-//               connection can hold many waits. Every request but VALIDATE and the tagged ones
-//               gets one answer, in order: TierReply::kAnswer and what a torch client would
-//               get (nothing for SET, APPEND, MULTI_SET), or kRefused and the reason (u64 length
-//               + text) where torch's server would close the connection, so that one worker's
-//               bad request costs that worker only. A tagged wait that is satisfied sends
-//               kWoken and its tag, whenever it happens.
+//               connection can hold many waits. Every request but the tagged ones gets one
+//               answer, in order: TierReply::kAnswer and what a torch client would get
+//               (nothing for VALIDATE, SET, APPEND, MULTI_SET), or kRefused and the reason (u64
+//               length + text) where torch's server would close the connection, so that one
+//               worker's bad request costs that worker only. A tagged wait that is satisfied
+//               sends kWoken and its tag, whenever it happens. The answer to VALIDATE says node
+//               0 took the connection: a proxy forwards nothing before it, so a connection
+//               closed without it (node 0's accept queue overflowed and the greeting came too
+//               late, say) lost nothing and is dialled again.
 //
 // The generation is told from the first bytes (detect_generation); they do not mix on one
 // connection. Every length and count is checked against StoreLimits before anything waits for

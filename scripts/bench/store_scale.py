@@ -8,8 +8,12 @@ ranks, 8 per simulated node, against four stores side by side:
   agent        npu_run's store as node 0's agent serves it (store::StoreServer), every rank
                connected to it
   tiered       the same store, every simulated node's ranks connected to their node's proxy
-               (store::StoreProxy, the product's code, many per load-generator process), one
-               connection per node to node 0
+               (the agent's NodeStoreProxy, the product's code, many per load-generator
+               process), one connection per node to node 0
+  floor        no store: where each node's proxy would be, a responder that answers every
+               request at once with a fixed answer of the right shape. What the simulated
+               ranks' own traffic costs on this machine's two cores; no store measured here
+               can be faster (on a cluster each node carries its own ranks' share)
 
 Reported per N: seconds from the start until the last rank is through, node 0's peak
 connections (descriptors of the serving process), its peak RSS and the CPU time it used (on a
@@ -95,6 +99,8 @@ def one_run(kind, n, loadgen, timeout, env):
                "--generation", "1" if kind == "torch 1.13" else "2"]
         if kind == "tiered":
             cmd.append("--tiered")
+        elif kind == "floor":
+            cmd.append("--canned")
         clients.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env))
     results, timed_out = [], False
     for c in clients:
@@ -129,7 +135,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loadgen", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "npu_run_store_loadgen"))
     parser.add_argument("--sizes", default="1024,4096,16384,131072")
-    parser.add_argument("--kinds", default="torch 1.13,torch 2.6,agent,tiered")
+    parser.add_argument("--kinds", default="torch 1.13,torch 2.6,agent,tiered,floor")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600, help="seconds one run may take")
     args = parser.parse_args()
@@ -143,7 +149,7 @@ def main():
     try:
         for n in sizes:
             for kind in kinds:
-                if kind != "tiered" and n > DIRECT_LIMIT:
+                if kind not in ("tiered", "floor") and n > DIRECT_LIMIT:
                     rows[(kind, n)] = "beyond one process's 20,000 descriptors here"
                     continue
                 if kind in gave_up:
@@ -170,11 +176,16 @@ def main():
             r = rows[(kind, n)]
             if isinstance(r, str):
                 print(f"| {n} | {kind} | {r} | | | | |")
+            elif kind == "floor":
+                print(f"| {n} | {kind} | {r['seconds']:.2f} s | no store | | | |")
             else:
                 print(f"| {n} | {kind} | {r['seconds']:.2f} s | {r['fds']} | {r['rss_mib']:.0f} MiB "
                       f"| {r['cpu']:.2f} s | {r.get('forwarded', '')} |")
     for n in sizes:
-        tiered = rows.get(("tiered", n))
+        tiered, floor = rows.get(("tiered", n)), rows.get(("floor", n))
+        if isinstance(tiered, dict) and isinstance(floor, dict):
+            print(f"\nN={n}: tiered takes {tiered['seconds'] / floor['seconds']:.1f}x the floor "
+                  f"(the simulated ranks' own traffic, {floor['seconds']:.2f} s)")
         for kind in ("torch 1.13", "torch 2.6"):
             base = rows.get((kind, n))
             if isinstance(tiered, dict) and isinstance(base, dict):

@@ -191,4 +191,6 @@ TEST_CASE("store wire: npu_run's tier adds tagged waits to torch 2.x's numbering
   CHECK(error->message == "unknown command 14 for a torch 2.x client");
   CHECK_FALSE(tier_answers(Command::kWaitTagged));
   CHECK(tier_answers(Command::kSet));
+  // The greeting is answered: it says node 0 took the connection.
+  CHECK(tier_answers(Command::kValidate));
 }

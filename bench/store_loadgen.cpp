@@ -12,7 +12,8 @@
 //       --canned puts a responder with no store behind it where each node's proxy would be:
 //       every request answered at once with a fixed answer of the right shape. That is what
 //       the simulated ranks' own traffic costs on this machine, a floor no store here can go
-//       under. Prints one JSON line: ranks done and failed, and when the last finished.
+//       under. Prints one JSON line: ranks done and failed, and when the last finished; a
+//       failed rank ends the run at once (the others would wait for it at the barrier).
 //
 // The traffic per rank, from torch 2.6's env:// init recorded through a proxy (VALIDATE, PING,
 // ADD "init/" 1, SET of this rank's 186-byte address, then WAIT WAIT GET of each peer's), with
@@ -314,7 +315,9 @@ int run_ranks(int port, int world, int first, int count, bool tiered, bool canne
   asio::steady_timer watch(io);
   std::vector<ProxyCounters> counted;
   std::function<void()> check = [&] {
-    if (totals.done + totals.failed == count) {
+    // A failed rank never reaches the barrier, so the rest would wait for it forever: the
+    // run ends at the first failure, and the harness stops the other processes.
+    if (totals.done + totals.failed == count || totals.failed > 0) {
       for (const auto& proxy : proxies) counted.push_back(proxy->proxy().counters());
       proxies.clear();
       io.stop();

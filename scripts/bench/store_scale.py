@@ -102,15 +102,24 @@ def one_run(kind, n, loadgen, timeout, env):
         elif kind == "floor":
             cmd.append("--canned")
         clients.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env))
-    results, timed_out = [], False
-    for c in clients:
-        try:
-            out, _ = c.communicate(timeout=max(1, timeout - (time.time() - start_at / 1000)))
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        except (subprocess.TimeoutExpired, ValueError, IndexError):
-            timed_out = True
-            c.kill()
-            c.wait()
+    # A process whose rank failed ends at once (its JSON names why); the other processes' ranks
+    # would then wait at the barrier forever, so the first failure stops them all.
+    results, timed_out, deadline = [], False, start_at / 1000 + timeout
+    pending = list(clients)
+    while pending and time.time() < deadline:
+        for c in [c for c in pending if c.poll() is not None]:
+            pending.remove(c)
+            try:
+                results.append(json.loads(c.stdout.read().strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                results.append({"done": 0, "failed": 1, "first_failure": "no report"})
+        if any(r["failed"] for r in results):
+            break
+        time.sleep(0.05)
+    timed_out = bool(pending) and not any(r["failed"] for r in results)
+    for c in pending:
+        c.kill()
+        c.wait()
     sampler.stop = True
     sampler.join()
     server.stdin.close()
@@ -153,7 +162,7 @@ def main():
                     rows[(kind, n)] = "beyond one process's 20,000 descriptors here"
                     continue
                 if kind in gave_up:
-                    rows[(kind, n)] = "not run: a smaller size timed out"
+                    rows[(kind, n)] = "not run: no run of a smaller size finished"
                     continue
                 runs = [one_run(kind, n, args.loadgen, args.timeout, env) for _ in range(args.runs)]
                 ok = [r for r in runs if r["seconds"] is not None]
@@ -162,8 +171,17 @@ def main():
                     rows[(kind, n)] = runs[0]["why"]
                     continue
                 r = ok[0]
-                rows[(kind, n)] = dict(r, seconds=statistics.median(x["seconds"] for x in ok))
-                print(f"{kind:10} N={n:6}: {rows[(kind, n)]['seconds']:.2f} s, "
+                # Near its limit a store may finish one run and not the next: both are reported.
+                failures = [x["why"] for x in runs if x["seconds"] is None]
+                note = ""
+                if len(runs) > 1:
+                    times = ", ".join(f"{x['seconds']:.1f}" if x["seconds"] is not None else "failed"
+                                      for x in runs)
+                    note = f" (median; runs: {times})"
+                if failures:
+                    note += f" ({len(failures)} of {len(runs)} runs: {failures[0]})"
+                rows[(kind, n)] = dict(r, seconds=statistics.median(x["seconds"] for x in ok), note=note)
+                print(f"{kind:10} N={n:6}: {rows[(kind, n)]['seconds']:.2f} s{note}, "
                       f"{r['fds']} descriptors, {r['rss_mib']:.0f} MiB, {r['cpu']:.2f} s CPU",
                       file=sys.stderr, flush=True)
     finally:
@@ -179,7 +197,7 @@ def main():
             elif kind == "floor":
                 print(f"| {n} | {kind} | {r['seconds']:.2f} s | no store | | | |")
             else:
-                print(f"| {n} | {kind} | {r['seconds']:.2f} s | {r['fds']} | {r['rss_mib']:.0f} MiB "
+                print(f"| {n} | {kind} | {r['seconds']:.2f} s{r['note']} | {r['fds']} | {r['rss_mib']:.0f} MiB "
                       f"| {r['cpu']:.2f} s | {r.get('forwarded', '')} |")
     for n in sizes:
         tiered, floor = rows.get(("tiered", n)), rows.get(("floor", n))

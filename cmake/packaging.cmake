@@ -28,6 +28,8 @@ add_custom_command(OUTPUT ${completion}
 add_custom_target(npu_run_completion ALL DEPENDS ${completion})
 
 install(TARGETS npu_run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The progress-beat module workers may import (README, "Hung workers").
+install(FILES python/npu_run_progress.py DESTINATION ${CMAKE_INSTALL_DATADIR}/npu_run/python)
 install(FILES ${completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME npu_run)
 # /usr/share/doc/<package name>, with its copyright file (Debian policy 12.5).

@@ -183,10 +183,10 @@ set_tests_properties("bench smoke: multi-node launch and failure against torchru
 # never rot.
 add_test(NAME "bench smoke: workers' store at scale against torch's stores"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/store_scale.py
-                 --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered")
+                 --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered,floor")
 set_tests_properties("bench smoke: workers' store at scale against torch's stores"
                      PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                                PASS_REGULAR_EXPRESSION "\\| 256 \\| tiered \\| [0-9.]+ s")
+                                PASS_REGULAR_EXPRESSION "\\| 256 \\| tiered \\| [0-9.]+ s.*\\| 256 \\| floor \\| [0-9.]+ s")
 
 # Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
 add_test(NAME "bench smoke: rendezvous scale"

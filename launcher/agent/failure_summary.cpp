@@ -13,6 +13,7 @@ namespace npu_run {
 namespace {
 
 std::string result_text(const WorkerOutcome& w, bool is_root_cause) {
+  if (!w.hang.empty()) return fmt::format("hung: {}; stacks dumped ({})", w.hang, w.status.describe());
   std::string text = w.status.describe();
   if (w.survived_kill)
     text += ", survived SIGKILL (uninterruptible?)";

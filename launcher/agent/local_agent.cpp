@@ -12,6 +12,7 @@
 
 #include "agent/agent_log.hpp"
 #include "agent/failure_summary.hpp"
+#include "agent/hang_watch.hpp"
 #include "agent/job_checks.hpp"
 #include "agent/parent_watch.hpp"
 #include "agent/worker_env.hpp"
@@ -21,6 +22,8 @@
 #include "basics/usage_error.hpp"
 #include "net/host_address.hpp"
 #include "rendezvous/describe.hpp"
+#include "workers/progress_beats.hpp"
+#include "workers/stack_dump.hpp"
 
 namespace npu_run {
 
@@ -56,6 +59,19 @@ struct LocalAgent::Impl {
         parent_watch(io_context) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
+    open_progress_sockets();
+  }
+
+  // NPU_RUN_PROGRESS for every worker. Without --hang-timeout or --exit-timeout a failure here
+  // only costs the beats; with them, the job cannot do what was asked, so it does not start.
+  void open_progress_sockets() {
+    try {
+      beats = std::make_unique<ProgressBeats>(io, cfg.shape.nproc_per_node);
+    } catch (const std::exception& e) {
+      if (cfg.supervision.hang.any())
+        throw std::runtime_error(fmt::format("--hang-timeout/--exit-timeout: {}", e.what()));
+      spdlog::warn("{}; workers get no NPU_RUN_PROGRESS", e.what());
+    }
   }
 
   // The stop signals of --signals-to-handle, plus SIGUSR1/SIGUSR2 to forward (Slurm's
@@ -175,6 +191,7 @@ struct LocalAgent::Impl {
     assignment = a;
     const AttemptLayout layout{ctx.run_dir, ctx.log_files, a.restart_count};
     std::vector<WorkerSpec> specs = make_worker_specs(cfg, a, layout, ctx.agent_env);
+    add_progress_env(specs);
     if (a.restart_count == 0 && omp_threads_defaulted(cfg, ctx.agent_env)) {
       spdlog::info(
           "OMP_NUM_THREADS is unset: setting it to 1 for each of the {} workers (export it to "
@@ -197,11 +214,79 @@ struct LocalAgent::Impl {
     rendezvous_failure.clear();
     group =
         ctx.make_workers(std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout});
+    hung.reset();
+    if (beats) beats->new_attempt();
+    if (cfg.supervision.hang.any() && beats) {
+      hang_watch = std::make_unique<HangWatch>(io, *beats, cfg.supervision.hang,
+                                               [this](const Hang& h) { on_hang(h); });
+      group->on_each_exit(
+          [this](int local_rank, bool success) { hang_watch->exited(local_rank, success); });
+    }
     group->start([this](GroupResult result) { on_group_done(std::move(result)); });
+    if (hang_watch) hang_watch->start();
+  }
+
+  void add_progress_env(std::vector<WorkerSpec>& specs) const {
+    for (WorkerSpec& spec : specs) {
+      const auto set = [&spec](const std::string& name, const std::string& value) {
+        spec.env[name] = value;
+        spec.contract_env[name] = value;
+      };
+      if (beats) set("NPU_RUN_PROGRESS", beats->path(spec.local_rank));
+      // A hang's stack dump is SIGABRT, on which faulthandler prints every Python thread.
+      if (cfg.supervision.hang.any() && ctx.agent_env.count("PYTHONFAULTHANDLER") == 0)
+        set("PYTHONFAULTHANDLER", "1");
+    }
+  }
+
+  // A worker hung: its stacks and everyone else's are dumped (SIGABRT; faulthandler prints
+  // them to each worker's stderr, core files suppressed), then the group stops as for any
+  // failure, and the hang is this node's root cause.
+  void on_hang(const Hang& h) {
+    if (state != State::kRunning || stopping() || hung) return;
+    hung = h;
+    const auto pids = group->running_pids();
+    spdlog::error(
+        "local rank {} (rank {}) hung: {}; dumping the stacks of the {} running worker{} "
+        "(SIGABRT) and stopping them",
+        h.local_rank, assignment.rank_offset + h.local_rank,
+        describe(h, cfg.shape.nproc_per_node - 1), pids.size(), pids.size() == 1 ? "" : "s");
+    disable_core_dumps(pids);
+    group->stop(SIGABRT);
+  }
+
+  // The group was stopped by npu_run for the hang: it failed, and the hung worker is its root
+  // cause (what the summary shows first).
+  void blame_hang(GroupResult& result) const {
+    result.outcome = GroupResult::Outcome::kFailed;
+    result.stop_signal = 0;
+    for (size_t i = 0; i < result.workers.size(); ++i) {
+      if (result.workers[i].local_rank != hung->local_rank) continue;
+      result.root_cause = i;
+      result.first_exit = i;
+      result.workers[i].hang = describe(*hung, cfg.shape.nproc_per_node - 1);
+    }
+  }
+
+  rdzv::FailureReport hang_report(const Hang& h, const GroupResult& result) const {
+    rdzv::FailureReport f;
+    f.host = assignment.host;
+    f.node_rank = assignment.node_rank;
+    f.local_rank = h.local_rank;
+    f.rank = assignment.rank_offset + h.local_rank;
+    for (const WorkerOutcome& w : result.workers) {
+      if (w.local_rank == h.local_rank) f.pid = w.pid;
+    }
+    f.exit_code = kExitHang;
+    f.description = "hung: " + describe(h, cfg.shape.nproc_per_node - 1);
+    f.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    return f;
   }
 
   // Told to stop for another reason already, or stopping on a signal: the first reason stands.
-  bool stopping() const { return remote_root_cause || reform || interrupted_by != 0; }
+  bool stopping() const { return remote_root_cause || reform || interrupted_by != 0 || hung; }
 
   void on_stop_workers(const rdzv::FailureReport& root) {
     if (state != State::kRunning || stopping()) return;
@@ -234,6 +319,8 @@ struct LocalAgent::Impl {
   }
 
   void on_group_done(GroupResult result) {
+    if (hang_watch) hang_watch->stop();
+    if (hung) blame_hang(result);
     last_result = result;
     state = State::kReporting;
     if (interrupted_by != 0) {
@@ -259,7 +346,14 @@ struct LocalAgent::Impl {
       return;
     }
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
-    if (reform) {
+    if (hung) {
+      report.outcome = rdzv::Outcome::kFailed;
+      report.failure = hang_report(*hung, result);
+      if (assignment.nnodes > 1) {
+        spdlog::error("this node's workers failed ({}); waiting for the other nodes to stop",
+                      rdzv::describe(*report.failure));
+      }
+    } else if (reform) {
       report.outcome = rdzv::Outcome::kStopped;  // the workers' deaths from the stop are expected
     } else if (remote_root_cause) {
       report.outcome = rdzv::Outcome::kStopped;
@@ -367,6 +461,9 @@ struct LocalAgent::Impl {
   State state = State::kInit;
   Assignment assignment;
   std::unique_ptr<RoundWorkers> group;
+  std::unique_ptr<ProgressBeats> beats;    // NPU_RUN_PROGRESS; null if it could not be made
+  std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
+  std::optional<Hang> hung;                // this attempt's hang, the node's root cause
   GroupResult last_result;
   std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
   std::optional<rdzv::Reform> reform;                    // set when told to stop to re-form

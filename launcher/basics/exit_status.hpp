@@ -10,6 +10,9 @@ inline constexpr int kExitUsage = 2;
 // The rendezvous failed: timeout, a conflict between agents, a lost server or node. Distinct from
 // the exit codes people actually use in their scripts.
 inline constexpr int kExitRendezvous = 125;
+// A worker hung (--hang-timeout, --exit-timeout) and no restart was left: 124, as timeout(1)
+// exits when its command ran out of time.
+inline constexpr int kExitHang = 124;
 
 // 128 + N: a process killed by signal N, or npu_run itself stopped by it (as shells report).
 constexpr int exit_for_signal(int sig) {

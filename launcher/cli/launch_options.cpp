@@ -176,6 +176,19 @@ void LaunchOptions::add_supervision_and_output(const char* supervise, const char
   term_timeout = add("--term-timeout", f.term_timeout,
                      "Seconds between SIGTERM and SIGKILL when stopping workers (default 30)",
                      supervise, "--shutdown-timeout,--shutdown_timeout");
+  hang_timeout =
+      add("--hang-timeout", f.hang_timeout,
+          "A worker that sent a progress beat (NPU_RUN_PROGRESS) and then none for S seconds is "
+          "hung: every worker's stacks are dumped and the job fails (a restart if any are left). "
+          "'auto' learns it: 5 times the longest silence between beats seen, at least 300 s "
+          "(auto:S for another floor)",
+          supervise)
+          ->type_name("S|auto[:S]");
+  exit_timeout = add("--exit-timeout", f.exit_timeout,
+                     "A worker still running S seconds after every other local worker exited 0 "
+                     "is hung (a straggler that never exits); 0, the default, waits forever",
+                     supervise)
+                     ->type_name("S");
   signals = add("--signals-to-handle", f.signals_to_handle,
                 "Signals that stop the job after forwarding them to workers (default "
                 "SIGTERM,SIGINT,SIGHUP,SIGQUIT); SIGUSR1/SIGUSR2 are otherwise forwarded only",

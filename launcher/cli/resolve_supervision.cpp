@@ -21,6 +21,11 @@ void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
   supervision.term_timeout =
       seconds_option(f.term_timeout, 0, 7 * 24 * 3600.0, o.source(o.term_timeout));
   supervision.stop_signals = parse_signals(f.signals_to_handle, o.source(o.signals));
+  supervision.hang = parse_hang_timeout(f.hang_timeout, o.source(o.hang_timeout));
+  if (f.exit_timeout != 0) {
+    supervision.hang.exit_timeout =
+        seconds_option(f.exit_timeout, 0.001, 7 * 24 * 3600.0, o.source(o.exit_timeout));
+  }
   supervision.stop_with_parent =
       in.cluster.kind == ClusterKind::kMpi || in.cluster.kind == ClusterKind::kSlurm;
 

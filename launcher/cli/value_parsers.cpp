@@ -51,6 +51,35 @@ std::chrono::milliseconds seconds_option(double value, double min, double max,
   return std::chrono::milliseconds(std::llround(value * 1000));
 }
 
+HangPolicy parse_hang_timeout(const std::string& value, const std::string& source) {
+  constexpr double kMax = 7 * 24 * 3600.0;
+  constexpr double kLearnedFloor = 300.0;
+  HangPolicy policy;
+  if (value.empty() || value == "0") return policy;
+  std::string seconds = value;
+  if (value == "auto" || value.rfind("auto:", 0) == 0) {
+    policy.learned = true;
+    seconds = value == "auto" ? "" : value.substr(5);
+  }
+  double parsed = kLearnedFloor;
+  if (!seconds.empty()) {
+    size_t used = 0;
+    try {
+      parsed = std::stod(seconds, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != seconds.size() || !(parsed > 0) || parsed > kMax) {
+      throw UsageError(fmt::format(
+          "{} '{}': expected seconds (more than 0, at most 7 days), 'auto' or 'auto:<seconds>' "
+          "(the floor of the learned timeout), e.g. 600 or auto:120",
+          source, value));
+    }
+  }
+  policy.timeout = std::chrono::milliseconds(std::llround(parsed * 1000));
+  return policy;
+}
+
 void check_name(const std::string& value, const std::string& source, const char* what) {
   const bool ok = !value.empty() && value != "." && value != ".." &&
                   std::all_of(value.begin(), value.end(), [](unsigned char c) {

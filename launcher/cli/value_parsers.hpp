@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/launch_config.hpp"
+
 namespace npu_run {
 
 // Upper bounds: far above any real job, low enough that a typo is caught before it does harm.
@@ -26,6 +28,9 @@ std::pair<int, int> parse_nnodes(const std::string& text, const std::string& sou
 // Seconds within [min, max], as milliseconds.
 std::chrono::milliseconds seconds_option(double value, double min, double max,
                                          const std::string& source);
+
+// --hang-timeout: "" or "0" (off), seconds, "auto" or "auto:<floor seconds>".
+HangPolicy parse_hang_timeout(const std::string& value, const std::string& source);
 
 // Run ids and role names: letters, digits, '-', '_' and '.' (they name directories).
 void check_name(const std::string& value, const std::string& source, const char* what);

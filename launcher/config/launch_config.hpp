@@ -142,6 +142,20 @@ struct AscendConfig {
   std::vector<std::string> device_ips() const;  // for the rendezvous: auto tables only
 };
 
+// Hung workers (--hang-timeout, --exit-timeout; agent/hang_watch.hpp).
+struct HangPolicy {
+  // --hang-timeout S: a worker that beat and then stays silent this long is hung. With
+  // `learned` (--hang-timeout auto[:S]) it is the floor, and the timeout is learned_factor
+  // times the longest silence between beats seen so far in the job, if that is longer.
+  milliseconds timeout{0};
+  bool learned = false;
+  double learned_factor = 5.0;
+  // --exit-timeout S: once every other local worker exited 0, one still running after S.
+  std::optional<milliseconds> exit_timeout;
+  bool enabled() const { return timeout.count() > 0; }  // the beat-based part
+  bool any() const { return enabled() || exit_timeout.has_value(); }
+};
+
 // Stopping and restarting workers.
 struct SupervisionConfig {
   int max_restarts = 0;
@@ -150,6 +164,7 @@ struct SupervisionConfig {
   // Started by a launcher (mpirun/orted, slurmstepd) that is the job's link to the scheduler:
   // if that process exits, stop as on SIGTERM rather than run on as an orphan.
   bool stop_with_parent = false;
+  HangPolicy hang;
 };
 
 // Where workers' output goes.

@@ -27,6 +27,9 @@ struct WorkerOutcome {
   // can be long before the process exits: interpreter shutdown may hang on collective threads.
   std::optional<std::chrono::system_clock::time_point> raised_at;
   std::string start_error;  // why it could not be started (kNotStarted)
+  // Set by the agent when it judged this worker hung and stopped the group for it: "no
+  // progress for 600 s after 'step 1200' ..." (agent/hang_watch.hpp).
+  std::string hang;
   // Its log files that lost output, each with why: "path (No space left on device (ENOSPC))".
   std::vector<std::string> incomplete_logs;
 };

@@ -61,6 +61,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     if (!w.running()) return;  // given up on after SIGKILL; this is the cancelled wait
     --alive;
     w.ended(ec, wait_status, phase == Phase::kStopping || phase == Phase::kKilling, guardian);
+    if (on_each_exit) on_each_exit(w.spec().local_rank, w.outcome().status.success());
     if (phase == Phase::kRunning && !w.outcome().status.success()) {
       root_cause = index;
       spdlog::error(
@@ -197,6 +198,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer timer;
   std::vector<std::unique_ptr<WorkerProcess>> workers;
   DoneHandler on_done;
+  ExitHandler on_each_exit;
   Phase phase = Phase::kIdle;
   size_t alive = 0;
   std::optional<size_t> root_cause;
@@ -241,6 +243,10 @@ void WorkerGroup::stop(int sig) {
     default:
       break;
   }
+}
+
+void WorkerGroup::on_each_exit(ExitHandler handler) {
+  impl_->on_each_exit = std::move(handler);
 }
 
 std::vector<pid_t> WorkerGroup::running_pids() const {

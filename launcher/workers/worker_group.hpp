@@ -50,6 +50,11 @@ class WorkerGroup {
 
   std::vector<pid_t> running_pids() const;
 
+  // Runs for each worker's exit as it is seen, before the group is done (the hang watch's
+  // straggler clock). Set before start().
+  using ExitHandler = std::function<void(int local_rank, bool success)>;
+  void on_each_exit(ExitHandler handler);
+
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;

@@ -1,0 +1,54 @@
+// Progress beats (NPU_RUN_PROGRESS, issue 18): one Unix datagram socket per local rank, in a
+// private directory of the agent's. Every datagram sent there, by the worker or any process it
+// started, is one beat of that rank; its text (the first kMaxBeatText bytes) is the rank's last
+// progress. Read by events on the agent's io_context: a wake-up drains every queued datagram,
+// so workers beating a thousand times a second cost one wake-up per burst, and a worker that
+// beats faster than the agent reads loses beats in its own non-blocking send, never time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run {
+
+constexpr size_t kMaxBeatText = 200;
+
+struct RankProgress {
+  uint64_t beats = 0;  // this attempt's
+  std::string text;    // of the last beat
+  std::chrono::steady_clock::time_point last{};
+  std::chrono::system_clock::time_point last_wall{};  // for messages and `npu_run status`
+  // The longest silence between two beats, over every attempt (for --hang-timeout auto).
+  std::chrono::steady_clock::duration longest_interval{};
+};
+
+class ProgressBeats {
+ public:
+  // Creates the directory (mode 0700 under $TMPDIR, else /tmp; a socket's path must fit in
+  // 107 bytes) and `local_ranks` sockets, close-on-exec. Throws std::runtime_error naming what
+  // failed.
+  ProgressBeats(boost::asio::io_context& io, int local_ranks);
+  ~ProgressBeats();  // removes the sockets and the directory
+  ProgressBeats(const ProgressBeats&) = delete;
+  ProgressBeats& operator=(const ProgressBeats&) = delete;
+
+  // What a worker gets as NPU_RUN_PROGRESS.
+  std::string path(int local_rank) const;
+  // A new attempt: no rank has beaten in it yet (the longest intervals are kept).
+  void new_attempt();
+  const RankProgress& rank(int local_rank) const;
+  int local_ranks() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace npu_run

@@ -1,0 +1,134 @@
+// Hung workers with real Python workers (issue 18): progress beats through NPU_RUN_PROGRESS
+// and python/npu_run_progress.py, --hang-timeout (fixed and learned) and --exit-timeout; on a
+// hang every worker's Python stacks are dumped by faulthandler (real output), the hung rank is
+// named, the job fails with 124 or restarts, and nothing is left behind.
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "support/harness.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A worker script: beats five times, then does what `then` says (Python, indented by 0).
+std::string worker_script(TempDir& dir, const std::string& then) {
+  const std::string path = dir.file("worker.py");
+  std::ofstream(path) << "import os, sys, threading, time\n"
+                         "sys.path.insert(0, '" NPU_RUN_SOURCE_DIR "/python')\n"
+                         "import npu_run_progress\n"
+                         "rank = int(os.environ['LOCAL_RANK'])\n"
+                         "attempt = int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+                         "for step in range(5):\n"
+                         "    npu_run_progress.beat(f'step {step}')\n"
+                         "    time.sleep(0.05)\n"
+                      << then;
+  return path;
+}
+
+// Rank 1 deadlocks between two threads; the others keep beating until they are stopped.
+const char* kRank1Deadlocks =
+    "def take(first, second):\n"
+    "    with first:\n"
+    "        time.sleep(0.2)\n"
+    "        with second:\n"
+    "            pass\n"
+    "a, b = threading.Lock(), threading.Lock()\n"
+    "if rank == 1 and attempt == 0:\n"
+    "    other = threading.Thread(target=take, args=(b, a), name='loader')\n"
+    "    other.start()\n"
+    "    take(a, b)\n"
+    "while True:\n"
+    "    npu_run_progress.beat('step busy')\n"
+    "    if attempt > 0: sys.exit(0)\n"
+    "    time.sleep(0.05)\n";
+
+}  // namespace
+
+TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are dumped, exit 124",
+          "[integration][hangs]") {
+  TempDir dir;
+  NpuRunProcess p({"--nproc-per-node", "3", "--hang-timeout", "2", worker_script(dir, kRank1Deadlocks)});
+  const Finished f = p.wait(40s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  CHECK_THAT(f.err, Contains("local rank 1 (rank 1) hung: no progress for 2 s after 'step 4'"));
+  // faulthandler's own output, from every rank: the deadlocked threads of rank 1 among them.
+  // (Their writes may interleave on the shared console; each word is one write.)
+  CHECK(count_occurrences(f.err, "Aborted") == 3);
+  CHECK_THAT(f.err, Contains("in take"));
+  // The summary: the hung rank first, as the root cause.
+  CHECK_THAT(f.err, Contains("root cause first"));
+  const auto table = f.err.find("root cause first");
+  REQUIRE(table != std::string::npos);
+  CHECK(f.err.find("hung: no progress for 2 s after 'step 4'", table) != std::string::npos);
+  CHECK(f.seconds < 30);
+  require_no_strays(p);
+}
+
+TEST_CASE("hangs: a hang is a failure: with a restart left the job runs again and succeeds",
+          "[integration][hangs]") {
+  TempDir dir;
+  NpuRunProcess p({"--nproc-per-node", "2", "--hang-timeout", "1.5", "--max-restarts", "1",
+                   worker_script(dir, kRank1Deadlocks)});
+  const Finished f = p.wait(40s);
+  INFO(f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.err, Contains("hung: no progress for"));
+  CHECK_THAT(f.err, Contains("restarting all 2 workers: restart 1 of 1"));
+  require_no_strays(p);
+}
+
+TEST_CASE("hangs: --hang-timeout auto learns from the beats' intervals, with a floor",
+          "[integration][hangs]") {
+  TempDir dir;
+  // Beats 0.3 s apart: 5 x 0.3 = 1.5 s, above the 1 s floor given.
+  const std::string script = worker_script(
+      dir,
+      "for step in range(5, 10):\n"
+      "    time.sleep(0.3)\n"
+      "    npu_run_progress.beat(f'step {step}')\n"
+      "if rank == 0: time.sleep(3600)\n");
+  NpuRunProcess p({"--nproc-per-node", "2", "--hang-timeout", "auto:1", script});
+  const Finished f = p.wait(40s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  CHECK_THAT(f.err, Contains("local rank 0 (rank 0) hung: no progress for"));
+  CHECK_THAT(f.err, Contains("after 'step 9'"));
+  // The learned timeout, not the floor (the longest interval is at least 0.3 s).
+  CHECK_THAT(f.err, !Contains("--hang-timeout 1 s)"));
+  require_no_strays(p);
+}
+
+TEST_CASE("hangs: --exit-timeout finds a worker that never exits after the others exited 0",
+          "[integration][hangs]") {
+  TempDir dir;
+  // Rank 2's main returns, but a non-daemon thread keeps its process alive (as gloo's did).
+  const std::string script =
+      worker_script(dir,
+                    "if rank == 2:\n"
+                    "    threading.Thread(target=time.sleep, args=(3600,), name='stuck').start()\n");
+  NpuRunProcess p({"--nproc-per-node", "3", "--exit-timeout", "1", script});
+  const Finished f = p.wait(40s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  CHECK_THAT(f.err, Contains("local rank 2 (rank 2) hung: still running 1 s after the other 2 "
+                             "local workers exited 0"));
+  CHECK(count_occurrences(f.err, "Aborted") == 1);
+  require_no_strays(p);
+}
+
+TEST_CASE("hangs: bad --hang-timeout and --exit-timeout values are refused before anything starts",
+          "[integration][hangs]") {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--hang-timeout", "soon"}, {"--hang-timeout", "auto:-3"}, {"--hang-timeout", "-1"},
+           {"--exit-timeout", "-2"}}) {
+    const Finished f = run_npu_run({"--nproc-per-node", "1", flag, value, "--no-python", "/bin/true"});
+    INFO(flag << " " << value << ": " << f.err);
+    CHECK(f.exit_code == 2);
+    CHECK_THAT(f.err, Contains(flag));
+    CHECK_THAT(f.err, Contains(value));
+  }
+}

@@ -1,0 +1,137 @@
+// Progress beats and the hang watch on a real io_context: datagrams to each rank's socket are
+// that rank's beats (text kept, cleaned, cut), a rank silent past the timeout is reported once,
+// a rank that never beat is not, and a straggler is found once the others exited 0.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+
+#include "agent/hang_watch.hpp"
+#include "workers/progress_beats.hpp"
+
+using namespace npu_run;
+using namespace std::chrono_literals;
+
+namespace {
+
+void send_beat(const std::string& path, const std::string& text) {
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  ::sendto(fd, text.data(), text.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&address),
+           sizeof address);
+  ::close(fd);
+}
+
+template <typename Predicate>
+bool run_until(boost::asio::io_context& io, Predicate done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(10ms);
+  }
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("progress beats: every datagram is a beat of its rank, the last text kept and cleaned",
+          "[unit][hangs]") {
+  boost::asio::io_context io;
+  std::string directory;
+  {
+    ProgressBeats beats(io, 2);
+    directory = std::filesystem::path(beats.path(0)).parent_path();
+    CHECK(beats.path(0) != beats.path(1));
+    CHECK(beats.path(0).size() < 108);  // fits a socket address
+    // The kernel queues few datagrams per socket (net.unix.max_dgram_qlen, 10 by default):
+    // the agent reads as they come; here the test reads between bursts of 5.
+    for (int i = 0; i < 100; ++i) {
+      send_beat(beats.path(1), "step " + std::to_string(i));
+      if (i % 5 == 4) {
+        REQUIRE(run_until(io, [&] { return beats.rank(1).beats == static_cast<uint64_t>(i + 1); }, 5s));
+      }
+    }
+    CHECK(beats.rank(1).text == "step 99");
+    CHECK(beats.rank(0).beats == 0);
+    send_beat(beats.path(0), "line\nbreak\x1b[31m" + std::string(500, 'x'));
+    REQUIRE(run_until(io, [&] { return beats.rank(0).beats == 1; }, 5s));
+    CHECK(beats.rank(0).text.substr(0, 15) == "line break [31m");
+    CHECK(beats.rank(0).text.size() == kMaxBeatText);
+    beats.new_attempt();
+    CHECK(beats.rank(1).beats == 0);
+    CHECK(beats.rank(1).longest_interval > 0s);  // kept across attempts for auto
+    CHECK(std::filesystem::exists(directory));
+  }
+  CHECK_FALSE(std::filesystem::exists(directory));  // removed with its sockets
+}
+
+TEST_CASE("hang watch: a rank silent past the timeout is reported once, one that never beat is not",
+          "[unit][hangs]") {
+  boost::asio::io_context io;
+  ProgressBeats beats(io, 3);
+  HangPolicy policy;
+  policy.timeout = 300ms;
+  std::vector<Hang> hangs;
+  HangWatch watch(io, beats, policy, [&](const Hang& h) { hangs.push_back(h); });
+  watch.start();
+  send_beat(beats.path(1), "step 7");
+  const auto started = std::chrono::steady_clock::now();
+  REQUIRE(run_until(io, [&] { return !hangs.empty(); }, 5s));
+  CHECK(std::chrono::steady_clock::now() - started >= 290ms);
+  run_until(io, [] { return false; }, 500ms);
+  REQUIRE(hangs.size() == 1);
+  CHECK(hangs[0].local_rank == 1);
+  CHECK(hangs[0].kind == Hang::Kind::kNoProgress);
+  CHECK(hangs[0].last_text == "step 7");
+  CHECK(describe(hangs[0], 2).find("after 'step 7'") != std::string::npos);
+}
+
+TEST_CASE("hang watch: an exited rank is not hung, a straggler after the others' success is",
+          "[unit][hangs]") {
+  boost::asio::io_context io;
+  ProgressBeats beats(io, 3);
+  HangPolicy policy;
+  policy.exit_timeout = 200ms;
+  std::vector<Hang> hangs;
+  HangWatch watch(io, beats, policy, [&](const Hang& h) { hangs.push_back(h); });
+  watch.start();
+  watch.exited(0, true);
+  run_until(io, [] { return false; }, 400ms);
+  CHECK(hangs.empty());  // rank 1 and 2 still run: nobody is the last one yet
+  watch.exited(2, true);
+  REQUIRE(run_until(io, [&] { return !hangs.empty(); }, 5s));
+  CHECK(hangs[0].local_rank == 1);
+  CHECK(hangs[0].kind == Hang::Kind::kStraggler);
+  CHECK(describe(hangs[0], 2) == "still running 0 s after the other 2 local workers exited 0");
+}
+
+TEST_CASE("hang watch: a failed exit starts no straggler clock", "[unit][hangs]") {
+  boost::asio::io_context io;
+  ProgressBeats beats(io, 2);
+  HangPolicy policy;
+  policy.exit_timeout = 100ms;
+  std::vector<Hang> hangs;
+  HangWatch watch(io, beats, policy, [&](const Hang& h) { hangs.push_back(h); });
+  watch.start();
+  watch.exited(0, false);
+  run_until(io, [] { return false; }, 400ms);
+  CHECK(hangs.empty());
+}
+
+TEST_CASE("hang watch: the learned timeout is a multiple of the longest interval, at least the floor",
+          "[unit][hangs]") {
+  HangPolicy policy;
+  policy.timeout = 1000ms;
+  policy.learned = true;
+  CHECK(hang_timeout(policy, 100ms) == 1000ms);
+  CHECK(hang_timeout(policy, 400ms) == 2000ms);
+  policy.learned = false;
+  CHECK(hang_timeout(policy, 400ms) == 1000ms);
+}

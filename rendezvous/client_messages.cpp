@@ -33,7 +33,8 @@ json client_json(const ClientMessage& message) {
         } else {
           json j{{"type", "report"},     {"round", m.round},
                  {"outcome", m.outcome}, {"stop_signal", m.stop_signal},
-                 {"fatal", m.fatal},     {"leaving", m.leaving}};
+                 {"fatal", m.fatal},     {"leaving", m.leaving},
+                 {"progressed", m.progressed}};
           if (m.failure) j["failure"] = to_json(*m.failure);
           return j;
         }
@@ -72,6 +73,7 @@ ClientMessage client_from(const json& j) {
     m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
     m.fatal = f.boolean("fatal");
     m.leaving = f.boolean("leaving");
+    m.progressed = f.find("progressed") == nullptr || f.boolean("progressed");
     if (m.outcome == Outcome::kFailed && !m.failure)
       f.fail("reports a failure without describing it");
     return m;

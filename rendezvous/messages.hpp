@@ -100,6 +100,9 @@ struct Report {
   // With stop_signal: the node leaves on purpose. An elastic job (--nnodes MIN:MAX) re-forms
   // without it; a static one ends. The agent hosting the server never leaves this way.
   bool leaving = false;
+  // Some worker of this node beat past its best of the earlier attempts (always true for a
+  // first attempt that beat at all): what --max-no-progress-restarts counts.
+  bool progressed = true;
 };
 
 using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume>;

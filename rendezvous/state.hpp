@@ -54,6 +54,9 @@ struct JobSettings {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  // Finish with kExitNoProgress once this many restarts in a row made no progress (no node
+  // reported Report::progressed); 0: never.
+  int max_no_progress_restarts = 0;
   milliseconds heartbeat_interval{5'000};
   milliseconds heartbeat_timeout{30'000};
   milliseconds progress_interval{5'000};
@@ -155,6 +158,8 @@ class RendezvousState {
   Phase phase_ = Phase::kJoining;
   uint64_t round_ = 0;
   int restart_count_ = 0;
+  int no_progress_restarts_ = 0;  // restarts in a row that ended without progress
+  bool round_progressed_ = false;  // some node of this round reported progress
   // Every per-message operation is O(1) or O(log n): a 16k-node job joins, reports and leaves
   // without any quadratic scan.
   std::map<ClientId, Client> clients_;

@@ -56,6 +56,7 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
   ++reported_;
   std::vector<Outgoing> out;
   const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
+  if (report.progressed) round_progressed_ = true;
   if (by_signal && report.leaving && elastic() && !root_cause_) {
     // A node leaving an elastic job on purpose: the others re-form without it.
     member->left = true;
@@ -97,7 +98,14 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   Decision decision;
   decision.round = round_;
   decision.root_cause = root_cause_;
-  if (root_cause_ && !deliberate_stop_ && restart_count_ < settings_.max_restarts) {
+  // A failed restart that no node saw progress in extends the run; progress ends it.
+  if (round_progressed_)
+    no_progress_restarts_ = 0;
+  else if (root_cause_ && restart_count_ > 0)
+    ++no_progress_restarts_;
+  const bool stuck = root_cause_ && settings_.max_no_progress_restarts > 0 &&
+                     no_progress_restarts_ >= settings_.max_no_progress_restarts;
+  if (root_cause_ && !deliberate_stop_ && !stuck && restart_count_ < settings_.max_restarts) {
     ++restart_count_;
     decision.action = Action::kRestart;
     decision.restart_count = restart_count_;
@@ -108,7 +116,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   } else {
     decision.action = Action::kFinish;
     decision.restart_count = restart_count_;
-    decision.exit_code = root_cause_ ? root_cause_->exit_code : 0;
+    decision.exit_code = stuck ? kExitNoProgress : root_cause_ ? root_cause_->exit_code : 0;
   }
   Outgoing broadcast{{}, decision, false};
   for (const Member& m : members_) {

@@ -193,6 +193,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
   claimed_ranks_.clear();
   root_cause_.reset();
   deliberate_stop_ = false;
+  round_progressed_ = false;
   membership_change_ = false;
   min_reached_at_.reset();
   phase_ = Phase::kRunning;

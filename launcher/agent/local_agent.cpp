@@ -255,6 +255,25 @@ struct LocalAgent::Impl {
     group->stop(SIGABRT);
   }
 
+  // Whether some worker beat past its best of the earlier attempts, by the last number in its
+  // beat's text ("step 1200": a resumed job counts steps, not beats), else its beat count.
+  bool progressed_this_attempt() {
+    if (!beats) return true;
+    best_progress.resize(static_cast<size_t>(beats->local_ranks()), -1);
+    bool progressed = false;
+    for (int r = 0; r < beats->local_ranks(); ++r) {
+      const RankProgress& p = beats->rank(r);
+      if (p.beats == 0) continue;
+      const int64_t value = progress_value(p);
+      int64_t& best = best_progress[static_cast<size_t>(r)];
+      if (value > best) {
+        progressed = true;
+        best = value;
+      }
+    }
+    return progressed;
+  }
+
   // The group was stopped by npu_run for the hang: it failed, and the hung worker is its root
   // cause (what the summary shows first).
   void blame_hang(GroupResult& result) const {
@@ -346,6 +365,7 @@ struct LocalAgent::Impl {
       return;
     }
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
+    report.progressed = progressed_this_attempt();
     if (hung) {
       report.outcome = rdzv::Outcome::kFailed;
       report.failure = hang_report(*hung, result);
@@ -402,6 +422,13 @@ struct LocalAgent::Impl {
       state = State::kRendezvous;
       rendezvous.join();
       return;
+    }
+    if (d.exit_code == kExitNoProgress) {
+      spdlog::error(
+          "no rank beat past its best in the last {} restart{}: not restarting (exit {}: "
+          "restarting or requeueing the job would repeat it)",
+          cfg.supervision.max_no_progress_restarts,
+          cfg.supervision.max_no_progress_restarts == 1 ? "" : "s", kExitNoProgress);
     }
     if (d.exit_code == 0) {
       spdlog::info("all {} worker{} exited 0 after {:.2f} s", last_result.workers.size(),
@@ -464,6 +491,7 @@ struct LocalAgent::Impl {
   std::unique_ptr<ProgressBeats> beats;    // NPU_RUN_PROGRESS; null if it could not be made
   std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
   std::optional<Hang> hung;                // this attempt's hang, the node's root cause
+  std::vector<int64_t> best_progress;      // per local rank, over the attempts so far
   GroupResult last_result;
   std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
   std::optional<rdzv::Reform> reform;                    // set when told to stop to re-form

@@ -37,6 +37,7 @@ rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
       job_settings(cfg.rendezvous.run_id, token_value(cfg.rendezvous.token), cfg.shape.min_nodes,
                    cfg.shape.max_nodes, cfg.supervision.max_restarts, cfg.rendezvous.timing);
   s.command = job_command(cfg);
+  s.max_no_progress_restarts = cfg.supervision.max_no_progress_restarts;
   return s;
 }
 

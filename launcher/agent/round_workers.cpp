@@ -13,8 +13,8 @@ class GroupOfProcesses : public RoundWorkers {
   void forward_signal(int sig) override { group_.forward_signal(sig); }
   void stop(int sig) override { group_.stop(sig); }
   std::vector<pid_t> running_pids() const override { return group_.running_pids(); }
-  void on_each_exit(WorkerGroup::ExitHandler handler) override {
-    group_.on_each_exit(std::move(handler));
+  void on_each_exit(const WorkerGroup::ExitHandler& handler) override {
+    group_.on_each_exit(handler);
   }
 
  private:

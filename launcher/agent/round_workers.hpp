@@ -33,7 +33,7 @@ class RoundWorkers {
   virtual void stop(int sig) = 0;
   virtual std::vector<pid_t> running_pids() const = 0;
   // Each worker's exit as it happens (set before start); fakes may ignore it.
-  virtual void on_each_exit(WorkerGroup::ExitHandler /*handler*/) {}
+  virtual void on_each_exit(const WorkerGroup::ExitHandler& /*handler*/) {}
 };
 
 using MakeRoundWorkers =

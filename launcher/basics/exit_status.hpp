@@ -13,6 +13,9 @@ inline constexpr int kExitRendezvous = 125;
 // A worker hung (--hang-timeout, --exit-timeout) and no restart was left: 124, as timeout(1)
 // exits when its command ran out of time.
 inline constexpr int kExitHang = 124;
+// --max-no-progress-restarts: that many restarts in a row ended before any rank beat past its
+// best of the attempts before. Restarting (or requeueing) again would only repeat it.
+inline constexpr int kExitNoProgress = 123;
 
 // 128 + N: a process killed by signal N, or npu_run itself stopped by it (as shells report).
 constexpr int exit_for_signal(int sig) {

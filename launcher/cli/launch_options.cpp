@@ -189,6 +189,12 @@ void LaunchOptions::add_supervision_and_output(const char* supervise, const char
                      "is hung (a straggler that never exits); 0, the default, waits forever",
                      supervise)
                      ->type_name("S");
+  max_no_progress_restarts =
+      add("--max-no-progress-restarts", f.max_no_progress_restarts,
+          "Stop restarting, and exit 123 (do not requeue), once N restarts in a row ended "
+          "before any rank beat (NPU_RUN_PROGRESS) past its best so far; 0, the default, never",
+          supervise)
+          ->type_name("N");
   signals = add("--signals-to-handle", f.signals_to_handle,
                 "Signals that stop the job after forwarding them to workers (default "
                 "SIGTERM,SIGINT,SIGHUP,SIGQUIT); SIGUSR1/SIGUSR2 are otherwise forwarded only",

@@ -44,6 +44,7 @@ struct LaunchFlags {
   double term_timeout = 30.0;
   std::string hang_timeout;
   double exit_timeout = 0;
+  int max_no_progress_restarts = 0;
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string devices;
   std::string log_level = "info";
@@ -80,7 +81,7 @@ class LaunchOptions {
       *monitor_interval, *term_timeout, *signals, *log_dir, *redirects, *tee, *filter, *prefix,
       *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node,
       *virtual_local_rank, *event_log_handler, *logs_specs, *stdout_filters, *stderr_filters,
-      *numa_binding, *worker_store, *hang_timeout, *exit_timeout;
+      *numa_binding, *worker_store, *hang_timeout, *exit_timeout, *max_no_progress_restarts;
 
  private:
   void add_shape(const char* shape);

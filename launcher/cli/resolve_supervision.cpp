@@ -22,6 +22,12 @@ void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
       seconds_option(f.term_timeout, 0, 7 * 24 * 3600.0, o.source(o.term_timeout));
   supervision.stop_signals = parse_signals(f.signals_to_handle, o.source(o.signals));
   supervision.hang = parse_hang_timeout(f.hang_timeout, o.source(o.hang_timeout));
+  if (f.max_no_progress_restarts < 0 || f.max_no_progress_restarts > 1'000'000) {
+    throw UsageError(fmt::format("{} {}: expected a count from 0 (off) to 1000000",
+                                 o.source(o.max_no_progress_restarts),
+                                 f.max_no_progress_restarts));
+  }
+  supervision.max_no_progress_restarts = f.max_no_progress_restarts;
   if (f.exit_timeout != 0) {
     supervision.hang.exit_timeout =
         seconds_option(f.exit_timeout, 0.001, 7 * 24 * 3600.0, o.source(o.exit_timeout));

@@ -159,6 +159,7 @@ struct HangPolicy {
 // Stopping and restarting workers.
 struct SupervisionConfig {
   int max_restarts = 0;
+  int max_no_progress_restarts = 0;  // 0: off (rdzv::JobSettings)
   milliseconds term_timeout{30'000};  // grace between SIGTERM and SIGKILL
   std::vector<int> stop_signals;      // signals that stop the job (--signals-to-handle)
   // Started by a launcher (mpirun/orted, slurmstepd) that is the job's link to the scheduler:

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/datagram_protocol.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 namespace npu_run {
@@ -124,6 +126,25 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
   std::string directory;
   std::vector<std::unique_ptr<Rank>> ranks;
 };
+
+int64_t progress_value(const RankProgress& progress) {
+  const std::string& text = progress.text;
+  const auto digit = [&text](size_t i) { return std::isdigit(static_cast<unsigned char>(text[i])) != 0; };
+  std::optional<int64_t> last;
+  for (size_t i = 0; i < text.size();) {
+    if (!digit(i)) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && digit(end)) ++end;
+    // Part of a decimal ("loss 0.5") is not a step.
+    const bool decimal = (i > 0 && text[i - 1] == '.') || (end < text.size() && text[end] == '.');
+    if (!decimal) last = std::stoll(text.substr(i, std::min<size_t>(end - i, 18)));
+    i = end;
+  }
+  return last.value_or(static_cast<int64_t>(progress.beats));
+}
 
 ProgressBeats::ProgressBeats(asio::io_context& io, int local_ranks)
     : impl_(std::make_shared<Impl>(io, local_ranks)) {

@@ -29,6 +29,10 @@ struct RankProgress {
   std::chrono::steady_clock::duration longest_interval{};
 };
 
+// How far a rank got, to compare attempts: the last whole number in its last beat's text
+// ("epoch 2 step 1200 loss 0.5" -> 1200), else how many beats it sent.
+int64_t progress_value(const RankProgress& progress);
+
 class ProgressBeats {
  public:
   // Creates the directory (mode 0700 under $TMPDIR, else /tmp; a socket's path must fit in

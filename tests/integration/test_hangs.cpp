@@ -132,3 +132,20 @@ TEST_CASE("hangs: bad --hang-timeout and --exit-timeout values are refused befor
     CHECK_THAT(f.err, Contains(value));
   }
 }
+
+TEST_CASE("hangs: --max-no-progress-restarts stops restarting a job that never gets further, exit 123",
+          "[integration][hangs]") {
+  TempDir dir;
+  // Every attempt beats up to 'step 4' and hangs there: the first attempt progressed, the
+  // restarts did not.
+  const std::string script = worker_script(dir, "time.sleep(3600)\n");
+  NpuRunProcess p({"--nproc-per-node", "2", "--hang-timeout", "1", "--max-restarts", "5",
+                   "--max-no-progress-restarts", "2", script});
+  const Finished f = p.wait(60s);
+  INFO(f.err);
+  CHECK(f.exit_code == 123);
+  CHECK_THAT(f.err, Contains("restart 2 of 5"));
+  CHECK_THAT(f.err, !Contains("restart 3 of 5"));
+  CHECK_THAT(f.err, Contains("no rank beat past its best in the last 2 restarts"));
+  require_no_strays(p);
+}

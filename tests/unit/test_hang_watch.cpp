@@ -135,3 +135,17 @@ TEST_CASE("hang watch: the learned timeout is a multiple of the longest interval
   policy.learned = false;
   CHECK(hang_timeout(policy, 400ms) == 1000ms);
 }
+
+TEST_CASE("progress value: the last number of the beat's text, else the beat count",
+          "[unit][hangs]") {
+  RankProgress p;
+  p.beats = 7;
+  p.text = "epoch 2 step 1200 loss 0.5";
+  CHECK(progress_value(p) == 1200);  // the last whole number: a decimal is no step
+  p.text = "epoch 2 step 1200";
+  CHECK(progress_value(p) == 1200);
+  p.text = "training";
+  CHECK(progress_value(p) == 7);
+  p.text = "step 123456789012345678901234";
+  CHECK(progress_value(p) > 0);  // cut, not thrown
+}

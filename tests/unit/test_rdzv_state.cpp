@@ -364,6 +364,37 @@ TEST_CASE("rdzv state: restarts run a new round together until they are used up"
   CHECK(message_to<Decision>(out, 1)->restart_count == 2);
 }
 
+TEST_CASE("rdzv state: restarts that make no progress in a row stop the job with 123", "[rdzv]") {
+  JobSettings s = settings(2, 10);
+  s.max_no_progress_restarts = 2;
+  Job job(s);
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  // Round 0 progresses (a first attempt that beat), round 1 does not, round 2 does (the count
+  // starts over), rounds 3 and 4 do not: the job ends after round 4.
+  const std::vector<bool> progress = {true, false, true, false, false};
+  for (size_t round = 0; round < progress.size(); ++round) {
+    Report failure = failed(job.state.round(), 0, 3);
+    failure.progressed = progress[round];
+    job.send(1, failure);
+    Report stopped{job.state.round(), Outcome::kStopped, std::nullopt, 0};
+    stopped.progressed = false;
+    const auto out = job.send(2, stopped);
+    const Decision* d = message_to<Decision>(out, 2);
+    REQUIRE(d != nullptr);
+    if (round + 1 < progress.size()) {
+      CHECK(d->action == Action::kRestart);
+      job.send(2, join_as(node("b"), std::nullopt, 2, 10));
+      job.send(1, join_as(node("a"), std::nullopt, 2, 10));
+      continue;
+    }
+    CHECK(d->action == Action::kFinish);
+    CHECK(d->exit_code == npu_run::kExitNoProgress);
+    CHECK(d->root_cause->exit_code == 3);  // the failure itself is still named
+    CHECK(d->restart_count == 4);
+  }
+}
+
 TEST_CASE("rdzv state: stale and duplicate reports are ignored", "[rdzv]") {
   Job job(settings(2));
   job.join(1, node("a"));

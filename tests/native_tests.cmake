@@ -195,3 +195,11 @@ add_test(NAME "bench smoke: rendezvous scale"
                  --sizes 64 --runs 1 --small-backlog 4)
 set_tests_properties("bench smoke: rendezvous scale" PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "\\| 64 \\| 4 \\|.*\\| 0 \\|")
+
+# Smoke run of the progress-beat benchmark, so the script and the module never rot.
+add_test(NAME "bench smoke: progress beats' cost to the agent"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/beat_cost.py
+                 --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1)
+set_tests_properties("bench smoke: progress beats' cost to the agent"
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
+                                PASS_REGULAR_EXPRESSION "\\| beating \\| [0-9.]+ % \\| [0-9]+ \\| [0-9]+ \\|")

@@ -255,6 +255,15 @@ struct LocalAgent::Impl {
     group->stop(SIGABRT);
   }
 
+  void log_beats() const {
+    if (!beats || !spdlog::should_log(spdlog::level::debug)) return;
+    for (int r = 0; r < beats->local_ranks(); ++r) {
+      const RankProgress& p = beats->rank(r);
+      spdlog::debug("local rank {}: {} progress beats in attempt {}{}", r, p.beats,
+                    assignment.restart_count, p.beats > 0 ? ", the last '" + p.text + "'" : "");
+    }
+  }
+
   // Whether some worker beat past its best of the earlier attempts, by the last number in its
   // beat's text ("step 1200": a resumed job counts steps, not beats), else its beat count.
   bool progressed_this_attempt() {
@@ -339,6 +348,7 @@ struct LocalAgent::Impl {
 
   void on_group_done(GroupResult result) {
     if (hang_watch) hang_watch->stop();
+    log_beats();
     if (hung) blame_hang(result);
     last_result = result;
     state = State::kReporting;

@@ -1,9 +1,10 @@
 // Progress beats (NPU_RUN_PROGRESS, issue 18): one Unix datagram socket per local rank, in a
 // private directory of the agent's. Every datagram sent there, by the worker or any process it
 // started, is one beat of that rank; its text (the first kMaxBeatText bytes) is the rank's last
-// progress. Read by events on the agent's io_context: a wake-up drains every queued datagram,
+// progress. Read by events on the agent's io_context: a collection drains every queued datagram,
 // so workers beating a thousand times a second cost one wake-up per burst, and a worker that
 // beats faster than the agent reads loses beats in its own non-blocking send, never time.
+// Beats are collected every 5 ms at most: their times are that much late at worst.
 #pragma once
 
 #include <chrono>

@@ -44,6 +44,9 @@ struct FailureReport {
   // The worker raised, then npu_run stopped it while it was still exiting: exit_code is not its
   // own, and the job keeps the exit code of the failure that was reported first.
   bool stopped_after_error = false;
+  // The worker hung (--hang-timeout, --exit-timeout): the other nodes dump their workers'
+  // stacks (SIGABRT) as they stop them, so that every rank shows where it was.
+  bool hang = false;
 };
 
 // ---- agent -> server ----

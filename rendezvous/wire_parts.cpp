@@ -47,7 +47,8 @@ json to_json(const FailureReport& r) {
           {"description", r.description},
           {"error_message", r.error_message},
           {"time_ms", r.time_ms},
-          {"stopped_after_error", r.stopped_after_error}};
+          {"stopped_after_error", r.stopped_after_error},
+          {"hang", r.hang}};
 }
 
 FailureReport failure_from(const json& j) {
@@ -63,6 +64,7 @@ FailureReport failure_from(const json& j) {
   r.error_message = f.text("error_message", Limits::kMaxText, false);
   r.time_ms = f.integer("time_ms", 0, INT64_MAX);
   r.stopped_after_error = f.boolean("stopped_after_error");
+  r.hang = f.boolean("hang");
   return r;
 }
 

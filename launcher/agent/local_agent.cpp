@@ -306,6 +306,7 @@ struct LocalAgent::Impl {
       if (w.local_rank == h.local_rank) f.pid = w.pid;
     }
     f.exit_code = kExitHang;
+    f.hang = true;
     f.description = "hung: " + describe(h, cfg.shape.nproc_per_node - 1);
     f.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
@@ -319,6 +320,16 @@ struct LocalAgent::Impl {
   void on_stop_workers(const rdzv::FailureReport& root) {
     if (state != State::kRunning || stopping()) return;
     remote_root_cause = root;
+    if (root.hang) {
+      // Every rank's stacks, not only the hung one's: where the others wait says why.
+      const auto pids = group->running_pids();
+      spdlog::warn("{}; dumping the stacks of this node's {} running worker{} (SIGABRT) and "
+                   "stopping them",
+                   rdzv::describe(root), pids.size(), pids.size() == 1 ? "" : "s");
+      disable_core_dumps(pids);
+      group->stop(SIGABRT);
+      return;
+    }
     spdlog::warn("{}; stopping this node's workers", rdzv::describe(root));
     group->stop(SIGTERM);
   }

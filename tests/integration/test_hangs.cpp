@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "support/fixtures.hpp"
 #include "support/harness.hpp"
+#include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
@@ -148,4 +150,36 @@ TEST_CASE("hangs: --max-no-progress-restarts stops restarting a job that never g
   CHECK_THAT(f.err, !Contains("restart 3 of 5"));
   CHECK_THAT(f.err, Contains("no rank beat past its best in the last 2 restarts"));
   require_no_strays(p);
+}
+
+TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every node's workers dump",
+          "[integration][hangs][multi-node]") {
+  TempDir dir;
+  // Global rank 3 (node 1, local rank 1) stops beating in a function of its own; the others
+  // keep beating until they are stopped.
+  const std::string worker = worker_script(
+      dir,
+      "def stuck_in_collective():\n"
+      "    time.sleep(3600)\n"
+      "if int(os.environ['RANK']) == 3:\n"
+      "    stuck_in_collective()\n"
+      "while True:\n"
+      "    npu_run_progress.beat('step busy')\n"
+      "    time.sleep(0.05)\n");
+  const int port = unused_port();
+  const std::string script = "exec /usr/bin/python3 " + worker;
+  auto n0 = start_node(port, 2, 2, script, {"--node-rank", "0", "--hang-timeout", "2"});
+  auto n1 = start_node(port, 2, 2, script, {"--node-rank", "1", "--hang-timeout", "2"});
+  const auto done = NpuRunProcess::wait_all({n0.get(), n1.get()}, 40s);
+  for (size_t i = 0; i < done.size(); ++i) {
+    const Finished& f = done[i];
+    INFO("node " << i << ": " << f.err);
+    CHECK(f.exit_code == 124);
+    CHECK_THAT(f.err, Contains("rank 3 (local 1, pid") && Contains("hung: no progress for 2 s"));
+    CHECK(count_occurrences(f.err, "Aborted") == 2);  // this node's two workers dumped
+  }
+  CHECK_THAT(done[1].err, Contains("in stuck_in_collective"));
+  CHECK_THAT(done[0].err, Contains("dumping the stacks of this node's 2 running workers"));
+  require_no_strays(*n0);
+  require_no_strays(*n1);
 }

@@ -129,6 +129,15 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   CHECK_FALSE(r.failure->stopped_after_error);
   f.stopped_after_error = true;
   CHECK(round_trip_client<Report>(Report{7, Outcome::kStopped, f, 0}).failure->stopped_after_error);
+  // A hang, and whether the attempt got further than the ones before (--max-no-progress-restarts).
+  CHECK_FALSE(r.failure->hang);
+  CHECK(r.progressed);
+  f.hang = true;
+  Report no_progress{7, Outcome::kFailed, f, 0};
+  no_progress.progressed = false;
+  const Report hung = round_trip_client<Report>(no_progress);
+  CHECK(hung.failure->hang);
+  CHECK_FALSE(hung.progressed);
   CHECK(round_trip_client<Heartbeat>(Heartbeat{12}).received == 12);
   const Resume resume = round_trip_client<Resume>(Resume{"5e55", 3});
   CHECK((resume.session == "5e55" && resume.received == 3));

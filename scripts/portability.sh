@@ -39,7 +39,7 @@ check_tree() {  # dir arch what: an unpacked package
   local dir=$1 arch=$2 what=$3 f
   check_binary "$dir/usr/bin/npu_run" "$arch" "$what"
   for f in usr/share/man/man1/npu_run.1.gz usr/share/bash-completion/completions/npu_run \
-           usr/share/doc/npu-run/copyright; do
+           usr/share/doc/npu-run/copyright usr/share/npu_run/python/npu_run_progress.py; do
     [ -s "$dir/$f" ] || { echo "portability: $what lacks /$f" >&2; return 1; }
   done
 }

@@ -41,7 +41,7 @@ if [ -n "$deb" ]; then
   chroot "$root" dpkg -i /tmp/npu-run.deb
   chroot "$root" /usr/bin/npu_run --version
   for f in /usr/bin/npu_run /usr/share/man/man1/npu_run.1.gz /usr/share/bash-completion/completions/npu_run \
-           /usr/share/doc/npu-run/copyright; do
+           /usr/share/doc/npu-run/copyright /usr/share/npu_run/python/npu_run_progress.py; do
     [ -e "$root$f" ] || { echo "FAIL: the package did not install $f" >&2; exit 1; }
   done
   chroot "$root" dpkg -r npu-run

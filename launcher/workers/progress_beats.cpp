@@ -61,9 +61,9 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
   // anyone waits), and so would the set if it stayed in the loop's epoll; here a burst costs
   // one wake-up (the set leaves the loop's epoll), then beats are collected kCollectEvery
   // later, from every rank at once, and only then is each socket that fired armed again and
-  // the set watched again. A worker beating a thousand times a second
-  // thus costs the agent at most 200 collections a second, and the kernel's queue per socket
-  // (net.unix.max_dgram_qlen, 10 by default) holds what arrives meanwhile.
+  // the set watched again. Workers beating a thousand times a second thus cost the agent at
+  // most 200 collections a second, and the kernel's queue per socket (net.unix.max_dgram_qlen,
+  // 10 by default) holds what arrives meanwhile.
   Impl(asio::io_context& io, int local_ranks)
       : directory(make_private_directory()), set(io), collect_timer(io) {
     try {

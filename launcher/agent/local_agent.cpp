@@ -251,6 +251,18 @@ struct LocalAgent::Impl {
         "(SIGABRT) and stopping them",
         h.local_rank, assignment.rank_offset + h.local_rank,
         describe(h, cfg.shape.nproc_per_node - 1), pids.size(), pids.size() == 1 ? "" : "s");
+    dump_stacks(pids);
+  }
+
+  // Python workers print their own stacks on SIGABRT (faulthandler); for the others the
+  // kernel's view is all there is, logged before they are stopped.
+  void dump_stacks(const std::vector<pid_t>& pids) {
+    for (const pid_t pid : pids) {
+      if (runs_python(pid)) continue;
+      const std::string stacks = kernel_stacks(pid);
+      if (!stacks.empty())
+        spdlog::warn("worker pid {} is not Python; what the kernel shows of it:\n{}", pid, stacks);
+    }
     disable_core_dumps(pids);
     group->stop(SIGABRT);
   }
@@ -326,8 +338,7 @@ struct LocalAgent::Impl {
       spdlog::warn("{}; dumping the stacks of this node's {} running worker{} (SIGABRT) and "
                    "stopping them",
                    rdzv::describe(root), pids.size(), pids.size() == 1 ? "" : "s");
-      disable_core_dumps(pids);
-      group->stop(SIGABRT);
+      dump_stacks(pids);
       return;
     }
     spdlog::warn("{}; stopping this node's workers", rdzv::describe(root));

@@ -27,7 +27,54 @@ pid_t process_group_of(const std::string& pid) {
   return static_cast<pid_t>(group);
 }
 
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// "[<0>] futex_wait_queue+0x60/0xa0" -> "futex_wait_queue".
+std::string frame_name(const std::string& line) {
+  auto start = line.find(']');
+  start = start == std::string::npos ? 0 : start + 1;
+  while (start < line.size() && line[start] == ' ') ++start;
+  const auto end = line.find('+', start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 }  // namespace
+
+bool runs_python(pid_t pid) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  return !ec && exe.filename().string().rfind("python", 0) == 0;
+}
+
+std::string kernel_stacks(pid_t pid) {
+  constexpr int kMaxThreads = 64;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  std::string out;
+  std::error_code ec;
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(task_dir, ec)) {
+    if (++threads > kMaxThreads) {
+      out += "(more threads not shown)\n";
+      break;
+    }
+    const std::string dir = task.path().string();
+    const std::string tid = task.path().filename().string();
+    std::string line = "task " + tid + " (" + first_line(dir + "/comm") + "): wchan " +
+                       first_line(dir + "/wchan");
+    std::ifstream stack(dir + "/stack");
+    std::string frame;
+    std::string frames;
+    while (std::getline(stack, frame)) frames += (frames.empty() ? "" : " <- ") + frame_name(frame);
+    if (!frames.empty()) line += "; stack: " + frames;
+    out += line + "\n";
+  }
+  return out;
+}
 
 int disable_core_dumps(const std::vector<pid_t>& process_groups) {
   int lowered = 0;

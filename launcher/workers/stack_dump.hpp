@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 namespace npu_run {
@@ -14,5 +15,15 @@ namespace npu_run {
 // process that exits meanwhile, or one npu_run may not change, is left as it is). Returns how
 // many were lowered.
 int disable_core_dumps(const std::vector<pid_t>& process_groups);
+
+// Whether `pid` runs a Python interpreter (its executable's name starts with "python"): its
+// stacks come from faulthandler on SIGABRT.
+bool runs_python(pid_t pid);
+
+// What the kernel shows of a process that is not Python, one line per thread: its wait
+// channel and, where readable (root), its kernel stack from /proc/<pid>/task/<tid>/stack,
+// innermost first ("task 4242 (train): wchan futex_wait_queue; stack: futex_wait_queue <-
+// futex_wait <- ..."). At most 64 threads; empty if the process is gone.
+std::string kernel_stacks(pid_t pid);
 
 }  // namespace npu_run

@@ -183,3 +183,18 @@ TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every n
   require_no_strays(*n0);
   require_no_strays(*n1);
 }
+
+TEST_CASE("hangs: for a worker that is not Python the kernel's view of its threads is logged",
+          "[integration][hangs]") {
+  // Rank 1 never exits after rank 0 did; it is a shell's sleep, not Python.
+  NpuRunProcess p({"--nproc-per-node", "2", "--exit-timeout", "1", "--no-python", "/bin/sh", "-c",
+                   "if [ $LOCAL_RANK = 1 ]; then exec sleep 60; fi"});
+  const Finished f = p.wait(30s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  CHECK_THAT(f.err, Contains("local rank 1 (rank 1) hung: still running 1 s after the other 1 "
+                             "local worker exited 0"));
+  CHECK_THAT(f.err, Contains("is not Python; what the kernel shows of it:"));
+  CHECK_THAT(f.err, Contains("(sleep): wchan "));
+  require_no_strays(p);
+}

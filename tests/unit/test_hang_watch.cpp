@@ -12,6 +12,7 @@
 
 #include "agent/hang_watch.hpp"
 #include "workers/progress_beats.hpp"
+#include "workers/stack_dump.hpp"
 
 using namespace npu_run;
 using namespace std::chrono_literals;
@@ -148,4 +149,12 @@ TEST_CASE("progress value: the last number of the beat's text, else the beat cou
   CHECK(progress_value(p) == 7);
   p.text = "step 123456789012345678901234";
   CHECK(progress_value(p) > 0);  // cut, not thrown
+}
+
+TEST_CASE("stack dump: the kernel's view names each thread and its wait channel", "[unit][hangs]") {
+  const std::string stacks = kernel_stacks(::getpid());
+  CHECK(stacks.find("task " + std::to_string(::getpid()) + " (") != std::string::npos);
+  CHECK(stacks.find("wchan") != std::string::npos);
+  CHECK_FALSE(runs_python(::getpid()));
+  CHECK(kernel_stacks(-1).empty());
 }

@@ -30,6 +30,8 @@ json client_json(const ClientMessage& message) {
           return {{"type", "heartbeat"}, {"received", m.received}};
         } else if constexpr (std::is_same_v<T, Resume>) {
           return {{"type", "resume"}, {"session", m.session}, {"received", m.received}};
+        } else if constexpr (std::is_same_v<T, HangNotice>) {
+          return {{"type", "hang"}, {"round", m.round}, {"failure", to_json(m.failure)}};
         } else {
           json j{{"type", "report"},     {"round", m.round},
                  {"outcome", m.outcome}, {"stop_signal", m.stop_signal},
@@ -65,6 +67,12 @@ ClientMessage client_from(const json& j) {
   }
   if (type == "heartbeat") return Heartbeat{received_field(f)};
   if (type == "resume") return Resume{f.text("session", Limits::kMaxNonce), received_field(f)};
+  if (type == "hang") {
+    HangNotice m;
+    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+    m.failure = failure_from(f.object("failure"));
+    return m;
+  }
   if (type == "report") {
     Report m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));

@@ -108,7 +108,16 @@ struct Report {
   bool progressed = true;
 };
 
-using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume>;
+// A worker of this node hung (--hang-timeout, --exit-timeout): sent at once, before this node
+// stops its workers, so that the other nodes are told to stop (StopWorkers with the hang as
+// root cause, on which they dump their workers' stacks) while every rank is still where it was
+// stuck. The node's Report follows when its group is done.
+struct HangNotice {
+  uint64_t round = 0;
+  FailureReport failure;
+};
+
+using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice>;
 
 // ---- server -> agent ----
 
@@ -198,7 +207,8 @@ using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, Stop
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello", "join", "heartbeat", "report", "auth", "resume"};
+  static const char* const kNames[] = {"hello", "join",   "heartbeat", "report",
+                                       "auth",  "resume", "hang"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
@@ -213,7 +223,8 @@ inline const char* message_name(const ServerMessage& message) {
 // moves to a new connection loses none and repeats none. The rest belong to one connection
 // (handshake, liveness, the resume itself, and errors, after which the connection closes).
 inline bool sequenced(const ClientMessage& message) {
-  return std::holds_alternative<Join>(message) || std::holds_alternative<Report>(message);
+  return std::holds_alternative<Join>(message) || std::holds_alternative<Report>(message) ||
+         std::holds_alternative<HangNotice>(message);
 }
 inline bool sequenced(const ServerMessage& message) {
   return std::holds_alternative<Progress>(message) || std::holds_alternative<Assigned>(message) ||

@@ -52,6 +52,7 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
     clients_.erase(from);
     return {reject(from, "protocol_order", "'resume' from an agent that has joined")};
   }
+  if (const auto* hang = std::get_if<HangNotice>(&message)) return on_hang_notice(from, *hang);
   return on_report(from, std::get<Report>(message));
 }
 

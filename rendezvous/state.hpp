@@ -146,6 +146,7 @@ class RendezvousState {
   void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
                       std::vector<Outgoing>& out);
   void decide_if_complete(std::vector<Outgoing>& out);
+  std::vector<Outgoing> on_hang_notice(ClientId from, const HangNotice& notice);
   std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
   Member* member_of(ClientId id);
   std::string describe_seats() const;

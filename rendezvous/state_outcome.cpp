@@ -41,6 +41,22 @@ void RendezvousState::record_failure(const FailureReport& failure, bool delibera
   if (!stop.to.empty()) out.push_back(std::move(stop));
 }
 
+// The hung node stops the others now, before its own report: see HangNotice. One that crossed
+// the round's end, or came after a root cause, changes nothing.
+std::vector<Outgoing> RendezvousState::on_hang_notice(ClientId from, const HangNotice& notice) {
+  Member* member = member_of(from);
+  if (member == nullptr || phase_ != Phase::kRunning || notice.round != round_ || member->reported)
+    return {};
+  FailureReport failure = notice.failure;
+  failure.host = member->node.host;  // identity comes from the seat
+  failure.node_rank = member->node_rank;
+  failure.hang = true;
+  if (failure.time_ms == 0) failure.time_ms = now_.wall_ms;
+  std::vector<Outgoing> out;
+  record_failure(failure, false, from, out);
+  return out;
+}
+
 std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& report) {
   Member* member = member_of(from);
   if (member == nullptr || (phase_ != Phase::kRunning && phase_ != Phase::kStopping)) {

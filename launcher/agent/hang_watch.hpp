@@ -27,6 +27,7 @@ struct Hang {
   std::chrono::steady_clock::duration silence{};  // since its last beat, or the others' exit
   uint64_t beats = 0;
   std::string last_text;  // of its last beat
+  std::chrono::system_clock::time_point found_at = std::chrono::system_clock::now();
 };
 
 // "no progress for 600 s after 'step 1200'", "still running 30 s after the other 7 local

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <fstream>
 
@@ -56,7 +57,8 @@ struct LocalAgent::Impl {
         ctx(std::move(context)),
         guardian(g),
         signals(io_context),
-        parent_watch(io_context) {
+        parent_watch(io_context),
+        dump_lead(io_context) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();
@@ -251,7 +253,18 @@ struct LocalAgent::Impl {
         "(SIGABRT) and stopping them",
         h.local_rank, assignment.rank_offset + h.local_rank,
         describe(h, cfg.shape.nproc_per_node - 1), pids.size(), pids.size() == 1 ? "" : "s");
-    dump_stacks(pids);
+    if (assignment.nnodes == 1) {
+      dump_stacks(pids);
+      return;
+    }
+    // The other nodes are told first and this node's dump waits a moment, so that every rank
+    // is dumped while the hung one still holds its connections: once it is gone, the ranks
+    // waiting on it may raise and leave where they were stuck.
+    rendezvous.notice_hang(rdzv::HangNotice{assignment.round, hang_report(h)});
+    dump_lead.expires_after(kDumpLead);
+    dump_lead.async_wait([this, pids](boost::system::error_code ec) {
+      if (!ec && state == State::kRunning) dump_stacks(pids);
+    });
   }
 
   // Python workers print their own stacks on SIGABRT (faulthandler); for the others the
@@ -308,20 +321,18 @@ struct LocalAgent::Impl {
     }
   }
 
-  rdzv::FailureReport hang_report(const Hang& h, const GroupResult& result) const {
+  rdzv::FailureReport hang_report(const Hang& h) const {
     rdzv::FailureReport f;
     f.host = assignment.host;
     f.node_rank = assignment.node_rank;
     f.local_rank = h.local_rank;
     f.rank = assignment.rank_offset + h.local_rank;
-    for (const WorkerOutcome& w : result.workers) {
-      if (w.local_rank == h.local_rank) f.pid = w.pid;
-    }
+    f.pid = group ? group->pid_of(h.local_rank) : -1;
     f.exit_code = kExitHang;
     f.hang = true;
     f.description = "hung: " + describe(h, cfg.shape.nproc_per_node - 1);
     f.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
+                    h.found_at.time_since_epoch())
                     .count();
     return f;
   }
@@ -400,7 +411,7 @@ struct LocalAgent::Impl {
     report.progressed = progressed_this_attempt();
     if (hung) {
       report.outcome = rdzv::Outcome::kFailed;
-      report.failure = hang_report(*hung, result);
+      report.failure = hang_report(*hung);
       if (assignment.nnodes > 1) {
         spdlog::error("this node's workers failed ({}); waiting for the other nodes to stop",
                       rdzv::describe(*report.failure));
@@ -524,6 +535,8 @@ struct LocalAgent::Impl {
   std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
   std::optional<Hang> hung;                // this attempt's hang, the node's root cause
   std::vector<int64_t> best_progress;      // per local rank, over the attempts so far
+  asio::steady_timer dump_lead;            // this node's dump, after the other nodes are told
+  static constexpr std::chrono::milliseconds kDumpLead{300};
   GroupResult last_result;
   std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
   std::optional<rdzv::Reform> reform;                    // set when told to stop to re-form

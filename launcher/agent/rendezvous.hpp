@@ -28,6 +28,9 @@ class Rendezvous {
   // Joins the next round: the first one, and again after a restart decision.
   virtual void join() = 0;
   virtual void report(const rdzv::Report& report) = 0;
+  // A worker of this node hung: the other nodes are told at once (rdzv::HangNotice). One node
+  // alone has nobody to tell.
+  virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}
   // Leaves the job: what was sent is delivered, then nothing more is heard.
   virtual void close() = 0;
   // "127.0.0.1:29500", or "in-process" for a single node; for messages.

@@ -13,6 +13,7 @@ class GroupOfProcesses : public RoundWorkers {
   void forward_signal(int sig) override { group_.forward_signal(sig); }
   void stop(int sig) override { group_.stop(sig); }
   std::vector<pid_t> running_pids() const override { return group_.running_pids(); }
+  pid_t pid_of(int local_rank) const override { return group_.pid_of(local_rank); }
   void on_each_exit(const WorkerGroup::ExitHandler& handler) override {
     group_.on_each_exit(handler);
   }

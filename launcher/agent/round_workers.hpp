@@ -32,6 +32,7 @@ class RoundWorkers {
   // Stops the workers: `sig`, grace, SIGKILL; a second call escalates.
   virtual void stop(int sig) = 0;
   virtual std::vector<pid_t> running_pids() const = 0;
+  virtual pid_t pid_of(int /*local_rank*/) const { return -1; }
   // Each worker's exit as it happens (set before start); fakes may ignore it.
   virtual void on_each_exit(const WorkerGroup::ExitHandler& /*handler*/) {}
 };

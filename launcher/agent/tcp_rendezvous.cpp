@@ -96,6 +96,10 @@ void TcpRendezvous::report(const rdzv::Report& report) {
   client_.send(report);
 }
 
+void TcpRendezvous::notice_hang(const rdzv::HangNotice& notice) {
+  client_.send(notice);
+}
+
 void TcpRendezvous::close() {
   join_deadline_->timer.cancel();
   client_.close();

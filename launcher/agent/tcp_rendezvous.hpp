@@ -26,6 +26,7 @@ class TcpRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override;
   void report(const rdzv::Report& report) override;
+  void notice_hang(const rdzv::HangNotice& notice) override;
   void close() override;
   std::string describe() const override;
 

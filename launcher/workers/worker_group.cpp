@@ -249,6 +249,13 @@ void WorkerGroup::on_each_exit(ExitHandler handler) {
   impl_->on_each_exit = std::move(handler);
 }
 
+pid_t WorkerGroup::pid_of(int local_rank) const {
+  for (const auto& w : impl_->workers) {
+    if (w->spec().local_rank == local_rank) return w->pid();
+  }
+  return -1;
+}
+
 std::vector<pid_t> WorkerGroup::running_pids() const {
   std::vector<pid_t> pids;
   for (const auto& w : impl_->workers) {

@@ -49,6 +49,8 @@ class WorkerGroup {
   void stop(int sig);
 
   std::vector<pid_t> running_pids() const;
+  // The pid of the worker with `local_rank`, -1 if there is none.
+  pid_t pid_of(int local_rank) const;
 
   // Runs for each worker's exit as it is seen, before the group is done (the hang watch's
   // straggler clock). Set before start().

@@ -138,6 +138,9 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   const Report hung = round_trip_client<Report>(no_progress);
   CHECK(hung.failure->hang);
   CHECK_FALSE(hung.progressed);
+  const HangNotice notice = round_trip_client<HangNotice>(HangNotice{7, f});
+  CHECK((notice.round == 7 && notice.failure.hang && notice.failure.rank == 9));
+  CHECK(sequenced(ClientMessage{notice}));  // kept across a resume, like a report
   CHECK(round_trip_client<Heartbeat>(Heartbeat{12}).received == 12);
   const Resume resume = round_trip_client<Resume>(Resume{"5e55", 3});
   CHECK((resume.session == "5e55" && resume.received == 3));

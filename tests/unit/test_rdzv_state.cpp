@@ -395,6 +395,40 @@ TEST_CASE("rdzv state: restarts that make no progress in a row stop the job with
   }
 }
 
+TEST_CASE("rdzv state: a hang notice stops the other nodes at once, before the hung node reports",
+          "[rdzv]") {
+  Job job(settings(3));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  job.join(3, node("c"));
+  FailureReport hang;
+  hang.host = "claimed";  // identity comes from the seat
+  hang.rank = 5;
+  hang.exit_code = npu_run::kExitHang;
+  hang.description = "hung: no progress for 600 s after 'step 1200'";
+  hang.time_ms = 1'700'000'000'500;
+  CHECK(job.send(3, HangNotice{7, hang}).empty());  // another round's: nothing
+  const auto out = job.send(3, HangNotice{job.state.round(), hang});
+  for (ClientId other : {1, 2}) {
+    const StopWorkers* stop = message_to<StopWorkers>(out, other);
+    REQUIRE(stop != nullptr);
+    CHECK(stop->root_cause.hang);
+    CHECK(stop->root_cause.host == "c");
+    CHECK(stop->root_cause.rank == 5);
+  }
+  CHECK(message_to<StopWorkers>(out, 3) == nullptr);
+  // Its report later names the same failure; the others' stops follow; one decision.
+  Report report{job.state.round(), Outcome::kFailed, hang, 0};
+  CHECK(job.send(3, report).empty());
+  job.send(1, Report{job.state.round(), Outcome::kStopped, std::nullopt, 0});
+  const auto decided = job.send(2, Report{job.state.round(), Outcome::kStopped, std::nullopt, 0});
+  const Decision* d = message_to<Decision>(decided, 1);
+  REQUIRE(d != nullptr);
+  CHECK(d->exit_code == npu_run::kExitHang);
+  CHECK(d->root_cause->hang);
+  CHECK(d->root_cause->node_rank == 2);
+}
+
 TEST_CASE("rdzv state: stale and duplicate reports are ignored", "[rdzv]") {
   Job job(settings(2));
   job.join(1, node("a"));

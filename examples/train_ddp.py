@@ -18,6 +18,7 @@ import argparse
 import datetime
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -51,7 +52,29 @@ def parse_args():
                              f"{REQUEUE_EXIT_CODE} on SIGUSR1 or SIGTERM")
     parser.add_argument("--step-seconds", type=float, default=0.0,
                         help="sleep this long per step (stands in for real work)")
+    parser.add_argument("--hang-rank", type=int, default=-1,
+                        help="this rank stops calling all_reduce at --hang-step (to try "
+                             "npu_run --hang-timeout)")
+    parser.add_argument("--hang-step", type=int, default=5)
     return parser.parse_args()
+
+
+_BEATS = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+
+
+def beat(text):
+    """A progress beat for npu_run's hang detection (NPU_RUN_PROGRESS); never blocks or fails."""
+    try:
+        _BEATS.sendto(text.encode(), socket.MSG_DONTWAIT, os.environ["NPU_RUN_PROGRESS"])
+    except (KeyError, OSError):
+        pass
+
+
+def hang_here(step):
+    """What a rank stuck outside a collective looks like: it never calls all_reduce again."""
+    say(f"rank {os.environ['RANK']} hangs at step {step} as asked by --hang-rank")
+    while True:
+        time.sleep(3600)
 
 
 def say(line):
@@ -144,6 +167,8 @@ def main():
         if (rank == args.fail_rank and step == args.fail_step
                 and args.fail_attempt in (-1, attempt)):
             raise RuntimeError(f"rank {rank} fails at step {step} as asked by --fail-rank")
+        if rank == args.hang_rank and step == args.hang_step:
+            hang_here(step)
         x, y = make_batch(data, args.batch, true_w, 0.5)
         loss = nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
@@ -157,6 +182,7 @@ def main():
         last_loss = global_loss
         if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
             say(f"step {step:3d}  loss {global_loss:.4f}")
+        beat(f"step {step}")
         time.sleep(args.step_seconds)
 
     checksum = torch.tensor([sum(p.detach().double().sum().item() for p in model.parameters())],

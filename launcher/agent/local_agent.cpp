@@ -58,7 +58,7 @@ struct LocalAgent::Impl {
         guardian(g),
         signals(io_context),
         parent_watch(io_context),
-        dump_lead(io_context) {
+        dump_timer(io_context) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();
@@ -257,12 +257,24 @@ struct LocalAgent::Impl {
       dump_stacks(pids);
       return;
     }
-    // The other nodes are told first and this node's dump waits a moment, so that every rank
-    // is dumped while the hung one still holds its connections: once it is gone, the ranks
-    // waiting on it may raise and leave where they were stuck.
-    rendezvous.notice_hang(rdzv::HangNotice{assignment.round, hang_report(h)});
-    dump_lead.expires_after(kDumpLead);
-    dump_lead.async_wait([this, pids](boost::system::error_code ec) {
+    // Every node dumps at one moment, the hang's time + kDumpDelay (see dump_at).
+    const rdzv::FailureReport report = hang_report(h);
+    rendezvous.notice_hang(rdzv::HangNotice{assignment.round, report});
+    dump_at(report.time_ms, pids);
+  }
+
+  // Once one rank's process is gone, the ranks waiting on it in a collective raise and leave
+  // where they were stuck; so no node dumps before the others were told: all of them send
+  // SIGABRT at the hang's wall-clock time + kDumpDelay (a node that hears late, or whose
+  // clock is off, dumps at once; never more than kDumpDelay from now).
+  void dump_at(int64_t hang_time_ms, std::vector<pid_t> pids) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const auto wait = std::chrono::milliseconds(
+        std::clamp<int64_t>(hang_time_ms + kDumpDelay.count() - now_ms, 0, kDumpDelay.count()));
+    dump_timer.expires_after(wait);
+    dump_timer.async_wait([this, pids = std::move(pids)](boost::system::error_code ec) {
       if (!ec && state == State::kRunning) dump_stacks(pids);
     });
   }
@@ -349,7 +361,7 @@ struct LocalAgent::Impl {
       spdlog::warn("{}; dumping the stacks of this node's {} running worker{} (SIGABRT) and "
                    "stopping them",
                    rdzv::describe(root), pids.size(), pids.size() == 1 ? "" : "s");
-      dump_stacks(pids);
+      dump_at(root.time_ms, pids);
       return;
     }
     spdlog::warn("{}; stopping this node's workers", rdzv::describe(root));
@@ -535,8 +547,8 @@ struct LocalAgent::Impl {
   std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
   std::optional<Hang> hung;                // this attempt's hang, the node's root cause
   std::vector<int64_t> best_progress;      // per local rank, over the attempts so far
-  asio::steady_timer dump_lead;            // this node's dump, after the other nodes are told
-  static constexpr std::chrono::milliseconds kDumpLead{300};
+  asio::steady_timer dump_timer;           // a hang's dump, at the moment every node dumps
+  static constexpr std::chrono::milliseconds kDumpDelay{250};
   GroupResult last_result;
   std::optional<rdzv::FailureReport> remote_root_cause;  // set when told to stop by the rendezvous
   std::optional<rdzv::Reform> reform;                    // set when told to stop to re-form

@@ -82,4 +82,22 @@ npu_extra=(--max-restarts 1)
 script_extra=(--fail-rank 3 --fail-attempt 0)
 run_job 29580 tiered tcp
 expect_in "$work/node1.err" "attempt 1"
+
+# Rank 3 stops calling all_reduce at step 5, so every rank stops beating: a hang is found
+# (whichever rank's timer runs out first is named), both nodes exit 124, and all four ranks'
+# Python stacks are dumped, rank 3's in hang_here and the others waiting in gloo.
+npu_extra=(--hang-timeout 4)
+script_extra=(--hang-rank 3 --hang-step 5)
+what="a hung rank"
+run_node "$ns_a" "${tag}va" 0 29581 agent env
+run_node "$ns_b" "${tag}vb" 1 29581 agent env
+for i in 0 1; do
+  wait_bounded 120 "${pids[$i]}" "node $i ($what)"
+  [ "$rc" -eq 124 ] || fail "node $i exited $rc, not 124 ($what)"
+  expect_in "$work/node$i.err" "hung: no progress for 4 s after 'step 4'"
+  [ "$(grep -c "Aborted" "$work/node$i.err")" -ge 2 ] || fail "node $i: expected 2 stack dumps"
+done
+expect_in "$work/node1.err" "in hang_here"
+require_no_job_processes "the DDP job ($what)"
+echo "passed: $what"
 echo "PASS: DDP across two network namespaces"

@@ -156,31 +156,17 @@ TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every n
           "[integration][hangs][multi-node]") {
   TempDir dir;
   // Global rank 3 (node 1, local rank 1) stops beating in a function of its own; the others
-  // keep beating, and watch rank 3's process as a collective would: had it died before they
-  // were dumped, their dump would show them leaving, not waiting (all "nodes" share this host).
-  const std::string pid_file = dir.file("rank3.pid");
+  // keep beating until they are dumped. (Whether every node dumps at one moment is what the
+  // DDP end-to-end test sees: there the ranks wait on each other in gloo.)
   const std::string worker = worker_script(
       dir,
       "def stuck_in_collective():\n"
       "    time.sleep(3600)\n"
       "if int(os.environ['RANK']) == 3:\n"
-      "    open('" + pid_file + ".tmp', 'w').write(str(os.getpid()))\n"
-      "    os.rename('" + pid_file + ".tmp', '" + pid_file + "')\n"
       "    stuck_in_collective()\n"
-      "while not os.path.exists('" + pid_file + "'):\n"
-      "    time.sleep(0.01)\n"
-      "peer = int(open('" + pid_file + "').read())\n"
-      "last = 0\n"
       "while True:\n"
-      "    try:\n"
-      "        os.kill(peer, 0)\n"
-      "    except ProcessLookupError:\n"
-      "        print('the hung rank died before this rank was dumped', file=sys.stderr, flush=True)\n"
-      "        sys.exit(1)\n"
-      "    if time.monotonic() - last > 0.05:\n"
-      "        npu_run_progress.beat('step busy')\n"
-      "        last = time.monotonic()\n"
-      "    time.sleep(0.001)\n");
+      "    npu_run_progress.beat('step busy')\n"
+      "    time.sleep(0.05)\n");
   const int port = unused_port();
   const std::string script = "exec /usr/bin/python3 " + worker;
   auto n0 = start_node(port, 2, 2, script, {"--node-rank", "0", "--hang-timeout", "2"});
@@ -194,9 +180,6 @@ TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every n
     CHECK(count_occurrences(f.err, "Aborted") == 2);  // this node's two workers dumped
   }
   CHECK_THAT(done[1].err, Contains("in stuck_in_collective"));
-  // Node 0 was told before node 1 stopped anything: its ranks were dumped while rank 3 lived.
-  CHECK_THAT(done[0].err, !Contains("the hung rank died before"));
-  CHECK_THAT(done[1].err, !Contains("the hung rank died before"));
   CHECK_THAT(done[0].err, Contains("dumping the stacks of this node's 2 running workers"));
   require_no_strays(*n0);
   require_no_strays(*n1);

@@ -87,6 +87,7 @@ std::string row_details(const WorkerOutcome& w, const WorkerError& error, bool r
       if (!line.empty()) out += fmt::format("        {}\n", line);
     }
   }
+  if (!w.last_beat.empty()) out += fmt::format("      last beat: {}\n", w.last_beat);
   if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
   for (const std::string& log : w.incomplete_logs)
     out += fmt::format("      incomplete: {}\n", log);

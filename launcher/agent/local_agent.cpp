@@ -217,6 +217,7 @@ struct LocalAgent::Impl {
     group =
         ctx.make_workers(std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout});
     hung.reset();
+    dumped_at.reset();
     if (beats) beats->new_attempt();
     if (cfg.supervision.hang.any() && beats) {
       hang_watch = std::make_unique<HangWatch>(io, *beats, cfg.supervision.hang,
@@ -289,6 +290,7 @@ struct LocalAgent::Impl {
         spdlog::warn("worker pid {} is not Python; what the kernel shows of it:\n{}", pid, stacks);
     }
     disable_core_dumps(pids);
+    dumped_at = std::chrono::steady_clock::now();
     group->stop(SIGABRT);
   }
 
@@ -320,11 +322,26 @@ struct LocalAgent::Impl {
     return progressed;
   }
 
+  // Every worker's last beat and how long before the stacks were dumped, for the summary:
+  // where each rank got to.
+  void note_last_beats(GroupResult& result, std::chrono::steady_clock::time_point dumped) const {
+    if (!beats) return;
+    for (WorkerOutcome& w : result.workers) {
+      if (w.local_rank < 0 || w.local_rank >= beats->local_ranks()) continue;
+      const RankProgress& p = beats->rank(w.local_rank);
+      w.last_beat = p.beats == 0 ? "none"
+                                 : fmt::format("'{}', {:.1f} s before the stacks were dumped",
+                                               p.text,
+                                               std::chrono::duration<double>(dumped - p.last).count());
+    }
+  }
+
   // The group was stopped by npu_run for the hang: it failed, and the hung worker is its root
   // cause (what the summary shows first).
   void blame_hang(GroupResult& result) const {
     result.outcome = GroupResult::Outcome::kFailed;
     result.stop_signal = 0;
+
     for (size_t i = 0; i < result.workers.size(); ++i) {
       if (result.workers[i].local_rank != hung->local_rank) continue;
       result.root_cause = i;
@@ -395,6 +412,7 @@ struct LocalAgent::Impl {
     if (hang_watch) hang_watch->stop();
     log_beats();
     if (hung) blame_hang(result);
+    if (dumped_at) note_last_beats(result, *dumped_at);
     last_result = result;
     state = State::kReporting;
     if (interrupted_by != 0) {
@@ -546,6 +564,7 @@ struct LocalAgent::Impl {
   std::unique_ptr<ProgressBeats> beats;    // NPU_RUN_PROGRESS; null if it could not be made
   std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
   std::optional<Hang> hung;                // this attempt's hang, the node's root cause
+  std::optional<std::chrono::steady_clock::time_point> dumped_at;  // this attempt's stack dump
   std::vector<int64_t> best_progress;      // per local rank, over the attempts so far
   asio::steady_timer dump_timer;           // a hang's dump, at the moment every node dumps
   static constexpr std::chrono::milliseconds kDumpDelay{250};

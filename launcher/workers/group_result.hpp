@@ -30,6 +30,9 @@ struct WorkerOutcome {
   // Set by the agent when it judged this worker hung and stopped the group for it: "no
   // progress for 600 s after 'step 1200' ..." (agent/hang_watch.hpp).
   std::string hang;
+  // Set by the agent when a hang's stack dump stopped the group: "'step 1200', 4.0 s before
+  // the stacks were dumped", or "none" for a worker that never beat (NPU_RUN_PROGRESS).
+  std::string last_beat;
   // Its log files that lost output, each with why: "path (No space left on device (ENOSPC))".
   std::vector<std::string> incomplete_logs;
 };

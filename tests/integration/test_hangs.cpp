@@ -66,6 +66,9 @@ TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are du
   const auto table = f.err.find("root cause first");
   REQUIRE(table != std::string::npos);
   CHECK(f.err.find("hung: no progress for 2 s after 'step 4'", table) != std::string::npos);
+  // Where every rank got to: the hung one's last beat, the others' recent ones.
+  CHECK(f.err.find("last beat: 'step 4', 2.", table) != std::string::npos);
+  CHECK(f.err.find("last beat: 'step busy', 0.", table) != std::string::npos);
   CHECK(f.seconds < 30);
   require_no_strays(p);
 }
@@ -181,6 +184,7 @@ TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every n
   }
   CHECK_THAT(done[1].err, Contains("in stuck_in_collective"));
   CHECK_THAT(done[0].err, Contains("dumping the stacks of this node's 2 running workers"));
+  CHECK_THAT(done[0].err, Contains("last beat: 'step busy', 0."));  // where node 0's ranks were
   require_no_strays(*n0);
   require_no_strays(*n1);
 }

@@ -322,6 +322,13 @@ struct LocalAgent::Impl {
     return progressed;
   }
 
+  // Beats are stamped when collected, up to 5 ms after they were sent: one sent just before
+  // the dump may be stamped after it.
+  static double age_at(std::chrono::steady_clock::time_point at,
+                       std::chrono::steady_clock::time_point beat) {
+    return std::max(0.0, std::chrono::duration<double>(at - beat).count());
+  }
+
   // Every worker's last beat and how long before the stacks were dumped, for the summary:
   // where each rank got to.
   void note_last_beats(GroupResult& result, std::chrono::steady_clock::time_point dumped) const {
@@ -331,8 +338,7 @@ struct LocalAgent::Impl {
       const RankProgress& p = beats->rank(w.local_rank);
       w.last_beat = p.beats == 0 ? "none"
                                  : fmt::format("'{}', {:.1f} s before the stacks were dumped",
-                                               p.text,
-                                               std::chrono::duration<double>(dumped - p.last).count());
+                                               p.text, age_at(dumped, p.last));
     }
   }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -14,6 +15,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,13 +31,37 @@ namespace {
 // sun_path holds 108 bytes with its terminating NUL; "/<rank>" follows the directory.
 constexpr size_t kMaxDirectory = 96;
 
+constexpr std::string_view kPrefix = "npu_run_progress_";
+
+// An agent that was SIGKILLed (the OOM killer) never removed its directory. Each is named
+// after its agent's pid: those of this user whose agent is gone are removed when the next
+// agent starts. A reused pid only keeps a stale directory a little longer.
+void remove_stale_directories(const std::string& base) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    const auto end = name.find('_', kPrefix.size());
+    if (end == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
+    struct stat info {};
+    if (pid <= 0 || ::lstat(entry.path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
+        info.st_uid != ::geteuid())
+      continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
+
 std::string make_private_directory() {
   std::vector<std::string> bases;
   if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') bases.emplace_back(tmp);
   bases.emplace_back("/tmp");
   std::string last_error;
   for (const std::string& base : bases) {
-    std::string pattern = base + "/npu_run_progress_XXXXXX";
+    remove_stale_directories(base);
+    std::string pattern = fmt::format("{}/{}{}_XXXXXX", base, kPrefix, ::getpid());
     if (pattern.size() > kMaxDirectory) {
       last_error = fmt::format("{}: too long for a socket's path", base);
       continue;

@@ -3,18 +3,22 @@
 // a rank that never beat is not, and a straggler is found once the others exited 0.
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/hang_watch.hpp"
 #include "workers/progress_beats.hpp"
+#include "support/temp_dir.hpp"
 #include "workers/stack_dump.hpp"
 
 using namespace npu_run;
+using npu_run::testing::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
@@ -157,4 +161,34 @@ TEST_CASE("stack dump: the kernel's view names each thread and its wait channel"
   CHECK(stacks.find("wchan") != std::string::npos);
   CHECK_FALSE(runs_python(::getpid()));
   CHECK(kernel_stacks(-1).empty());
+}
+
+TEST_CASE("progress beats: a SIGKILLed agent's directory is removed when the next agent starts",
+          "[unit][hangs]") {
+  TempDir tmp;
+  // A pid that is gone: a child that exited and was reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  const std::string stale = tmp.file("npu_run_progress_" + std::to_string(child) + "_abcdef");
+  const std::string live = tmp.file("npu_run_progress_" + std::to_string(::getppid()) + "_abcdef");
+  const std::string other = tmp.file("unrelated_dir");
+  for (const auto& dir : {stale, live, other}) std::filesystem::create_directory(dir);
+  std::ofstream(stale + "/0") << "";
+  const char* saved = std::getenv("TMPDIR");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  ::setenv("TMPDIR", tmp.path().c_str(), 1);
+  {
+    boost::asio::io_context io;
+    ProgressBeats beats(io, 1);
+    CHECK(beats.path(0).rfind(tmp.path() + "/npu_run_progress_" + std::to_string(::getpid()) + "_", 0) == 0);
+    CHECK_FALSE(std::filesystem::exists(stale));
+    CHECK(std::filesystem::exists(live));  // its agent is alive
+    CHECK(std::filesystem::exists(other));
+  }
+  if (saved != nullptr)
+    ::setenv("TMPDIR", saved_value.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
 }

@@ -1,13 +1,11 @@
 #include "workers/escaped_processes.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -16,48 +14,13 @@
 #include <random>
 #include <set>
 
+#include "workers/proc_files.hpp"
+
 namespace npu_run {
 namespace {
 
-// A /proc file, whole. A process that exits while it is read makes read() fail with ESRCH:
-// what was read so far is the answer (std::filebuf would throw from underflow, through an
-// istreambuf_iterator, and end the agent).
-std::string read_file(const std::string& path) {
-  std::string text;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  std::array<char, 4096> buffer{};
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n > 0) {
-      text.append(buffer.data(), static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(fd);
-  return text;
-}
-
-struct ProcStat {
-  char state = '?';
-  pid_t parent = 0;
-};
-
-// /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses, so the
-// fields are counted from the last ')'.
-std::optional<ProcStat> read_stat(const std::string& dir) {
-  const std::string text = read_file(dir + "/stat");
-  const auto close = text.rfind(')');
-  if (close == std::string::npos || close + 4 >= text.size()) return std::nullopt;
-  ProcStat stat;
-  stat.state = text[close + 2];
-  stat.parent = static_cast<pid_t>(std::strtol(text.c_str() + close + 4, nullptr, 10));
-  return stat;
-}
-
 bool carries_mark(const std::string& dir, const std::string& entry) {
-  const std::string environ = read_file(dir + "/environ");  // empty when not ours to read
+  const std::string environ = read_proc_file(dir + "/environ");  // empty when not ours to read
   size_t at = 0;
   while (at < environ.size()) {
     const size_t end = std::min(environ.find('\0', at), environ.size());
@@ -68,11 +31,11 @@ bool carries_mark(const std::string& dir, const std::string& entry) {
 }
 
 std::string command_of(const std::string& dir) {
-  std::string command = read_file(dir + "/cmdline");
+  std::string command = read_proc_file(dir + "/cmdline");
   while (!command.empty() && command.back() == '\0') command.pop_back();
   std::replace(command.begin(), command.end(), '\0', ' ');
   if (command.empty()) {  // a kernel thread or a zombie: its name instead
-    command = read_file(dir + "/comm");
+    command = read_proc_file(dir + "/comm");
     while (!command.empty() && command.back() == '\n') command.pop_back();
   }
   if (command.size() > 80) command = command.substr(0, 77) + "...";
@@ -111,7 +74,7 @@ std::vector<EscapedProcess> stop_escaped_processes(const EscapeSweep& sweep) {
           std::find(sweep.spare.begin(), sweep.spare.end(), pid) != sweep.spare.end())
         continue;
       const std::string dir = item.path().string();
-      const auto stat = read_stat(dir);
+      const auto stat = read_proc_stat(dir);
       if (!stat) continue;  // gone already
       const bool own_child = stat->parent == self;
       if (stat->state == 'Z' || stat->state == 'X') {

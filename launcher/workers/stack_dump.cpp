@@ -5,33 +5,20 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
+#include <string_view>
+
+#include "basics/text.hpp"
+#include "workers/proc_files.hpp"
 
 namespace npu_run {
 
 namespace {
 
-// The process group in /proc/<pid>/stat: the fifth field, after the command in parentheses
-// (which may itself contain spaces and parentheses, hence the last ')').
-pid_t process_group_of(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return -1;
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  char state = 0;
-  long parent = 0;
-  long group = 0;
-  if (std::sscanf(stat.c_str() + close + 1, " %c %ld %ld", &state, &parent, &group) != 3) return -1;
-  return static_cast<pid_t>(group);
-}
-
+// The first line of a /proc file ("futex_wait_queue" from wchan, which has no newline).
 std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+  const std::string text = read_proc_file(path);
+  return text.substr(0, text.find('\n'));
 }
 
 // "[<0>] futex_wait_queue+0x60/0xa0" -> "futex_wait_queue".
@@ -66,10 +53,11 @@ std::string kernel_stacks(pid_t pid) {
     const std::string tid = task.path().filename().string();
     std::string line = "task " + tid + " (" + first_line(dir + "/comm") + "): wchan " +
                        first_line(dir + "/wchan");
-    std::ifstream stack(dir + "/stack");
-    std::string frame;
     std::string frames;
-    while (std::getline(stack, frame)) frames += (frames.empty() ? "" : " <- ") + frame_name(frame);
+    for (const std::string_view frame : split(read_proc_file(dir + "/stack"), '\n')) {
+      if (!frame.empty())
+        frames += (frames.empty() ? "" : " <- ") + frame_name(std::string(frame));
+    }
     if (!frames.empty()) line += "; stack: " + frames;
     out += line + "\n";
   }
@@ -82,8 +70,9 @@ int disable_core_dumps(const std::vector<pid_t>& process_groups) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    const pid_t group = process_group_of(name);
-    if (std::find(process_groups.begin(), process_groups.end(), group) == process_groups.end())
+    const auto stat = read_proc_stat(entry.path().string());
+    if (!stat || std::find(process_groups.begin(), process_groups.end(), stat->group) ==
+                     process_groups.end())
       continue;
     const auto pid = static_cast<pid_t>(std::strtol(name.c_str(), nullptr, 10));
     rlimit limit{};

@@ -15,6 +15,7 @@
 #include "agent/hang_watch.hpp"
 #include "workers/progress_beats.hpp"
 #include "support/temp_dir.hpp"
+#include "workers/proc_files.hpp"
 #include "workers/stack_dump.hpp"
 
 using namespace npu_run;
@@ -161,6 +162,12 @@ TEST_CASE("stack dump: the kernel's view names each thread and its wait channel"
   CHECK(stacks.find("wchan") != std::string::npos);
   CHECK_FALSE(runs_python(::getpid()));
   CHECK(kernel_stacks(-1).empty());
+  // The process group disable_core_dumps matches on, read as the escape sweep reads /proc.
+  const auto stat = read_proc_stat("/proc/self");
+  REQUIRE(stat);
+  CHECK(stat->group == ::getpgrp());
+  CHECK(stat->parent == ::getppid());
+  CHECK_FALSE(read_proc_stat("/proc/-1"));
 }
 
 TEST_CASE("progress beats: a SIGKILLed agent's directory is removed when the next agent starts",

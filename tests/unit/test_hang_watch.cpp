@@ -14,11 +14,13 @@
 
 #include "agent/hang_watch.hpp"
 #include "workers/progress_beats.hpp"
+#include "support/run_until.hpp"
 #include "support/temp_dir.hpp"
 #include "workers/proc_files.hpp"
 #include "workers/stack_dump.hpp"
 
 using namespace npu_run;
+using npu_run::testing::run_until;
 using npu_run::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -35,14 +37,28 @@ void send_beat(const std::string& path, const std::string& text) {
   ::close(fd);
 }
 
-template <typename Predicate>
-bool run_until(boost::asio::io_context& io, Predicate done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(10ms);
+// A node's beats and a watch over them, recording what it reports.
+struct Watched {
+  Watched(int ranks, HangPolicy policy)
+      : beats(io, ranks), watch(io, beats, policy, [this](const Hang& h) { hangs.push_back(h); }) {
+    watch.start();
   }
-  return done();
+  boost::asio::io_context io;
+  ProgressBeats beats;
+  std::vector<Hang> hangs;
+  HangWatch watch;
+};
+
+HangPolicy beat_timeout(std::chrono::milliseconds timeout) {
+  HangPolicy policy;
+  policy.timeout = timeout;
+  return policy;
+}
+
+HangPolicy exit_timeout(std::chrono::milliseconds timeout) {
+  HangPolicy policy;
+  policy.exit_timeout = timeout;
+  return policy;
 }
 
 }  // namespace
@@ -80,55 +96,37 @@ TEST_CASE("progress beats: every datagram is a beat of its rank, the last text k
 
 TEST_CASE("hang watch: a rank silent past the timeout is reported once, one that never beat is not",
           "[unit][hangs]") {
-  boost::asio::io_context io;
-  ProgressBeats beats(io, 3);
-  HangPolicy policy;
-  policy.timeout = 300ms;
-  std::vector<Hang> hangs;
-  HangWatch watch(io, beats, policy, [&](const Hang& h) { hangs.push_back(h); });
-  watch.start();
-  send_beat(beats.path(1), "step 7");
+  Watched w(3, beat_timeout(300ms));
+  send_beat(w.beats.path(1), "step 7");
   const auto started = std::chrono::steady_clock::now();
-  REQUIRE(run_until(io, [&] { return !hangs.empty(); }, 5s));
+  REQUIRE(run_until(w.io, [&] { return !w.hangs.empty(); }, 5s));
   CHECK(std::chrono::steady_clock::now() - started >= 290ms);
-  run_until(io, [] { return false; }, 500ms);
-  REQUIRE(hangs.size() == 1);
-  CHECK(hangs[0].local_rank == 1);
-  CHECK(hangs[0].kind == Hang::Kind::kNoProgress);
-  CHECK(hangs[0].last_text == "step 7");
-  CHECK(describe(hangs[0], 2).find("after 'step 7'") != std::string::npos);
+  run_until(w.io, [] { return false; }, 500ms);  // no second report in the meantime
+  REQUIRE(w.hangs.size() == 1);
+  CHECK(w.hangs[0].local_rank == 1);
+  CHECK(w.hangs[0].kind == Hang::Kind::kNoProgress);
+  CHECK(w.hangs[0].last_text == "step 7");
+  CHECK(describe(w.hangs[0], 2).find("after 'step 7'") != std::string::npos);
 }
 
 TEST_CASE("hang watch: an exited rank is not hung, a straggler after the others' success is",
           "[unit][hangs]") {
-  boost::asio::io_context io;
-  ProgressBeats beats(io, 3);
-  HangPolicy policy;
-  policy.exit_timeout = 200ms;
-  std::vector<Hang> hangs;
-  HangWatch watch(io, beats, policy, [&](const Hang& h) { hangs.push_back(h); });
-  watch.start();
-  watch.exited(0, true);
-  run_until(io, [] { return false; }, 400ms);
-  CHECK(hangs.empty());  // rank 1 and 2 still run: nobody is the last one yet
-  watch.exited(2, true);
-  REQUIRE(run_until(io, [&] { return !hangs.empty(); }, 5s));
-  CHECK(hangs[0].local_rank == 1);
-  CHECK(hangs[0].kind == Hang::Kind::kStraggler);
-  CHECK(describe(hangs[0], 2) == "still running 0 s after the other 2 local workers exited 0");
+  Watched w(3, exit_timeout(200ms));
+  w.watch.exited(0, true);
+  run_until(w.io, [] { return false; }, 400ms);
+  CHECK(w.hangs.empty());  // rank 1 and 2 still run: nobody is the last one yet
+  w.watch.exited(2, true);
+  REQUIRE(run_until(w.io, [&] { return !w.hangs.empty(); }, 5s));
+  CHECK(w.hangs[0].local_rank == 1);
+  CHECK(w.hangs[0].kind == Hang::Kind::kStraggler);
+  CHECK(describe(w.hangs[0], 2) == "still running 0 s after the other 2 local workers exited 0");
 }
 
 TEST_CASE("hang watch: a failed exit starts no straggler clock", "[unit][hangs]") {
-  boost::asio::io_context io;
-  ProgressBeats beats(io, 2);
-  HangPolicy policy;
-  policy.exit_timeout = 100ms;
-  std::vector<Hang> hangs;
-  HangWatch watch(io, beats, policy, [&](const Hang& h) { hangs.push_back(h); });
-  watch.start();
-  watch.exited(0, false);
-  run_until(io, [] { return false; }, 400ms);
-  CHECK(hangs.empty());
+  Watched w(2, exit_timeout(100ms));
+  w.watch.exited(0, false);
+  run_until(w.io, [] { return false; }, 400ms);
+  CHECK(w.hangs.empty());
 }
 
 TEST_CASE("hang watch: the learned timeout is a multiple of the longest interval, at least the floor",

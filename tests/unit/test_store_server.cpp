@@ -7,26 +7,15 @@
 #include <catch2/catch.hpp>
 
 #include "store/store_server.hpp"
+#include "support/run_until.hpp"
 
 using namespace npu_run::store;
+using npu_run::testing::run_until;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Runs `io` until `done` holds (asked once per turn: it may consume what it checks) or `limit`
-// passes; true when it held.
-template <typename Done>
-bool run_until(asio::io_context& io, Done done, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    io.run_for(10ms);
-    io.restart();
-  }
-  return done();
-}
 
 // True once the peer closed `socket` (a read sees the end), within the io's turns.
 bool closed_by_peer(tcp::socket& socket) {

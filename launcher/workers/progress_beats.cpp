@@ -58,18 +58,21 @@ std::string make_private_directory() {
   std::vector<std::string> bases;
   if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') bases.emplace_back(tmp);
   bases.emplace_back("/tmp");
-  std::string last_error;
+  std::vector<std::string> errors;  // one per place tried
   for (const std::string& base : bases) {
     remove_stale_directories(base);
     std::string pattern = fmt::format("{}/{}{}_XXXXXX", base, kPrefix, ::getpid());
     if (pattern.size() > kMaxDirectory) {
-      last_error = fmt::format("{}: too long for a socket's path", base);
+      errors.push_back(fmt::format("{}: too long for a socket's path", base));
       continue;
     }
     if (::mkdtemp(pattern.data()) != nullptr) return pattern;  // mode 0700
-    last_error = fmt::format("{}: {}", base, std::strerror(errno));
+    errors.push_back(fmt::format("{}: {}", base, std::strerror(errno)));
   }
-  throw std::runtime_error("cannot create a directory for the progress sockets (" + last_error + ")");
+  throw std::runtime_error(fmt::format(
+      "cannot create a directory for the progress sockets ({}); set TMPDIR to a writable "
+      "directory whose path is shorter than {} characters",
+      fmt::join(errors, "; "), kMaxDirectory - 36));
 }
 
 }  // namespace

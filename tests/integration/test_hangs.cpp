@@ -2,12 +2,17 @@
 // and python/npu_run_progress.py, --hang-timeout (fixed and learned) and --exit-timeout; on a
 // hang every worker's Python stacks are dumped by faulthandler (real output), the hung rank is
 // named, the job fails with 124 or restarts, and nothing is left behind.
+#include <sys/mount.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
+#include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
@@ -203,4 +208,33 @@ TEST_CASE("hangs: for a worker that is not Python the kernel's view of its threa
   CHECK_THAT(f.err, Contains("is not Python; what the kernel shows of it:"));
   CHECK_THAT(f.err, Contains("(sleep): wchan "));
   require_no_strays(p);
+}
+
+TEST_CASE("hangs: without a place for the progress sockets, --hang-timeout is refused by name",
+          "[integration][hangs]") {
+  // TMPDIR too long for a socket's path, and /tmp read-only (a private mount namespace).
+  const std::string long_tmp =
+      "/var/tmp/npu_run_test_" + std::to_string(::getpid()) + "_" + std::string(90, 'x');
+  std::filesystem::create_directories(long_tmp);
+  INFO("a mount namespace needs root, as the suite's namespace tests do");
+  REQUIRE(private_mount_namespace());
+  REQUIRE(::mount("tmpfs", "/tmp", "tmpfs", MS_RDONLY, "size=64k") == 0);
+  const EnvOverrides env{{"TMPDIR", long_tmp}};
+  const Finished refused = run_npu_run(
+      {"--nproc-per-node", "1", "--hang-timeout", "60", "--no-python", "/bin/true"}, env);
+  INFO(refused.err);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Contains("--hang-timeout/--exit-timeout: cannot create a directory for "
+                                   "the progress sockets") &&
+                              Contains(long_tmp + ": too long for a socket's path") &&
+                              Contains("/tmp: Read-only file system") &&
+                              Contains("set TMPDIR to a writable directory"));
+  // Without hang detection the job runs; its workers only lack NPU_RUN_PROGRESS.
+  const Finished ran = run_npu_run({"--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+                                    "test -z \"$NPU_RUN_PROGRESS\""},
+                                   env);
+  INFO(ran.err);
+  CHECK(ran.exit_code == 0);
+  CHECK_THAT(ran.err, Contains("workers get no NPU_RUN_PROGRESS"));
+  std::filesystem::remove_all(long_tmp);
 }

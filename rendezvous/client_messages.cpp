@@ -38,6 +38,11 @@ json client_json(const ClientMessage& message) {
                  {"fatal", m.fatal},     {"leaving", m.leaving},
                  {"progressed", m.progressed}};
           if (m.failure) j["failure"] = to_json(*m.failure);
+          if (!m.stacks.empty()) {
+            json stacks = json::array();
+            for (const RankStack& stack : m.stacks) stacks.push_back(to_json(stack));
+            j["stacks"] = std::move(stacks);
+          }
           return j;
         }
       },
@@ -82,6 +87,8 @@ ClientMessage client_from(const json& j) {
     m.fatal = f.boolean("fatal");
     m.leaving = f.boolean("leaving");
     m.progressed = f.find("progressed") == nullptr || f.boolean("progressed");
+    for (const json& stack : f.array("stacks", Limits::kMaxWorkersPerNode, false))
+      m.stacks.push_back(stack_from(stack));
     if (m.outcome == Outcome::kFailed && !m.failure)
       f.fail("reports a failure without describing it");
     return m;

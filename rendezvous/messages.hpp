@@ -20,6 +20,19 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 //    say how many sequenced messages arrived (see Sequenced below).
 inline constexpr int kProtocolVersion = 5;
 
+// Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
+// compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
+struct RankStack {
+  int rank = 0;
+  int local_rank = 0;
+  int pid = -1;
+  // The innermost frames of its signalled thread ("train.py:88 in wait_for_data"), or, for a
+  // worker that is not Python, the kernel's ("(kernel) hrtimer_nanosleep"). Never empty.
+  std::vector<std::string> frames;
+  std::string last_beat;    // the text of its last progress beat; empty if it never beat
+  int64_t silence_ms = -1;  // from its last beat to the dump; -1 if it never beat
+};
+
 // What one agent tells the server about its node.
 struct NodeInfo {
   std::string host;                     // host name, for people
@@ -106,6 +119,8 @@ struct Report {
   // Some worker of this node beat past its best of the earlier attempts (always true for a
   // first attempt that beat at all): what --max-no-progress-restarts counts.
   bool progressed = true;
+  // After a hang's stack dump: where each of this node's ranks was (those with frames only).
+  std::vector<RankStack> stacks{};
 };
 
 // A worker of this node hung (--hang-timeout, --exit-timeout): sent at once, before this node
@@ -183,6 +198,9 @@ struct Decision {
   // kRestart because nodes joined or left an elastic job (see Reform), not because of a
   // failure: the restart count did not grow.
   bool membership_change = false;
+  // After a hang: the ranks whose top frame differs from the majority's (rendezvous/
+  // hang_blame.hpp), in rank order; the first is the root cause.
+  std::vector<int> odd_ranks{};
 };
 
 struct HeartbeatAck {

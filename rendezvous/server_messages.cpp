@@ -81,6 +81,7 @@ json server_json(const ServerMessage& message) {
                  {"exit_code", m.exit_code},
                  {"membership_change", m.membership_change}};
           if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
+          if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
           return j;
         } else if constexpr (std::is_same_v<T, Challenge>) {
           return {{"type", "challenge"}, {"ok", true}, {"nonce", m.nonce}, {"proof", m.proof}};
@@ -136,6 +137,11 @@ ServerMessage server_from(const json& j) {
     m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
     m.membership_change = f.boolean("membership_change");
     if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
+    for (const json& r : f.array("odd_ranks", Limits::kMaxOddRanks, false)) {
+      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
+        f.fail("'odd_ranks' holds a bad rank");
+      m.odd_ranks.push_back(r.get<int>());
+    }
     return m;
   }
   if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};

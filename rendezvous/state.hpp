@@ -122,6 +122,7 @@ class RendezvousState {
     bool reported = false;
     bool lost = false;
     bool left = false;  // left on purpose (elastic): not told the decision, not in the next round
+    std::vector<RankStack> stacks{};  // from its report, after a hang's stack dump
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
@@ -146,6 +147,8 @@ class RendezvousState {
   void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
                       std::vector<Outgoing>& out);
   void decide_if_complete(std::vector<Outgoing>& out);
+  // A hang's root cause moves to the odd one out of every rank's stack (hang_blame.hpp).
+  void blame_hang_on_stacks(Decision& decision);
   std::vector<Outgoing> on_hang_notice(ClientId from, const HangNotice& notice);
   std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
   Member* member_of(ClientId id);

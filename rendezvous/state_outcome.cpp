@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <unordered_map>
+
+#include "rendezvous/hang_blame.hpp"
 #include "rendezvous/state.hpp"
 
 namespace npu_run::rdzv {
@@ -73,6 +76,14 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
   std::vector<Outgoing> out;
   const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
   if (report.progressed) round_progressed_ = true;
+  // Only this node's own ranks: identity comes from the seat.
+  member->stacks.clear();
+  for (const RankStack& stack : report.stacks) {
+    if (stack.rank < member->rank_offset || stack.rank >= member->rank_offset + member->node.nproc)
+      continue;
+    member->stacks.push_back(stack);
+    member->stacks.back().local_rank = stack.rank - member->rank_offset;
+  }
   if (by_signal && report.leaving && elastic() && !root_cause_) {
     // A node leaving an elastic job on purpose: the others re-form without it.
     member->left = true;
@@ -113,6 +124,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   if (reported_ < members_.size()) return;
   Decision decision;
   decision.round = round_;
+  if (root_cause_ && root_cause_->hang) blame_hang_on_stacks(decision);
   decision.root_cause = root_cause_;
   // A failed restart that no node saw progress in extends the run; progress ends it.
   if (round_progressed_)
@@ -155,6 +167,26 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
     phase_ = Phase::kFinished;
     final_ = decision;
   }
+}
+
+void RendezvousState::blame_hang_on_stacks(Decision& decision) {
+  std::vector<const RankStack*> stacks;
+  const RankStack* hung = nullptr;
+  std::unordered_map<const RankStack*, const Member*> reported_by;
+  for (const Member& m : members_) {
+    for (const RankStack& s : m.stacks) {
+      stacks.push_back(&s);
+      reported_by[&s] = &m;
+      if (s.rank == root_cause_->rank && m.node_rank == root_cause_->node_rank) hung = &s;
+    }
+  }
+  if (stacks.empty()) return;
+  const StackComparison comparison = compare_stacks(stacks);
+  const Member* odd_member = comparison.odd.empty() ? nullptr : reported_by[comparison.odd.front()];
+  root_cause_ = blame_hang(*root_cause_, comparison, hung,
+                           odd_member != nullptr ? odd_member->node.host : root_cause_->host,
+                           odd_member != nullptr ? odd_member->node_rank : root_cause_->node_rank);
+  for (const RankStack* s : comparison.odd) decision.odd_ranks.push_back(s->rank);
 }
 
 std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::string& why) {

@@ -68,4 +68,26 @@ FailureReport failure_from(const json& j) {
   return r;
 }
 
+json to_json(const RankStack& s) {
+  return {{"rank", s.rank},           {"local_rank", s.local_rank}, {"pid", s.pid},
+          {"frames", s.frames},       {"last_beat", s.last_beat},   {"silence_ms", s.silence_ms}};
+}
+
+RankStack stack_from(const json& j) {
+  const Fields f(j, "rank stack");
+  RankStack s;
+  s.rank = static_cast<int>(f.integer("rank", 0, INT32_MAX));
+  s.local_rank = static_cast<int>(f.integer("local_rank", 0, Limits::kMaxWorkersPerNode));
+  s.pid = static_cast<int>(f.integer("pid", -1, INT32_MAX));
+  for (const json& frame : f.array("frames", Limits::kMaxStackFrames)) {
+    if (!frame.is_string() || frame.get_ref<const std::string&>().size() > Limits::kMaxFrameText)
+      f.fail("'frames' holds a bad frame");
+    s.frames.push_back(frame.get<std::string>());
+  }
+  if (s.frames.empty()) f.fail("has no frames");
+  s.last_beat = f.text("last_beat", Limits::kMaxBeatText, false);
+  s.silence_ms = f.integer("silence_ms", -1, INT64_MAX);
+  return s;
+}
+
 }  // namespace npu_run::rdzv

@@ -1,5 +1,5 @@
-// The parts both directions of the protocol carry: a node's description, a failure report, and
-// the names of the enums on the wire.
+// The parts both directions of the protocol carry: a node's description, a failure report, a
+// rank's stack, and the names of the enums on the wire.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,5 +17,7 @@ nlohmann::json to_json(const NodeInfo& n);
 NodeInfo node_from(const nlohmann::json& j);
 nlohmann::json to_json(const FailureReport& r);
 FailureReport failure_from(const nlohmann::json& j);
+nlohmann::json to_json(const RankStack& s);
+RankStack stack_from(const nlohmann::json& j);
 
 }  // namespace npu_run::rdzv

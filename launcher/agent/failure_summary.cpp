@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "basics/text.hpp"
+#include "rendezvous/hang_blame.hpp"
 
 namespace npu_run {
 namespace {
@@ -88,6 +89,10 @@ std::string row_details(const WorkerOutcome& w, const WorkerError& error, bool r
     }
   }
   if (!w.last_beat.empty()) out += fmt::format("      last beat: {}\n", w.last_beat);
+  if (!w.stack_frames.empty()) {
+    out += fmt::format("      stack: {}{}\n", rdzv::join_frames(w.stack_frames),
+                       w.odd_one_out ? "   <- the odd one out" : "");
+  }
   if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);
   for (const std::string& log : w.incomplete_logs)
     out += fmt::format("      incomplete: {}\n", log);

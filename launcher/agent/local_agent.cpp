@@ -10,9 +10,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <fstream>
+#include <map>
 
 #include "agent/agent_log.hpp"
 #include "agent/failure_summary.hpp"
+#include "agent/hang_stacks.hpp"
 #include "agent/hang_watch.hpp"
 #include "agent/job_checks.hpp"
 #include "agent/parent_watch.hpp"
@@ -23,6 +25,7 @@
 #include "basics/usage_error.hpp"
 #include "net/host_address.hpp"
 #include "rendezvous/describe.hpp"
+#include "rendezvous/protocol.hpp"
 #include "workers/progress_beats.hpp"
 #include "workers/stack_dump.hpp"
 
@@ -283,11 +286,13 @@ struct LocalAgent::Impl {
   // Python workers print their own stacks on SIGABRT (faulthandler); for the others the
   // kernel's view is all there is, logged before they are stopped.
   void dump_stacks(const std::vector<pid_t>& pids) {
+    kernel_frames.clear();
     for (const pid_t pid : pids) {
       if (runs_python(pid)) continue;
       const std::string stacks = kernel_stacks(pid);
       if (!stacks.empty())
         spdlog::warn("worker pid {} is not Python; what the kernel shows of it:\n{}", pid, stacks);
+      kernel_frames[pid] = kernel_top_frames(pid, rdzv::Limits::kMaxStackFrames);
     }
     disable_core_dumps(pids);
     dumped_at = std::chrono::steady_clock::now();
@@ -332,14 +337,31 @@ struct LocalAgent::Impl {
   // Every worker's last beat and how long before the stacks were dumped, for the summary:
   // where each rank got to.
   void note_last_beats(GroupResult& result, std::chrono::steady_clock::time_point dumped) const {
-    if (!beats) return;
     for (WorkerOutcome& w : result.workers) {
-      if (w.local_rank < 0 || w.local_rank >= beats->local_ranks()) continue;
+      // A worker that is not Python printed nothing: the kernel's view taken at the dump.
+      if (const auto it = kernel_frames.find(w.pid);
+          w.stack_frames.empty() && it != kernel_frames.end())
+        w.stack_frames = it->second;
+      if (!beats || w.local_rank < 0 || w.local_rank >= beats->local_ranks()) continue;
       const RankProgress& p = beats->rank(w.local_rank);
       w.last_beat = p.beats == 0 ? "none"
                                  : fmt::format("'{}', {:.1f} s before the stacks were dumped",
                                                p.text, age_at(dumped, p.last));
     }
+  }
+
+  // Each local rank's last beat as the dump found it, for the report's stacks.
+  std::vector<BeatAtDump> beats_at_dump(std::chrono::steady_clock::time_point dumped) const {
+    std::vector<BeatAtDump> out;
+    if (!beats) return out;
+    for (int r = 0; r < beats->local_ranks(); ++r) {
+      const RankProgress& p = beats->rank(r);
+      BeatAtDump& b = out.emplace_back();
+      if (p.beats == 0) continue;
+      b.text = p.text;
+      b.silence_ms = static_cast<int64_t>(age_at(dumped, p.last) * 1000.0);
+    }
+    return out;
   }
 
   // The group was stopped by npu_run for the hang: it failed, and the hung worker is its root
@@ -445,6 +467,7 @@ struct LocalAgent::Impl {
     }
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
     report.progressed = progressed_this_attempt();
+    if (dumped_at) report.stacks = rank_stacks(result, beats_at_dump(*dumped_at));
     if (hung) {
       report.outcome = rdzv::Outcome::kFailed;
       report.failure = hang_report(*hung);
@@ -516,8 +539,12 @@ struct LocalAgent::Impl {
       finish(0);
       return;
     }
-    const bool root_here = d.root_cause && d.root_cause->node_rank == assignment.node_rank &&
-                           d.root_cause->host == assignment.host;
+    bool root_here = d.root_cause && d.root_cause->node_rank == assignment.node_rank &&
+                     d.root_cause->host == assignment.host;
+    // After a hang the job's comparison of every rank's stack may blame another rank.
+    if (dumped_at)
+      root_here = apply_hang_decision(last_result, d, assignment.node_rank, assignment.host) ||
+                  (root_here && !d.root_cause->hang);
     if (last_result.outcome != GroupResult::Outcome::kSucceeded) {
       print_summary(last_result, root_here || !d.root_cause
                                      ? ""
@@ -571,6 +598,7 @@ struct LocalAgent::Impl {
   std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
   std::optional<Hang> hung;                // this attempt's hang, the node's root cause
   std::optional<std::chrono::steady_clock::time_point> dumped_at;  // this attempt's stack dump
+  std::map<pid_t, std::vector<std::string>> kernel_frames;  // non-Python workers', at the dump
   std::vector<int64_t> best_progress;      // per local rank, over the attempts so far
   asio::steady_timer dump_timer;           // a hang's dump, at the moment every node dumps
   static constexpr std::chrono::milliseconds kDumpDelay{250};

@@ -50,6 +50,18 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
   } else {
     route.sink = StreamSink::kDiscard;
   }
+  if (!is_stdout && cfg.supervision.hang.any()) {
+    // A hang's stack dump is read back from stderr (the summary's top frames, the odd one
+    // out): a stream the agent would not see goes through a relay that keeps its bytes as
+    // they are (unprefixed) or, filtered off the console without a file, keeps only its tail.
+    route.keep_tail = true;
+    if (route.sink == StreamSink::kInherit) {
+      route.sink = StreamSink::kRelay;
+      route.prefixed = false;
+    } else if (route.sink == StreamSink::kDiscard) {
+      route.sink = StreamSink::kRelay;
+    }
+  }
   return route;
 }
 

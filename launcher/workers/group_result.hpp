@@ -33,6 +33,12 @@ struct WorkerOutcome {
   // Set by the agent when a hang's stack dump stopped the group: "'step 1200', 4.0 s before
   // the stacks were dumped", or "none" for a worker that never beat (NPU_RUN_PROGRESS).
   std::string last_beat;
+  // The innermost frames of the thread that took the signal, when its stderr held a
+  // faulthandler dump ("train.py:88 in wait_for_data"; workers/python_dump.hpp), or the
+  // kernel's view of a worker that is not Python, when a hang's dump asked for its stacks.
+  std::vector<std::string> stack_frames;
+  // Set when the job's hang analysis found its top frame differs from the majority of ranks'.
+  bool odd_one_out = false;
   // Its log files that lost output, each with why: "path (No space left on device (ENOSPC))".
   std::vector<std::string> incomplete_logs;
 };

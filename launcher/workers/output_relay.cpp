@@ -91,7 +91,15 @@ void OutputRelay::deliver(std::string_view data) {
     file_fd_ = -1;
   }
   if (copies_) copies_->feed(data);
+  if (tail_limit_ > 0) {
+    tail_.append(data);
+    if (tail_.size() > 2 * tail_limit_) tail_.erase(0, tail_.size() - tail_limit_);
+  }
   if (console_ != nullptr) to_console(data);
+}
+
+std::string OutputRelay::tail() const {
+  return tail_.size() <= tail_limit_ ? tail_ : tail_.substr(tail_.size() - tail_limit_);
 }
 
 void OutputRelay::to_console(std::string_view data) {

@@ -55,6 +55,11 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   // flight this completes in that read's handler, which the io_context runs before anything
   // posted after this call.
   void drain_and_close();
+  // Keeps the last `bytes` bytes relayed, for tail(): a hang's stack dump is read back from
+  // them (workers/python_dump.hpp).
+  void keep_tail(size_t bytes) { tail_limit_ = bytes; }
+  // The last bytes relayed, at most what keep_tail() asked for.
+  std::string tail() const;
   // The errno of a failed write to the file (0: none), after which the file was given up.
   int write_error() const { return write_error_; }
   const std::string& file_path() const { return file_path_; }
@@ -79,6 +84,8 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   bool draining_ = false;
   bool closed_ = false;
   int write_error_ = 0;
+  size_t tail_limit_ = 0;
+  std::string tail_;  // up to twice tail_limit_: trimmed in halves, not on every read
 };
 
 }  // namespace npu_run

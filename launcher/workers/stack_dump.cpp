@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "basics/text.hpp"
 #include "workers/proc_files.hpp"
@@ -38,6 +39,19 @@ bool runs_python(pid_t pid) {
   return !ec && exe.filename().string().rfind("python", 0) == 0;
 }
 
+namespace {
+
+// One thread's kernel stack, innermost first, names only; empty where it is not readable.
+std::vector<std::string> kernel_frames(const std::string& task_dir) {
+  std::vector<std::string> frames;
+  for (const std::string_view frame : split(read_proc_file(task_dir + "/stack"), '\n')) {
+    if (!frame.empty()) frames.push_back(frame_name(std::string(frame)));
+  }
+  return frames;
+}
+
+}  // namespace
+
 std::string kernel_stacks(pid_t pid) {
   constexpr int kMaxThreads = 64;
   const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
@@ -54,14 +68,25 @@ std::string kernel_stacks(pid_t pid) {
     std::string line = "task " + tid + " (" + first_line(dir + "/comm") + "): wchan " +
                        first_line(dir + "/wchan");
     std::string frames;
-    for (const std::string_view frame : split(read_proc_file(dir + "/stack"), '\n')) {
-      if (!frame.empty())
-        frames += (frames.empty() ? "" : " <- ") + frame_name(std::string(frame));
-    }
+    for (const std::string& frame : kernel_frames(dir))
+      frames += (frames.empty() ? "" : " <- ") + frame;
     if (!frames.empty()) line += "; stack: " + frames;
     out += line + "\n";
   }
   return out;
+}
+
+std::vector<std::string> kernel_top_frames(pid_t pid, size_t max_frames) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid);
+  std::vector<std::string> frames = kernel_frames(dir);
+  if (frames.empty()) {
+    const std::string wchan = first_line(dir + "/wchan");
+    if (wchan.empty()) return {};
+    frames.push_back(wchan == "0" ? "running" : wchan);
+  }
+  if (frames.size() > max_frames) frames.resize(max_frames);
+  for (std::string& frame : frames) frame = "(kernel) " + frame;
+  return frames;
 }
 
 int disable_core_dumps(const std::vector<pid_t>& process_groups) {

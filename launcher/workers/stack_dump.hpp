@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,10 @@ bool runs_python(pid_t pid);
 // innermost first ("task 4242 (train): wchan futex_wait_queue; stack: futex_wait_queue <-
 // futex_wait <- ..."). At most 64 threads; empty if the process is gone.
 std::string kernel_stacks(pid_t pid);
+
+// The main thread's innermost kernel frames, each marked "(kernel) ", or its wait channel
+// where the stack is not readable: the top frames a summary shows for a worker that is not
+// Python. Empty if the process is gone.
+std::vector<std::string> kernel_top_frames(pid_t pid, size_t max_frames);
 
 }  // namespace npu_run

@@ -26,6 +26,7 @@
 #include "workers/line_copy.hpp"
 #include "workers/log_health.hpp"
 #include "workers/output_relay.hpp"
+#include "workers/python_dump.hpp"
 #include "workers/terminal_input.hpp"
 
 namespace npu_run {
@@ -222,6 +223,10 @@ int WorkerProcess::open_sink(const StreamRoute& route, int console_fd, std::vect
       relays_.push_back(std::make_shared<OutputRelay>(
           io_, fds[0], file_fd, route.file, console,
           route.prefixed ? spec_.console_prefix : std::string(), std::move(copies)));
+      if (route.keep_tail) {
+        relays_.back()->keep_tail(kStderrTailBytes);
+        tail_relay_ = relays_.back();
+      }
       return fds[1];
     }
   }
@@ -384,7 +389,19 @@ const WorkerOutcome& WorkerProcess::settle() {
     if (why) outcome_.incomplete_logs.push_back(fmt::format("{} ({})", route->file, *why));
   }
   outcome_.raised_at = error_file_time(outcome_.error_file);
+  read_stack_dump();
   return outcome_;
+}
+
+// A faulthandler dump in what the worker wrote last to its stderr: a relay holds the stream's
+// tail, a file sink is read back.
+void WorkerProcess::read_stack_dump() {
+  const StreamRoute& route = spec_.err;
+  if (!route.keep_tail) return;
+  const std::string tail = tail_relay_                        ? tail_relay_->tail()
+                           : route.sink == StreamSink::kFile ? file_tail(route.file, kStderrTailBytes)
+                                                              : std::string();
+  outcome_.stack_frames = python_dump_top_frames(tail, kTopFrames);
 }
 
 }  // namespace npu_run

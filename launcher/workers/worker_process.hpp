@@ -59,12 +59,17 @@ class WorkerProcess {
   bool cannot_start(int err, std::string why);
   int open_sink(const StreamRoute& route, int console_fd, std::vector<int>& to_close);
   int open_stdin(std::vector<int>& to_close);
+  void read_stack_dump();
+
+  // Frames of a stack dump kept for the summary and the hang analysis.
+  static constexpr size_t kTopFrames = 3;
 
   boost::asio::io_context& io_;
   WorkerSpec spec_;
   WorkerOutcome outcome_;
   std::unique_ptr<ExecReport> exec_report_;  // whether it reached exec, read once it ends
   std::vector<std::shared_ptr<OutputRelay>> relays_;
+  std::shared_ptr<OutputRelay> tail_relay_;  // the relay of a route with keep_tail
   bool running_ = false;
 };
 

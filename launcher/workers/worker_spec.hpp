@@ -25,6 +25,9 @@ struct StreamRoute {
   // --duplicate-*-filters: lines containing any of these also go to `filtered_file`.
   std::vector<std::string> filters;
   std::string filtered_file;
+  // The agent reads the last kStderrTailBytes of this stream when the worker has ended (from
+  // the relay, or from the file of a kFile sink): a hang's stack dump is found in it.
+  bool keep_tail = false;
 };
 
 struct WorkerSpec {

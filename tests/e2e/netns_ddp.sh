@@ -84,8 +84,9 @@ run_job 29580 tiered tcp
 expect_in "$work/node1.err" "attempt 1"
 
 # Rank 3 stops calling all_reduce at step 5, so every rank stops beating: a hang is found
-# (whichever rank's timer runs out first is named), both nodes exit 124, and all four ranks'
-# Python stacks are dumped, rank 3's in hang_here and the others waiting in gloo.
+# (by whichever rank's timer runs out first), both nodes exit 124, all four ranks' Python
+# stacks are dumped, rank 3's in hang_here and the others waiting in gloo, and the comparison
+# of the four stacks names rank 3 on both nodes as the odd one out and the root cause.
 npu_extra=(--hang-timeout 4)
 script_extra=(--hang-rank 3 --hang-step 5)
 what="a hung rank"
@@ -94,11 +95,14 @@ run_node "$ns_b" "${tag}vb" 1 29581 agent env
 for i in 0 1; do
   wait_bounded 120 "${pids[$i]}" "node $i ($what)"
   [ "$rc" -eq 124 ] || fail "node $i exited $rc, not 124 ($what)"
-  expect_in "$work/node$i.err" "hung: no progress for 4 s after 'step 4'"
+  expect_in "$work/node$i.err" "the job failed; root cause: rank 3 (local 1,"
+  expect_in "$work/node$i.err" "after 'step 4'; stuck in train_ddp.py:"
+  expect_in "$work/node$i.err" "in hang_here <- train_ddp.py:"
+  expect_in "$work/node$i.err" "(the odd one out: 3 of 4 ranks were in "
   # Occurrences, not lines: two workers' dumps to one stderr interleave.
   [ "$(grep -o "Aborted" "$work/node$i.err" | wc -l)" -ge 2 ] || fail "node $i: expected 2 stack dumps"
 done
-expect_in "$work/node1.err" "hang_here"  # the name only: dumps to one stderr interleave
+expect_in "$work/node1.err" "<- the odd one out"
 require_no_job_processes "the DDP job ($what)"
 echo "passed: $what"
 echo "PASS: DDP across two network namespaces"

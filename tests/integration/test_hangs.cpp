@@ -71,11 +71,70 @@ TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are du
   CHECK_THAT(f.err, Contains("root cause first"));
   const auto table = f.err.find("root cause first");
   REQUIRE(table != std::string::npos);
-  CHECK(f.err.find("hung: no progress for 2 s after 'step 4'", table) != std::string::npos);
-  // Where every rank got to: the hung one's last beat, the others' recent ones.
+  // Its stack differs from the two busy ranks': the odd one out, stuck where the dump says.
+  CHECK(f.err.find("hung: no progress for 2.", table) != std::string::npos);
+  CHECK(f.err.find("after 'step 4'; stuck in worker.py:", table) != std::string::npos);
+  CHECK(f.err.find("in take_locks <- worker.py:", table) != std::string::npos);
+  CHECK(f.err.find("(the odd one out: 2 of 3 ranks were in worker.py:", table) != std::string::npos);
+  CHECK(count_occurrences(f.err.substr(table), "<- the odd one out") == 1);
+  // Where every rank got to: the hung one's last beat, the others' recent ones, and each one's
+  // top frames.
   CHECK(f.err.find("last beat: 'step 4', 2.", table) != std::string::npos);
   CHECK(f.err.find("last beat: 'step busy', 0.", table) != std::string::npos);
+  CHECK(count_occurrences(f.err.substr(table), "      stack: ") == 3);
   CHECK(f.seconds < 30);
+  require_no_strays(p);
+}
+
+TEST_CASE("hangs: when every rank goes silent the odd one out is blamed, not the first timer",
+          "[integration][hangs]") {
+  // As in a collective: ranks 0, 1 and 3 wait for the others; rank 2 beats once more and then
+  // sits in its data loader, so the others' timers run out first.
+  TempDir dir;
+  const std::string worker = worker_script(
+      dir,
+      "def wait_in_collective():\n"
+      "    threading.Event().wait()\n"
+      "def load_data():\n"
+      "    time.sleep(3600)\n"
+      "if rank == 2:\n"
+      "    time.sleep(0.5)\n"
+      "    npu_run_progress.beat('step 5 loading')\n"
+      "    load_data()\n"
+      "wait_in_collective()\n");
+  NpuRunProcess p({"--nproc-per-node", "4", "--hang-timeout", "2", worker});
+  const Finished f = p.wait(40s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  CHECK_THAT(f.err, !Contains("local rank 2 (rank 2) hung"));  // another rank's timer found it
+  const auto table = f.err.find("root cause first");
+  REQUIRE(table != std::string::npos);
+  const std::string summary = f.err.substr(table);
+  // Rank 2's row comes first, as the root cause, with where it was.
+  const auto root_row = summary.find("\n  *");
+  REQUIRE(root_row != std::string::npos);
+  CHECK(summary.find(" 2      ", root_row) < summary.find('\n', root_row + 1));
+  CHECK_THAT(summary, Contains("hung: no progress for 1.") || Contains("hung: no progress for 2."));
+  CHECK_THAT(summary, Contains("after 'step 5 loading'; stuck in worker.py:"));
+  CHECK_THAT(summary, Contains("in load_data <- worker.py:"));
+  CHECK_THAT(summary, Contains("(the odd one out: 3 of 4 ranks were in threading.py:"));
+  CHECK(count_occurrences(summary, "<- the odd one out") == 1);
+  CHECK(count_occurrences(summary, "in wait <- threading.py:") == 3);
+  require_no_strays(p);
+}
+
+TEST_CASE("hangs: a redirected stderr is read back from its file for the summary's stacks",
+          "[integration][hangs]") {
+  TempDir dir;
+  const std::string logs = dir.file("logs");
+  NpuRunProcess p({"--nproc-per-node", "3", "--hang-timeout", "2", "--log-dir", logs,
+                   "--redirects", "2", worker_script(dir, kRank1Deadlocks)});
+  const Finished f = p.wait(40s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  CHECK(count_occurrences(f.err, "Aborted") == 0);  // the dumps went to the files only
+  CHECK_THAT(f.err, Contains("stuck in worker.py:") && Contains("in take_locks <- worker.py:"));
+  CHECK(count_occurrences(f.err, "      stack: ") == 3);
   require_no_strays(p);
 }
 
@@ -161,21 +220,22 @@ TEST_CASE("hangs: --max-no-progress-restarts stops restarting a job that never g
   require_no_strays(p);
 }
 
-TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every node's workers dump",
+TEST_CASE("hangs: across two nodes the odd rank is named everywhere and every node's workers dump",
           "[integration][hangs][multi-node]") {
   TempDir dir;
-  // Global rank 3 (node 1, local rank 1) stops beating in a function of its own; the others
-  // keep beating until they are dumped. (Whether every node dumps at one moment is what the
-  // DDP end-to-end test sees: there the ranks wait on each other in gloo.)
+  // Every rank goes silent, as in a collective; global rank 3 (node 1, local rank 1) beats
+  // once more, later, and sits in a function of its own. A timer on node 0 (or rank 2's on
+  // node 1) runs out first; the job's comparison of the four stacks blames rank 3. (Whether
+  // every node dumps at one moment is what the DDP end-to-end test sees.)
   const std::string worker = worker_script(
       dir,
-      "def stuck_in_collective():\n"
+      "def load_data():\n"
       "    time.sleep(3600)\n"
       "if int(os.environ['RANK']) == 3:\n"
-      "    stuck_in_collective()\n"
-      "while True:\n"
-      "    npu_run_progress.beat('step busy')\n"
-      "    time.sleep(0.05)\n");
+      "    time.sleep(0.5)\n"
+      "    npu_run_progress.beat('step 5 loading')\n"
+      "    load_data()\n"
+      "threading.Event().wait()\n");
   const int port = unused_port();
   const std::string script = "exec /usr/bin/python3 " + worker;
   auto n0 = start_node(port, 2, 2, script, {"--node-rank", "0", "--hang-timeout", "2"});
@@ -185,12 +245,19 @@ TEST_CASE("hangs: across two nodes the hung rank is named everywhere and every n
     const Finished& f = done[i];
     INFO("node " << i << ": " << f.err);
     CHECK(f.exit_code == 124);
-    CHECK_THAT(f.err, Contains("rank 3 (local 1, pid") && Contains("hung: no progress for 2 s"));
+    CHECK_THAT(f.err, Contains("the job failed; root cause: rank 3 (local 1, pid"));
+    CHECK_THAT(f.err, Contains("after 'step 5 loading'; stuck in worker.py:"));
+    CHECK_THAT(f.err, Contains("(the odd one out: 3 of 4 ranks were in threading.py:"));
     CHECK(count_occurrences(f.err, "Aborted") == 2);  // this node's two workers dumped
+    CHECK(count_occurrences(f.err, "      stack: ") == 2);
   }
-  CHECK_THAT(done[1].err, Contains("stuck_in_collective"));
-  CHECK_THAT(done[0].err, Contains("dumping the stacks of this node's 2 running workers"));
-  CHECK_THAT(done[0].err, Contains("last beat: 'step busy', 0."));  // where node 0's ranks were
+  CHECK_THAT(done[0].err, Contains("local rank 0 (rank 0) hung") ||
+                              Contains("local rank 1 (rank 1) hung") ||
+                              Contains("dumping the stacks of this node's 2 running workers"));
+  CHECK_THAT(done[1].err, Contains("load_data"));
+  CHECK_THAT(done[1].err, Contains("<- the odd one out"));
+  CHECK_THAT(done[0].err, !Contains("<- the odd one out"));
+  CHECK_THAT(done[0].err, Contains("last beat: 'step 4', 2."));  // where node 0's ranks were
   require_no_strays(*n0);
   require_no_strays(*n1);
 }
@@ -207,6 +274,7 @@ TEST_CASE("hangs: for a worker that is not Python the kernel's view of its threa
                              "local worker exited 0"));
   CHECK_THAT(f.err, Contains("is not Python; what the kernel shows of it:"));
   CHECK_THAT(f.err, Contains("(sleep): wchan "));
+  CHECK_THAT(f.err, Contains("      stack: (kernel) "));  // its top frames in the summary
   require_no_strays(p);
 }
 

@@ -138,6 +138,21 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   const Report hung = round_trip_client<Report>(no_progress);
   CHECK(hung.failure->hang);
   CHECK_FALSE(hung.progressed);
+  // Where each rank was at a hang's dump; a rank stack without frames or with too many is bad.
+  RankStack stack{9, 1, 4321, {"loader.py:88 in wait", "train.py:1 in main"}, "step 4", 2100};
+  no_progress.stacks = {stack};
+  const Report with_stacks = round_trip_client<Report>(no_progress);
+  REQUIRE(with_stacks.stacks.size() == 1);
+  CHECK(with_stacks.stacks[0].frames == stack.frames);
+  CHECK((with_stacks.stacks[0].rank == 9 && with_stacks.stacks[0].pid == 4321));
+  CHECK((with_stacks.stacks[0].last_beat == "step 4" && with_stacks.stacks[0].silence_ms == 2100));
+  CHECK(round_trip_client<Report>(Report{7, Outcome::kFailed, f, 0}).stacks.empty());
+  for (const std::vector<std::string>& frames :
+       {std::vector<std::string>{}, std::vector<std::string>(4, "a.py:1 in f"),
+        std::vector<std::string>{std::string(Limits::kMaxFrameText + 1, 'x')}}) {
+    no_progress.stacks = {RankStack{9, 1, 4321, frames, "", -1}};
+    CHECK(std::holds_alternative<ProtocolError>(decode_client_message(encode(no_progress))));
+  }
   const HangNotice notice = round_trip_client<HangNotice>(HangNotice{7, f});
   CHECK((notice.round == 7 && notice.failure.hang && notice.failure.rank == 9));
   CHECK(sequenced(ClientMessage{notice}));  // kept across a resume, like a report
@@ -185,6 +200,12 @@ TEST_CASE("messages: every server message survives encode and decode", "[protoco
   const Decision d = round_trip_server<Decision>(Decision{2, Action::kRestart, 1, 0, f});
   CHECK(d.action == Action::kRestart);
   CHECK(d.root_cause->description == "agent lost");
+  CHECK(d.odd_ranks.empty());
+  Decision hang_decision{2, Action::kFinish, 0, 124, f};
+  hang_decision.odd_ranks = {3, 12};
+  CHECK(round_trip_server<Decision>(hang_decision).odd_ranks == std::vector<int>{3, 12});
+  hang_decision.odd_ranks.assign(Limits::kMaxOddRanks + 1, 1);
+  CHECK(std::holds_alternative<ProtocolError>(decode_server_message(encode(hang_decision))));
   CHECK_FALSE(
       round_trip_server<Decision>(Decision{2, Action::kFinish, 0, 0, std::nullopt}).root_cause);
   CHECK(round_trip_server<HeartbeatAck>(HeartbeatAck{4}).received == 4);

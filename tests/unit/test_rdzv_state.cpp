@@ -429,6 +429,47 @@ TEST_CASE("rdzv state: a hang notice stops the other nodes at once, before the h
   CHECK(d->root_cause->node_rank == 2);
 }
 
+TEST_CASE("rdzv state: a hang is blamed on the rank whose stack is the odd one out, on any node",
+          "[rdzv][hangs]") {
+  Job job(settings(2));
+  job.join(1, node("a"));  // ranks 0-1
+  job.join(2, node("b"));  // ranks 2-3
+  // Node a's timer ran out first (every rank waits in the collective); rank 3 is elsewhere.
+  FailureReport hang;
+  hang.rank = 0;
+  hang.local_rank = 0;
+  hang.exit_code = npu_run::kExitHang;
+  hang.hang = true;
+  hang.description = "hung: no progress for 2 s after 'step 4'";
+  hang.time_ms = 1'700'000'000'500;
+  job.send(1, HangNotice{job.state.round(), hang});
+  auto at = [](int rank, const char* top) {
+    return RankStack{rank, 0, 100 + rank, {top}, "step 4", 2000};
+  };
+  Report a{job.state.round(), Outcome::kFailed, hang, 0};
+  a.stacks = {at(0, "c10d.py:1 in all_reduce"), at(1, "c10d.py:1 in all_reduce"),
+              at(3, "forged.py:1 in claimed")};  // node b's rank: not node a's to report
+  job.send(1, a);
+  Report b{job.state.round(), Outcome::kStopped, std::nullopt, 0};
+  b.stacks = {at(2, "c10d.py:1 in all_reduce"), at(3, "loader.py:88 in wait")};
+  const auto out = job.send(2, b);
+  const Decision* d = message_to<Decision>(out, 1);
+  REQUIRE(d != nullptr);
+  CHECK(d->exit_code == npu_run::kExitHang);
+  CHECK(d->odd_ranks == std::vector<int>{3});
+  REQUIRE(d->root_cause);
+  CHECK(d->root_cause->rank == 3);
+  CHECK(d->root_cause->local_rank == 1);  // from the seat's rank offset
+  CHECK(d->root_cause->host == "b");
+  CHECK(d->root_cause->node_rank == 1);
+  CHECK(d->root_cause->hang);
+  CHECK(d->root_cause->time_ms == hang.time_ms);
+  CHECK(d->root_cause->description ==
+        "hung: no progress for 2.0 s after 'step 4'; stuck in loader.py:88 in wait (the odd one "
+        "out: 3 of 4 ranks were in c10d.py:1 in all_reduce)");
+  CHECK(message_to<Decision>(out, 2)->root_cause->rank == 3);
+}
+
 TEST_CASE("rdzv state: stale and duplicate reports are ignored", "[rdzv]") {
   Job job(settings(2));
   job.join(1, node("a"));

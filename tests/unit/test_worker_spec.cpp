@@ -148,6 +148,32 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(teed[0].out.file == "/logs/none/attempt_2/0/stdout.log");
     CHECK(teed[0].out.filtered_file == "/logs/none/attempt_2/filtered_stdout.log");
   }
+  SECTION("--hang-timeout: every stderr reaches the agent, which keeps its tail for the dump") {
+    cfg.supervision.hang.timeout = std::chrono::seconds(60);
+    cfg.output.local_ranks_filter = std::set<int>{0, 1};
+    cfg.output.redirects = RankStreamMap::parse("1:2", "-r");
+    const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
+    // The console's stderr: relayed unprefixed, so the console shows what it showed.
+    CHECK(s[0].err.sink == StreamSink::kRelay);
+    CHECK_FALSE(s[0].err.prefixed);
+    CHECK(s[0].err.to_console);
+    CHECK(s[0].err.file.empty());
+    CHECK(s[0].err.keep_tail);
+    // Redirected: the worker still writes its file itself, which is read back.
+    CHECK(s[1].err.sink == StreamSink::kFile);
+    CHECK(s[1].err.keep_tail);
+    // Filtered off the console with no file to keep it: relayed to the tail only.
+    const auto bare = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
+    CHECK(bare[2].err.sink == StreamSink::kRelay);
+    CHECK_FALSE(bare[2].err.to_console);
+    CHECK(bare[2].err.file.empty());
+    // stdout is never touched for it.
+    CHECK(s[0].out.sink == StreamSink::kInherit);
+    CHECK_FALSE(s[0].out.keep_tail);
+    cfg.supervision.hang = HangPolicy{};
+    cfg.supervision.hang.exit_timeout = std::chrono::seconds(30);
+    CHECK(make_worker_specs(cfg, assignment(4), kLogs, {})[0].err.keep_tail);
+  }
   SECTION("an explicit prefix relays console output even without files") {
     cfg.output.prefix_template = "${rank}> ";
     const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});

@@ -1,0 +1,33 @@
+// A hang's stack dump as the job sees it: what this node reports of each rank's stack to the
+// rendezvous (which compares them across the job, rendezvous/hang_blame.hpp), and what the
+// decision that comes back changes in this node's summary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rendezvous/messages.hpp"
+#include "workers/group_result.hpp"
+
+namespace npu_run {
+
+// A local rank's last progress beat as the dump found it.
+struct BeatAtDump {
+  std::string text;         // empty if it never beat
+  int64_t silence_ms = -1;  // from its last beat to the dump; -1 if it never beat
+};
+
+// The stacks of this node's workers that have one, for the report, within the few kilobytes a
+// report may take (rdzv::Limits::kMaxClientFrame): with many local ranks each keeps its top
+// frame only, and past even that the last ranks are left out. `beats` is indexed by local rank.
+std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
+                                         const std::vector<BeatAtDump>& beats);
+
+// The job's decision after a hang, applied to this node's result: the odd ones out are marked,
+// and the root cause is the decision's (the worker that rank is, when it is on this node;
+// none here when it is elsewhere). Returns whether the root cause is on this node.
+bool apply_hang_decision(GroupResult& result, const rdzv::Decision& decision, int node_rank,
+                         const std::string& host);
+
+}  // namespace npu_run

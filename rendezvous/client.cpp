@@ -430,7 +430,11 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
         [weak = std::weak_ptr<Impl>(shared_from_this())](boost::system::error_code ec) {
           auto self = weak.lock();
           if (ec || !self || self->done) return;
-          if (!self->resuming) self->transmit(Heartbeat{self->received});
+          if (!self->resuming) {
+            Heartbeat beat{self->received};
+            if (self->handlers.heartbeat_ranks) beat.ranks = self->handlers.heartbeat_ranks();
+            self->transmit(beat);
+          }
           self->heartbeat();
         });
   }

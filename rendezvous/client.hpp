@@ -6,7 +6,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "rendezvous/messages.hpp"
 
@@ -34,6 +36,8 @@ class RendezvousClient {
     std::function<void(const ServerMessage&)> message;  // everything after the welcome
     // Fatal: never connected in time, refused, protocol error, or the server went away/silent.
     std::function<void(const std::string& why)> failed;
+    // Called for each heartbeat: this node's ranks' beats when they changed (npu_run status).
+    std::function<std::optional<std::vector<RankBeat>>()> heartbeat_ranks{};
   };
 
   RendezvousClient(boost::asio::io_context& io, ClientOptions options);

@@ -27,7 +27,11 @@ json client_json(const ClientMessage& message) {
           if (m.node_rank) j["node_rank"] = *m.node_rank;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
-          return {{"type", "heartbeat"}, {"received", m.received}};
+          json j{{"type", "heartbeat"}, {"received", m.received}};
+          if (m.ranks) j["ranks"] = to_json(*m.ranks);
+          return j;
+        } else if constexpr (std::is_same_v<T, StatusQuery>) {
+          return {{"type", "status"}, {"id", m.id}};
         } else if constexpr (std::is_same_v<T, Resume>) {
           return {{"type", "resume"}, {"session", m.session}, {"received", m.received}};
         } else if constexpr (std::is_same_v<T, HangNotice>) {
@@ -70,7 +74,13 @@ ClientMessage client_from(const json& j) {
     m.command = f.text("command", Limits::kMaxText, false);
     return m;
   }
-  if (type == "heartbeat") return Heartbeat{received_field(f)};
+  if (type == "heartbeat") {
+    Heartbeat m{received_field(f)};
+    if (f.find("ranks") != nullptr)
+      m.ranks = beats_from(f.array("ranks", Limits::kMaxWorkersPerNode));
+    return m;
+  }
+  if (type == "status") return StatusQuery{static_cast<uint64_t>(f.integer("id", 0, INT64_MAX))};
   if (type == "resume") return Resume{f.text("session", Limits::kMaxNonce), received_field(f)};
   if (type == "hang") {
     HangNotice m;

@@ -18,7 +18,9 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 4: the join carries the job's command.
 // 5: a session survives a broken connection: "resume"/"resumed", and heartbeats and their acks
 //    say how many sequenced messages arrived (see Sequenced below).
-inline constexpr int kProtocolVersion = 5;
+// 6: hung workers: "hang", reports with each rank's stack, heartbeats with the ranks' progress,
+//    and "status" (npu_run status).
+inline constexpr int kProtocolVersion = 6;
 
 // Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
 // compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
@@ -92,8 +94,25 @@ struct Join {
   std::string command;
 };
 
+// A rank's progress beats (NPU_RUN_PROGRESS) as its agent last saw them.
+struct RankBeat {
+  int local_rank = 0;
+  uint64_t beats = 0;       // in this attempt
+  std::string text;         // of the last one; empty before the first
+  int64_t age_ms = -1;      // since the last one, when sent; -1: none yet
+};
+
 struct Heartbeat {
   uint64_t received = 0;  // sequenced server messages received so far (see Sequenced)
+  // This node's ranks, when their beats changed since the last heartbeat: what npu_run status
+  // shows of the other nodes.
+  std::optional<std::vector<RankBeat>> ranks{};
+};
+
+// The job as the rendezvous sees it (JobStatus), asked by `npu_run status` on a connection of
+// its own (welcomed like an agent, never joined; the answer closes it) or by an agent for it.
+struct StatusQuery {
+  uint64_t id = 0;  // echoed in the answer: an agent matches answers to its queries by it
 };
 
 // Instead of a join, on a new connection after the old one fell silent or broke: this is the
@@ -132,7 +151,8 @@ struct HangNotice {
   FailureReport failure;
 };
 
-using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice>;
+using ClientMessage =
+    std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice, StatusQuery>;
 
 // ---- server -> agent ----
 
@@ -220,19 +240,47 @@ struct Challenge {
   std::string proof;
 };
 
+// One node in a JobStatus.
+struct NodeStatus {
+  int node_rank = -1;  // -1: waiting for the next round
+  std::string host;
+  std::string addr;
+  int nproc = 0;
+  int rank_offset = 0;
+  // "running", "reported" (its workers are done), "lost", "left", "waiting" (for a round).
+  std::string state;
+  int64_t silent_ms = 0;        // since the server last heard from it
+  std::vector<RankBeat> ranks;  // age_ms as of the answer; empty: no beats heard
+};
+
+struct JobStatus {
+  uint64_t query_id = 0;  // the StatusQuery's id
+  std::string run_id;
+  std::string phase;  // "joining", "running", "stopping", "finished"
+  uint64_t round = 0;
+  int restart_count = 0;
+  int max_restarts = 0;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::vector<NodeStatus> nodes;  // the round's members by node rank, then those waiting
+  int missing_nodes = 0;          // joining: how many more the round needs
+  std::vector<int> missing_node_ranks;  // joining: which, when every agent gave --node-rank
+  std::optional<FailureReport> root_cause;
+};
+
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
-                                   HeartbeatAck, Challenge, Reform, Resumed>;
+                                   HeartbeatAck, Challenge, Reform, Resumed, JobStatus>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello", "join",   "heartbeat", "report",
-                                       "auth",  "resume", "hang"};
+  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report",
+                                       "auth",   "resume", "hang",    "status"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
   static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
                                        "stop",    "decision", "heartbeat_ack", "challenge",
-                                       "reform",  "resumed"};
+                                       "reform",  "resumed",  "status"};
   return kNames[message.index()];
 }
 

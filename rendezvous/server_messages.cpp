@@ -1,6 +1,7 @@
 // Messages from the server to agents: encoding, and decoding with every field checked.
 #include "rendezvous/json_fields.hpp"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/status_wire.hpp"
 #include "rendezvous/wire_parts.hpp"
 
 namespace npu_run::rdzv {
@@ -89,6 +90,8 @@ json server_json(const ServerMessage& message) {
           return {{"type", "reform"},         {"ok", true},
                   {"round", m.round},         {"host", m.host},
                   {"node_rank", m.node_rank}, {"reason", m.reason}};
+        } else if constexpr (std::is_same_v<T, JobStatus>) {
+          return status_json(m);
         } else if constexpr (std::is_same_v<T, Resumed>) {
           return {{"type", "resumed"}, {"ok", true}, {"received", m.received}};
         } else {
@@ -144,6 +147,7 @@ ServerMessage server_from(const json& j) {
     }
     return m;
   }
+  if (type == "status") return status_from(f);
   if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
   if (type == "resumed") return Resumed{received_field(f)};
   if (type == "challenge")

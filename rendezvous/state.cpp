@@ -45,7 +45,17 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   }
   if (const auto* hello = std::get_if<Hello>(&message)) return on_hello(from, *hello);
   if (const auto* join = std::get_if<Join>(&message)) return on_join(from, *join);
-  if (std::holds_alternative<Heartbeat>(message)) return {Outgoing{{from}, HeartbeatAck{}, false}};
+  if (const auto* heartbeat = std::get_if<Heartbeat>(&message)) {
+    if (heartbeat->ranks) note_beats(from, *heartbeat->ranks);
+    return {Outgoing{{from}, HeartbeatAck{}, false}};
+  }
+  // `npu_run status` on a connection of its own, which the answer ends; an agent asking for it
+  // stays.
+  if (const auto* query = std::get_if<StatusQuery>(&message)) {
+    JobStatus answer = status(now);
+    answer.query_id = query->id;
+    return {Outgoing{{from}, std::move(answer), !has_joined(from)}};
+  }
   // The server itself answers a resume (it moves a session between connections); one that
   // reaches the state machine came where it makes no sense.
   if (std::holds_alternative<Resume>(message)) {

@@ -101,6 +101,8 @@ class RendezvousState {
   bool has_joined(ClientId id) const { return pending_.contains(id) || member_rank_.contains(id); }
   // Was sent a challenge and has not answered it yet.
   bool awaiting_proof(ClientId id) const;
+  // The job as it stands at `now`, for `npu_run status` (state_status.cpp).
+  JobStatus status(Now now) const;
 
  private:
   struct Client {
@@ -123,6 +125,8 @@ class RendezvousState {
     bool lost = false;
     bool left = false;  // left on purpose (elastic): not told the decision, not in the next round
     std::vector<RankStack> stacks{};  // from its report, after a hang's stack dump
+    std::vector<RankBeat> beats{};    // from its last heartbeat that carried them
+    Clock::time_point beats_at{};     // when that heartbeat came
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
@@ -150,6 +154,7 @@ class RendezvousState {
   // A hang's root cause moves to the odd one out of every rank's stack (hang_blame.hpp).
   void blame_hang_on_stacks(Decision& decision);
   std::vector<Outgoing> on_hang_notice(ClientId from, const HangNotice& notice);
+  void note_beats(ClientId from, const std::vector<RankBeat>& ranks);
   std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
   Member* member_of(ClientId id);
   std::string describe_seats() const;

@@ -90,4 +90,30 @@ RankStack stack_from(const json& j) {
   return s;
 }
 
+json to_json(const RankBeat& b) {
+  return {{"local_rank", b.local_rank}, {"beats", b.beats}, {"text", b.text}, {"age_ms", b.age_ms}};
+}
+
+RankBeat beat_from(const json& j) {
+  const Fields f(j, "rank beat");
+  RankBeat b;
+  b.local_rank = static_cast<int>(f.integer("local_rank", 0, Limits::kMaxWorkersPerNode));
+  b.beats = static_cast<uint64_t>(f.integer("beats", 0, INT64_MAX));
+  b.text = f.text("text", Limits::kMaxBeatText, false);
+  b.age_ms = f.integer("age_ms", -1, INT64_MAX);
+  return b;
+}
+
+json to_json(const std::vector<RankBeat>& ranks) {
+  json out = json::array();
+  for (const RankBeat& b : ranks) out.push_back(to_json(b));
+  return out;
+}
+
+std::vector<RankBeat> beats_from(const json& array) {
+  std::vector<RankBeat> out;
+  for (const json& b : array) out.push_back(beat_from(b));
+  return out;
+}
+
 }  // namespace npu_run::rdzv

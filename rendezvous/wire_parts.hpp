@@ -19,5 +19,9 @@ nlohmann::json to_json(const FailureReport& r);
 FailureReport failure_from(const nlohmann::json& j);
 nlohmann::json to_json(const RankStack& s);
 RankStack stack_from(const nlohmann::json& j);
+nlohmann::json to_json(const RankBeat& b);
+RankBeat beat_from(const nlohmann::json& j);
+nlohmann::json to_json(const std::vector<RankBeat>& ranks);
+std::vector<RankBeat> beats_from(const nlohmann::json& array);
 
 }  // namespace npu_run::rdzv

@@ -18,6 +18,7 @@
 #include "agent/hang_watch.hpp"
 #include "agent/job_checks.hpp"
 #include "agent/parent_watch.hpp"
+#include "agent/status_service.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_plan.hpp"
 #include "ascend/topology.hpp"
@@ -65,6 +66,16 @@ struct LocalAgent::Impl {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();
+    if (beats) {
+      status = std::make_unique<StatusService>(io, rendezvous, *beats,
+                                               [this]() -> std::optional<StatusService::Seat> {
+                                                 if (state != State::kRunning &&
+                                                     state != State::kReporting)
+                                                   return std::nullopt;
+                                                 return StatusService::Seat{assignment.node_rank,
+                                                                            assignment.host};
+                                               });
+    }
   }
 
   // NPU_RUN_PROGRESS for every worker. Without --hang-timeout or --exit-timeout a failure here
@@ -106,6 +117,7 @@ struct LocalAgent::Impl {
         [this](const rdzv::Decision& d) { on_decided(d); },
         [this](const rdzv::Progress& p) { on_progress(p); },
         [this](const std::string& why) { on_rendezvous_failed(why); },
+        [this] { return status ? status->changed_beats() : std::nullopt; },
     });
     rendezvous.join();
   }
@@ -595,6 +607,7 @@ struct LocalAgent::Impl {
   Assignment assignment;
   std::unique_ptr<RoundWorkers> group;
   std::unique_ptr<ProgressBeats> beats;    // NPU_RUN_PROGRESS; null if it could not be made
+  std::unique_ptr<StatusService> status;   // npu_run status on this host; with the beats
   std::unique_ptr<HangWatch> hang_watch;   // this attempt's, with --hang-timeout/--exit-timeout
   std::optional<Hang> hung;                // this attempt's hang, the node's root cause
   std::optional<std::chrono::steady_clock::time_point> dumped_at;  // this attempt's stack dump

@@ -114,4 +114,8 @@ void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {
   }
 }
 
+void LocalRendezvous::query_status(std::function<void(StatusAnswer)> done) {
+  boost::asio::post(io_, [this, done = std::move(done)] { done(state_.status(rdzv::now())); });
+}
+
 }  // namespace npu_run

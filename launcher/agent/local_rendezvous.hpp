@@ -24,6 +24,7 @@ class LocalRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override;
   void report(const rdzv::Report& report) override;
+  void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override { closed_ = true; }
   std::string describe() const override { return "in-process"; }
 

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "agent/assignment.hpp"
 #include "rendezvous/messages.hpp"
@@ -20,7 +23,12 @@ class Rendezvous {
     std::function<void(const rdzv::Decision&)> decided;            // restart, or finish with a code
     std::function<void(const rdzv::Progress&)> progress;           // while waiting for others
     std::function<void(const std::string&)> failed;                // fatal: timeout, refused, lost
+    // This node's ranks' beats when they changed since the last call: sent with heartbeats, for
+    // `npu_run status` anywhere. Unset: none.
+    std::function<std::optional<std::vector<rdzv::RankBeat>>()> beats{};
   };
+  // The job's status, or why there is none.
+  using StatusAnswer = std::variant<rdzv::JobStatus, std::string>;
 
   virtual ~Rendezvous() = default;
   // Connects (if there is anything to connect to); handlers run from the agent's io_context.
@@ -31,6 +39,9 @@ class Rendezvous {
   // A worker of this node hung: the other nodes are told at once (rdzv::HangNotice). One node
   // alone has nobody to tell.
   virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}
+  // The job as the rendezvous sees it, for `npu_run status` on this node; `done` runs once,
+  // from the agent's io_context.
+  virtual void query_status(std::function<void(StatusAnswer)> done) = 0;
   // Leaves the job: what was sent is delivered, then nothing more is heard.
   virtual void close() = 0;
   // "127.0.0.1:29500", or "in-process" for a single node; for messages.

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "agent/rendezvous_settings.hpp"
@@ -15,6 +16,9 @@ namespace {
 // The server ends a round that does not form after --rdzv-timeout and says who is missing; the
 // agent's own deadline is a little later so that message normally arrives first.
 constexpr std::chrono::seconds kDeadlineSlack{5};
+
+// Status queries waiting for their answers at most (see status_waiting_).
+constexpr size_t kMaxStatusQueries = 64;
 
 }  // namespace
 
@@ -69,8 +73,10 @@ void TcpRendezvous::start(Handlers handlers) {
       [this](const rdzv::ServerMessage& message) { on_message(message); },
       [this](const std::string& why) {
         join_deadline_->timer.cancel();
+        fail_status_queries(why);
         handlers_.failed(why);
-      }});
+      },
+      handlers_.beats});
 }
 
 void TcpRendezvous::join() {
@@ -100,13 +106,42 @@ void TcpRendezvous::notice_hang(const rdzv::HangNotice& notice) {
   client_.send(notice);
 }
 
+void TcpRendezvous::query_status(std::function<void(StatusAnswer)> done) {
+  if (!connected_) {
+    boost::asio::post(io_, [done = std::move(done), where = client_.endpoint()] {
+      done(fmt::format("this agent is not connected to the rendezvous at {} yet", where));
+    });
+    return;
+  }
+  const uint64_t id = next_status_query_++;
+  status_waiting_.emplace(id, std::move(done));
+  // The oldest are given up past a few dozen: their answers were lost with a connection.
+  if (status_waiting_.size() > kMaxStatusQueries) status_waiting_.erase(status_waiting_.begin());
+  client_.send(rdzv::StatusQuery{id});
+}
+
+void TcpRendezvous::fail_status_queries(const std::string& why) {
+  auto waiting = std::move(status_waiting_);
+  status_waiting_.clear();
+  for (auto& [id, done] : waiting) done(why);
+}
+
 void TcpRendezvous::close() {
   join_deadline_->timer.cancel();
   client_.close();
+  fail_status_queries("this agent has left the rendezvous");
 }
 
 void TcpRendezvous::on_message(const rdzv::ServerMessage& message) {
   if (std::holds_alternative<rdzv::Assigned>(message)) join_deadline_->timer.cancel();
+  if (const auto* status = std::get_if<rdzv::JobStatus>(&message)) {
+    const auto it = status_waiting_.find(status->query_id);
+    if (it == status_waiting_.end()) return;  // not asked for, or given up
+    auto done = std::move(it->second);
+    status_waiting_.erase(it);
+    done(*status);
+    return;
+  }
   deliver_to_agent(handlers_, message, host_);
 }
 

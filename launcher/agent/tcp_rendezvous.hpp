@@ -3,6 +3,8 @@
 // gives up on a round that does not form within --rdzv-timeout.
 #pragma once
 
+#include <map>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +29,7 @@ class TcpRendezvous : public Rendezvous {
   void join() override;
   void report(const rdzv::Report& report) override;
   void notice_hang(const rdzv::HangNotice& notice) override;
+  void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override;
   std::string describe() const override;
 
@@ -46,6 +49,11 @@ class TcpRendezvous : public Rendezvous {
   Handlers handlers_;
   bool connected_ = false;
   bool join_wanted_ = false;
+  // Status queries sent on the session, by id (an answer lost with a connection the session
+  // moved from never comes: the asker's own timeout covers it); failed all at once if it ends.
+  std::map<uint64_t, std::function<void(StatusAnswer)>> status_waiting_;
+  uint64_t next_status_query_ = 1;
+  void fail_status_queries(const std::string& why);
 };
 
 }  // namespace npu_run

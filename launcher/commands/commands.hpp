@@ -3,6 +3,9 @@
 // from that table, and --help, the completion and the man page list the same names.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,6 +85,21 @@ struct DoctorCommand {
 std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
                                                             const EnvMap& env);
 int doctor(const DoctorCommand& command);
+
+// `npu_run status ...`: the job as its rendezvous sees it (issue 18).
+struct StatusCommand {
+  bool direct = false;  // ask the rendezvous at master_addr:master_port, not an agent here
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string run_id = "none";
+  std::string token;  // for `direct`; empty: none
+  pid_t agent_pid = 0;  // 0: whichever agent runs here
+  std::chrono::milliseconds timeout{10'000};
+  bool json = false;
+};
+std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env);
+int show_status(const StatusCommand& command);
 
 // `npu_run hostnames [EXPR]`: a Slurm hostlist, one host per line, like `scontrol show
 // hostnames` (EXPR defaults to $SLURM_JOB_NODELIST); 2 with the error for invalid input.

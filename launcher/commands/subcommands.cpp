@@ -13,6 +13,7 @@ namespace npu_run {
 std::unique_ptr<OptionTable> serve_options();
 std::unique_ptr<OptionTable> rank_table_options();
 std::unique_ptr<OptionTable> doctor_options();
+std::unique_ptr<OptionTable> status_options();
 
 namespace {
 
@@ -48,6 +49,10 @@ const std::vector<Subcommand>& subcommands() {
        doctor_options,
        [](const std::vector<std::string>& args, const EnvMap& env) {
          return parse_and_run([&] { return parse_doctor_command(args, env); }, doctor);
+       }},
+      {"status", "show a running job: nodes, ranks, each rank's last progress beat", status_options,
+       [](const std::vector<std::string>& args, const EnvMap& env) {
+         return parse_and_run([&] { return parse_status_command(args, env); }, show_status);
        }},
       {"hostnames", "expand a Slurm hostlist, one host per line", nullptr, print_hostnames},
       {"completion", "print the bash completion script", nullptr, print_completion},

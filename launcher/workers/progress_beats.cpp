@@ -1,5 +1,7 @@
 #include "workers/progress_beats.hpp"
 
+#include "workers/agent_directory.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -26,57 +28,6 @@ namespace npu_run {
 
 namespace asio = boost::asio;
 
-namespace {
-
-// sun_path holds 108 bytes with its terminating NUL; "/<rank>" follows the directory.
-constexpr size_t kMaxDirectory = 96;
-
-constexpr std::string_view kPrefix = "npu_run_progress_";
-
-// An agent that was SIGKILLed (the OOM killer) never removed its directory. Each is named
-// after its agent's pid: those of this user whose agent is gone are removed when the next
-// agent starts. A reused pid only keeps a stale directory a little longer.
-void remove_stale_directories(const std::string& base) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(base, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0) continue;
-    const auto end = name.find('_', kPrefix.size());
-    if (end == std::string::npos) continue;
-    const long pid = std::strtol(name.c_str() + kPrefix.size(), nullptr, 10);
-    struct stat info {};
-    if (pid <= 0 || ::lstat(entry.path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
-        info.st_uid != ::geteuid())
-      continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    std::error_code ignored;
-    std::filesystem::remove_all(entry.path(), ignored);
-  }
-}
-
-std::string make_private_directory() {
-  std::vector<std::string> bases;
-  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') bases.emplace_back(tmp);
-  bases.emplace_back("/tmp");
-  std::vector<std::string> errors;  // one per place tried
-  for (const std::string& base : bases) {
-    remove_stale_directories(base);
-    std::string pattern = fmt::format("{}/{}{}_XXXXXX", base, kPrefix, ::getpid());
-    if (pattern.size() > kMaxDirectory) {
-      errors.push_back(fmt::format("{}: too long for a socket's path", base));
-      continue;
-    }
-    if (::mkdtemp(pattern.data()) != nullptr) return pattern;  // mode 0700
-    errors.push_back(fmt::format("{}: {}", base, std::strerror(errno)));
-  }
-  throw std::runtime_error(fmt::format(
-      "cannot create a directory for the progress sockets ({}); set TMPDIR to a writable "
-      "directory whose path is shorter than {} characters",
-      fmt::join(errors, "; "), kMaxDirectory - 36));
-}
-
-}  // namespace
-
 struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
   struct Rank {
     int fd = -1;
@@ -94,7 +45,7 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
   // most 200 collections a second, and the kernel's queue per socket (net.unix.max_dgram_qlen,
   // 10 by default) holds what arrives meanwhile.
   Impl(asio::io_context& io, int local_ranks)
-      : directory(make_private_directory()), set(io), collect_timer(io) {
+      : directory(make_agent_directory()), set(io), collect_timer(io) {
     try {
       epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
       if (epoll_fd < 0)
@@ -212,7 +163,7 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
       rank.fd = -1;
       std::filesystem::remove(rank.path, ignored);
     }
-    std::filesystem::remove(directory, ignored);
+    std::filesystem::remove_all(directory, ignored);  // with the agent's status socket
   }
 
   static constexpr std::chrono::milliseconds kCollectEvery{5};
@@ -250,6 +201,10 @@ ProgressBeats::ProgressBeats(asio::io_context& io, int local_ranks)
 
 ProgressBeats::~ProgressBeats() {
   impl_->remove();
+}
+
+const std::string& ProgressBeats::directory() const {
+  return impl_->directory;
 }
 
 std::string ProgressBeats::path(int local_rank) const {

@@ -46,6 +46,8 @@ class ProgressBeats {
 
   // What a worker gets as NPU_RUN_PROGRESS.
   std::string path(int local_rank) const;
+  // The agent's private directory the sockets are in (workers/agent_directory.hpp).
+  const std::string& directory() const;
   // A new attempt: no rank has beaten in it yet (the longest intervals are kept).
   void new_attempt();
   const RankProgress& rank(int local_rank) const;

@@ -19,6 +19,9 @@ class FakeRendezvous : public Rendezvous {
   void start(Handlers h) override { handlers = std::move(h); }
   void join() override { ++joins; }
   void report(const rdzv::Report& r) override { reports.push_back(r); }
+  void query_status(std::function<void(StatusAnswer)> done) override {
+    done(std::string("no status in this test"));
+  }
   void close() override { closed = true; }
   std::string describe() const override { return "fake"; }
 

@@ -1,0 +1,81 @@
+#include "agent/status_service.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "net/answer_socket.hpp"
+#include "rendezvous/protocol.hpp"
+#include "workers/agent_directory.hpp"
+#include "workers/progress_beats.hpp"
+
+namespace npu_run {
+namespace {
+
+std::string frame_of(const rdzv::ServerMessage& message) {
+  return rdzv::encode_frame(rdzv::encode(message));
+}
+
+}  // namespace
+
+std::vector<rdzv::RankBeat> rank_beats(const ProgressBeats& beats) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<rdzv::RankBeat> out;
+  for (int r = 0; r < beats.local_ranks(); ++r) {
+    const RankProgress& p = beats.rank(r);
+    rdzv::RankBeat& b = out.emplace_back();
+    b.local_rank = r;
+    b.beats = p.beats;
+    if (p.beats == 0) continue;
+    b.text = p.text;
+    b.age_ms = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last).count());
+  }
+  return out;
+}
+
+StatusService::StatusService(boost::asio::io_context& io, Rendezvous& rendezvous,
+                             const ProgressBeats& beats, SeatSource seat)
+    : rendezvous_(rendezvous), beats_(beats), seat_(std::move(seat)) {
+  const std::string path = beats.directory() + "/" + kStatusSocketName;
+  try {
+    socket_ = std::make_unique<net::AnswerSocket>(
+        io, path, [this](const net::AnswerSocket::Reply& reply) { answer(reply); }, kTimeout,
+        frame_of(rdzv::ErrorReply{
+            "no_answer", fmt::format("the rendezvous at {} did not answer within {} s",
+                                     rendezvous.describe(), kTimeout.count())}));
+  } catch (const std::exception& e) {
+    spdlog::warn("npu_run status cannot reach this agent: {}", e.what());
+  }
+}
+
+StatusService::~StatusService() = default;
+
+std::optional<std::vector<rdzv::RankBeat>> StatusService::changed_beats() {
+  std::vector<uint64_t> counts;
+  for (int r = 0; r < beats_.local_ranks(); ++r) counts.push_back(beats_.rank(r).beats);
+  if (counts == sent_) return std::nullopt;
+  sent_ = std::move(counts);
+  return rank_beats(beats_);
+}
+
+void StatusService::answer(const std::function<void(std::string)>& reply) {
+  rendezvous_.query_status([this, alive = std::weak_ptr<int>(alive_),
+                            reply](Rendezvous::StatusAnswer answer) {
+    if (alive.expired()) return;
+    if (const auto* why = std::get_if<std::string>(&answer)) {
+      reply(frame_of(rdzv::ErrorReply{"no_status", *why}));
+      return;
+    }
+    rdzv::JobStatus status = std::get<rdzv::JobStatus>(std::move(answer));
+    // This node's ranks as of now, fresher than what its heartbeats carried.
+    if (const auto seat = seat_()) {
+      for (rdzv::NodeStatus& node : status.nodes) {
+        if (node.node_rank == seat->node_rank && node.host == seat->host &&
+            node.state != "waiting")
+          node.ranks = rank_beats(beats_);
+      }
+    }
+    reply(frame_of(status));
+  });
+}
+
+}  // namespace npu_run

@@ -1,0 +1,75 @@
+#include "agent/status_text.hpp"
+
+#include <fmt/format.h>
+
+#include "rendezvous/describe.hpp"
+#include "rendezvous/status_wire.hpp"
+
+namespace npu_run {
+namespace {
+
+std::string seconds(int64_t ms) {
+  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+}
+
+// A node whose agent was not heard from for this long is flagged: heartbeats come every 5 s.
+constexpr int64_t kSilentMs = 10'000;
+
+std::string node_line(const rdzv::NodeStatus& n) {
+  std::string line = n.node_rank >= 0 ? fmt::format("  node {}  {}", n.node_rank, n.host)
+                                      : fmt::format("  {}", n.host);
+  if (!n.addr.empty()) line += "  " + n.addr;
+  if (n.state == "waiting") {
+    line += fmt::format("  {} worker{}, waiting for the next round", n.nproc, n.nproc == 1 ? "" : "s");
+  } else {
+    line += n.nproc == 1 ? fmt::format("  rank {}", n.rank_offset)
+                         : fmt::format("  ranks {}-{}", n.rank_offset, n.rank_offset + n.nproc - 1);
+    line += "  " + n.state;
+  }
+  if (n.state != "lost" && n.state != "left" && n.silent_ms >= kSilentMs)
+    line += fmt::format("  (not heard from for {})", seconds(n.silent_ms));
+  return line + "\n";
+}
+
+std::string rank_line(const rdzv::NodeStatus& n, const rdzv::RankBeat& b) {
+  std::string line = fmt::format("    rank {}  local {}  ", n.rank_offset + b.local_rank, b.local_rank);
+  if (b.beats == 0) return line + "no beat yet\n";
+  return line + fmt::format("{} beat{}, last '{}' {} ago\n", b.beats, b.beats == 1 ? "" : "s",
+                            b.text, seconds(b.age_ms));
+}
+
+}  // namespace
+
+std::string format_job_status(const rdzv::JobStatus& s) {
+  size_t members = 0;
+  for (const auto& n : s.nodes) members += n.state != "waiting" ? 1 : 0;
+  std::string out = fmt::format(
+      "job '{}': {}, round {}, restart {} of {}, {} node{}{}\n", s.run_id, s.phase, s.round,
+      s.restart_count, s.max_restarts, members, members == 1 ? "" : "s",
+      s.min_nodes == s.max_nodes ? fmt::format(" of {}", s.max_nodes)
+                                 : fmt::format(" ({}..{} wanted)", s.min_nodes, s.max_nodes));
+  for (const auto& n : s.nodes) {
+    out += node_line(n);
+    if (n.state == "waiting") continue;
+    if (n.ranks.empty() && n.state == "running") out += "    (no beats heard from its ranks yet)\n";
+    for (const auto& b : n.ranks) out += rank_line(n, b);
+  }
+  if (s.missing_nodes > 0) {
+    out += fmt::format("missing: {} more node{}", s.missing_nodes, s.missing_nodes == 1 ? "" : "s");
+    if (!s.missing_node_ranks.empty())
+      out += fmt::format(" (node ranks {})", fmt::join(s.missing_node_ranks, ", "));
+    out += "\n";
+  }
+  if (s.root_cause) out += "root cause: " + rdzv::describe(*s.root_cause) + "\n";
+  return out;
+}
+
+std::string job_status_json(const rdzv::JobStatus& status) {
+  rdzv::json j = rdzv::status_json(status);
+  j.erase("type");
+  j.erase("ok");
+  j.erase("query_id");
+  return rdzv::dump(j) + "\n";
+}
+
+}  // namespace npu_run

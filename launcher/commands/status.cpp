@@ -1,0 +1,157 @@
+// `npu_run status`: the job as the rendezvous sees it. On a node of the job it asks the agent
+// there (its status socket, this user's only: no token needed); with --master-addr/
+// --master-port it asks the rendezvous itself, proving the job's token as an agent does.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <map>
+
+#include "agent/status_text.hpp"
+#include "basics/token_file.hpp"
+#include "commands/commands.hpp"
+#include "rendezvous/status_query.hpp"
+#include "workers/agent_directory.hpp"
+
+namespace npu_run {
+
+namespace {
+
+constexpr const char* kCommand = "npu_run status";
+
+class StatusOptions : public OptionTable {
+ public:
+  StatusOptions()
+      : app_("npu_run status [--master-addr ADDR --master-port PORT] [OPTIONS]\n\nShow a running "
+             "job as its rendezvous sees it: nodes, ranks, the round and its restarts, each "
+             "rank's last progress beat (NPU_RUN_PROGRESS) and its age, the nodes still "
+             "missing, the root cause once there is one. On a node of the job it asks the "
+             "npu_run agent there; elsewhere give the rendezvous' address and port, the run id "
+             "and the job's token as the agents have them.",
+             kCommand) {
+    master_addr = app_.add_option("--master-addr,--master_addr", cmd.master_addr,
+                                  "Ask the rendezvous at this address instead of an agent here");
+    master_port = app_.add_option("--master-port,--master_port", cmd.master_port,
+                                  "The rendezvous port (default 29500)");
+    app_.add_option("--rdzv-id,--rdzv_id,--run-id,--run_id", cmd.run_id,
+                    "The job's run id, as the agents have it (default none)");
+    app_.add_option("--rdzv-token-file,--rdzv_token_file", token_file,
+                    "File holding the job's rendezvous token (else $NPU_RUN_RDZV_TOKEN)")
+        ->type_name("FILE");
+    app_.add_option("--pid", cmd.agent_pid,
+                    "Ask the agent with this pid, when several run on this host");
+    app_.add_option("--timeout", timeout_seconds, "Seconds to wait for the answer (default 10)");
+    app_.add_flag("--json", cmd.json, "Print the status as JSON");
+  }
+  CLI::App& app() override { return app_; }
+
+  CLI::App app_;
+  StatusCommand cmd;
+  std::string token_file;
+  double timeout_seconds = 10;
+  CLI::Option *master_addr, *master_port;
+};
+
+StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
+  StatusCommand cmd = o.cmd;
+  cmd.direct = o.master_addr->count() > 0 || o.master_port->count() > 0;
+  if (cmd.master_port < 1 || cmd.master_port > 65535) {
+    throw UsageError(
+        fmt::format("--master-port {}: a port must be between 1 and 65535", cmd.master_port));
+  }
+  if (!(o.timeout_seconds > 0) || o.timeout_seconds > 3600) {
+    throw UsageError(fmt::format("--timeout {}: give the seconds to wait, more than 0 and at "
+                                 "most 3600",
+                                 o.timeout_seconds));
+  }
+  cmd.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000));
+  if (cmd.direct && cmd.agent_pid != 0)
+    throw UsageError("--pid asks an agent on this host, --master-addr/--master-port the "
+                     "rendezvous: give one of them");
+  if (!o.token_file.empty()) {
+    cmd.token = read_token_file(o.token_file, "--rdzv-token-file " + o.token_file);
+  } else if (const auto token = lookup(env, kTokenVariable)) {
+    cmd.token = *token;
+  }
+  return cmd;
+}
+
+// The agents of this user on this host that can be asked.
+std::vector<AgentDirectory> askable_agents() {
+  std::vector<AgentDirectory> out;
+  for (AgentDirectory& dir : live_agent_directories()) {
+    struct stat info {};
+    const std::string socket = dir.path + "/" + kStatusSocketName;
+    if (::lstat(socket.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) out.push_back(dir);
+  }
+  return out;
+}
+
+rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
+  std::vector<AgentDirectory> agents = askable_agents();
+  if (cmd.agent_pid != 0) {
+    std::erase_if(agents, [&](const AgentDirectory& a) { return a.pid != cmd.agent_pid; });
+    if (agents.empty()) {
+      return fmt::format("no npu_run agent with pid {} runs on this host as this user; leave "
+                         "out --pid to ask the one there is",
+                         cmd.agent_pid);
+    }
+  }
+  if (agents.empty()) {
+    return std::string(
+        "no npu_run agent of this user runs on this host; run npu_run status on a node of the "
+        "job, or give the rendezvous' --master-addr and --master-port (with --rdzv-id and the "
+        "token as the agents have them)");
+  }
+  // Several agents (nodes of one job on one host, or several jobs): one job is shown once.
+  std::map<std::string, std::pair<rdzv::JobStatus, std::vector<pid_t>>> jobs;
+  std::string failures;
+  for (const AgentDirectory& agent : agents) {
+    auto answer = rdzv::query_agent_status(agent.path + "/" + kStatusSocketName, cmd.timeout);
+    if (auto* why = std::get_if<std::string>(&answer)) {
+      failures += fmt::format("{}agent pid {}: {}", failures.empty() ? "" : "; ", agent.pid, *why);
+      continue;
+    }
+    auto& status = std::get<rdzv::JobStatus>(answer);
+    auto& job = jobs[status.run_id];
+    if (job.second.empty()) job.first = std::move(status);
+    job.second.push_back(agent.pid);
+  }
+  if (jobs.empty()) return failures;
+  if (jobs.size() == 1) return jobs.begin()->second.first;
+  std::string list;
+  for (const auto& [run_id, job] : jobs)
+    list += fmt::format("{}run id '{}' (agent pid {})", list.empty() ? "" : ", ", run_id,
+                        job.second.front());
+  return fmt::format("several jobs run on this host: {}; pick one with --pid", list);
+}
+
+}  // namespace
+
+std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
+                                                            const EnvMap& env) {
+  StatusOptions options;
+  if (auto early = parse_options(options.app(), args, kCommand)) return *early;
+  return resolve_or_exit([&] { return resolve(options, env); }, kCommand);
+}
+
+int show_status(const StatusCommand& cmd) {
+  const rdzv::StatusResult answer =
+      cmd.direct ? rdzv::query_rendezvous_status(cmd.master_addr, cmd.master_port, cmd.run_id,
+                                                 cmd.token, cmd.timeout)
+                 : ask_agent_here(cmd);
+  if (const auto* why = std::get_if<std::string>(&answer)) {
+    std::cerr << "npu_run status: " << *why << "\n";
+    return 1;
+  }
+  const auto& status = std::get<rdzv::JobStatus>(answer);
+  std::cout << (cmd.json ? job_status_json(status) : format_job_status(status));
+  return 0;
+}
+
+std::unique_ptr<OptionTable> status_options() {
+  return std::make_unique<StatusOptions>();
+}
+
+}  // namespace npu_run

@@ -78,9 +78,9 @@ StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
 }
 
 // The agents of this user on this host that can be asked.
-std::vector<AgentDirectory> askable_agents() {
+std::vector<AgentDirectory> askable_agents(bool every_place) {
   std::vector<AgentDirectory> out;
-  for (AgentDirectory& dir : live_agent_directories()) {
+  for (AgentDirectory& dir : live_agent_directories(every_place)) {
     struct stat info {};
     const std::string socket = dir.path + "/" + kStatusSocketName;
     if (::lstat(socket.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) out.push_back(dir);
@@ -89,7 +89,8 @@ std::vector<AgentDirectory> askable_agents() {
 }
 
 rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
-  std::vector<AgentDirectory> agents = askable_agents();
+  // An agent named by --pid may have put its directory in /tmp (its TMPDIR was unusable).
+  std::vector<AgentDirectory> agents = askable_agents(cmd.agent_pid != 0);
   if (cmd.agent_pid != 0) {
     std::erase_if(agents, [&](const AgentDirectory& a) { return a.pid != cmd.agent_pid; });
     if (agents.empty()) {
@@ -100,9 +101,9 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
   }
   if (agents.empty()) {
     return std::string(
-        "no npu_run agent of this user runs on this host; run npu_run status on a node of the "
-        "job, or give the rendezvous' --master-addr and --master-port (with --rdzv-id and the "
-        "token as the agents have them)");
+        "no npu_run agent of this user runs on this host (with this TMPDIR); run npu_run status "
+        "on a node of the job, or give the rendezvous' --master-addr and --master-port (with "
+        "--rdzv-id and the token as the agents have them)");
   }
   // Several agents (nodes of one job on one host, or several jobs): one job is shown once.
   std::map<std::string, std::pair<rdzv::JobStatus, std::vector<pid_t>>> jobs;

@@ -81,9 +81,11 @@ std::string make_agent_directory() {
       fmt::join(errors, "; "), kMaxDirectory - 36));
 }
 
-std::vector<AgentDirectory> live_agent_directories() {
+std::vector<AgentDirectory> live_agent_directories(bool every_place) {
   std::vector<AgentDirectory> out;
-  for (const std::string& base : bases()) {
+  std::vector<std::string> places = bases();
+  if (!every_place) places.resize(1);
+  for (const std::string& base : places) {
     for_each_directory(base, [&](pid_t pid, const std::filesystem::path& path) {
       if (alive(pid)) out.push_back(AgentDirectory{pid, path.string()});
     });

@@ -19,8 +19,10 @@ struct AgentDirectory {
   std::string path;
 };
 
-// Those of this user's agents that are alive, under $TMPDIR and /tmp.
-std::vector<AgentDirectory> live_agent_directories();
+// Those of this user's agents that are alive: under $TMPDIR (or /tmp when it is unset), where
+// agents make them; with `every_place`, also under /tmp, where an agent whose TMPDIR was
+// unusable made its own.
+std::vector<AgentDirectory> live_agent_directories(bool every_place);
 
 // Inside an agent's directory: the stream socket `npu_run status` connects to.
 inline constexpr const char* kStatusSocketName = "status";

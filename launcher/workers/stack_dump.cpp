@@ -44,7 +44,8 @@ namespace {
 // One thread's kernel stack, innermost first, names only; empty where it is not readable.
 std::vector<std::string> kernel_frames(const std::string& task_dir) {
   std::vector<std::string> frames;
-  for (const std::string_view frame : split(read_proc_file(task_dir + "/stack"), '\n')) {
+  const std::string stack = read_proc_file(task_dir + "/stack");  // the views below point into it
+  for (const std::string_view frame : split(stack, '\n')) {
     if (!frame.empty()) frames.push_back(frame_name(std::string(frame)));
   }
   return frames;

@@ -60,11 +60,10 @@ StackComparison compare_stacks(const std::vector<const RankStack*>& stacks) {
 FailureReport blame_hang(const FailureReport& hang, const StackComparison& comparison,
                          const RankStack* hung_rank_stack, const std::string& host, int node_rank) {
   FailureReport root = hang;
-  const std::string majority =
-      comparison.majority_frame.empty()
-          ? ""
-          : fmt::format("{} of {} ranks were in {}", comparison.majority, comparison.compared,
-                        comparison.majority_frame);
+  const std::string majority = comparison.majority_frame.empty()
+                                   ? ""
+                                   : fmt::format("{} of {} ranks were in {}", comparison.majority,
+                                                 comparison.compared, comparison.majority_frame);
   if (comparison.odd.empty()) {
     if (hung_rank_stack != nullptr) {
       root.description += "; stuck in " + join_frames(hung_rank_stack->frames);
@@ -81,9 +80,8 @@ FailureReport blame_hang(const FailureReport& hang, const StackComparison& compa
   root.local_rank = odd.local_rank;
   root.pid = odd.pid;
   root.error_message.clear();
-  root.description =
-      cut(fmt::format("hung: {}; stuck in {} (the odd one out: {})", silence_text(odd),
-                      join_frames(odd.frames), majority));
+  root.description = cut(fmt::format("hung: {}; stuck in {} (the odd one out: {})",
+                                     silence_text(odd), join_frames(odd.frames), majority));
   return root;
 }
 

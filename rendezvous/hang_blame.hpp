@@ -14,9 +14,9 @@
 namespace npu_run::rdzv {
 
 struct StackComparison {
-  std::string majority_frame;  // the top frame most ranks share; empty: no strict majority
-  size_t majority = 0;         // ranks at it
-  size_t compared = 0;         // ranks with a stack
+  std::string majority_frame;         // the top frame most ranks share; empty: no strict majority
+  size_t majority = 0;                // ranks at it
+  size_t compared = 0;                // ranks with a stack
   std::vector<const RankStack*> odd;  // ranks elsewhere, in rank order, at most kMaxOddRanks
 };
 

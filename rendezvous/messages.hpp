@@ -97,9 +97,9 @@ struct Join {
 // A rank's progress beats (NPU_RUN_PROGRESS) as its agent last saw them.
 struct RankBeat {
   int local_rank = 0;
-  uint64_t beats = 0;       // in this attempt
-  std::string text;         // of the last one; empty before the first
-  int64_t age_ms = -1;      // since the last one, when sent; -1: none yet
+  uint64_t beats = 0;   // in this attempt
+  std::string text;     // of the last one; empty before the first
+  int64_t age_ms = -1;  // since the last one, when sent; -1: none yet
 };
 
 struct Heartbeat {
@@ -262,8 +262,8 @@ struct JobStatus {
   int max_restarts = 0;
   int min_nodes = 1;
   int max_nodes = 1;
-  std::vector<NodeStatus> nodes;  // the round's members by node rank, then those waiting
-  int missing_nodes = 0;          // joining: how many more the round needs
+  std::vector<NodeStatus> nodes;        // the round's members by node rank, then those waiting
+  int missing_nodes = 0;                // joining: how many more the round needs
   std::vector<int> missing_node_ranks;  // joining: which, when every agent gave --node-rank
   std::optional<FailureReport> root_cause;
 };
@@ -273,8 +273,8 @@ using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, Stop
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report",
-                                       "auth",   "resume", "hang",    "status"};
+  static const char* const kNames[] = {"hello", "join",   "heartbeat", "report",
+                                       "auth",  "resume", "hang",      "status"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {

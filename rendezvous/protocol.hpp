@@ -30,10 +30,10 @@ struct Limits {
   static constexpr size_t kMaxDevices = 4096;  // entries in device and device-ip lists
   static constexpr int kMaxNodes = 1'000'000;
   static constexpr int kMaxWorkersPerNode = 4096;
-  static constexpr size_t kMaxStackFrames = 3;    // RankStack::frames
-  static constexpr size_t kMaxFrameText = 256;    // one frame
-  static constexpr size_t kMaxBeatText = 200;     // a progress beat's text (as the agent keeps it)
-  static constexpr size_t kMaxOddRanks = 1024;    // Decision::odd_ranks
+  static constexpr size_t kMaxStackFrames = 3;  // RankStack::frames
+  static constexpr size_t kMaxFrameText = 256;  // one frame
+  static constexpr size_t kMaxBeatText = 200;   // a progress beat's text (as the agent keeps it)
+  static constexpr size_t kMaxOddRanks = 1024;  // Decision::odd_ranks
 };
 
 // The frames are net's; a bad frame or message is a ProtocolError with a stable code

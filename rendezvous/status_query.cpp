@@ -33,7 +33,10 @@ template <typename Socket>
 class Conversation {
  public:
   Conversation(asio::io_context& io, Socket& socket, Clock::time_point deadline, std::string peer)
-      : io_(io), socket_(socket), deadline_(deadline), peer_(std::move(peer)),
+      : io_(io),
+        socket_(socket),
+        deadline_(deadline),
+        peer_(std::move(peer)),
         decoder_(Limits::kMaxServerFrame) {}
 
   void send(const ClientMessage& message) {
@@ -115,20 +118,23 @@ void handshake(Conversation<Socket>& talk, const std::string& peer, const std::s
     if (const auto* error = std::get_if<ErrorReply>(&message)) {
       // Said for `npu_run status`, not for an agent.
       if (error->code == "missing_token")
-        throw Failed{fmt::format("{} needs the job's rendezvous token: give it with "
-                                 "--rdzv-token-file or NPU_RUN_RDZV_TOKEN",
-                                 peer)};
+        throw Failed{
+            fmt::format("{} needs the job's rendezvous token: give it with "
+                        "--rdzv-token-file or NPU_RUN_RDZV_TOKEN",
+                        peer)};
       if (error->code == "unexpected_token")
-        throw Failed{fmt::format("{} has no token: leave out --rdzv-token-file and "
-                                 "NPU_RUN_RDZV_TOKEN",
-                                 peer)};
+        throw Failed{
+            fmt::format("{} has no token: leave out --rdzv-token-file and "
+                        "NPU_RUN_RDZV_TOKEN",
+                        peer)};
       throw Failed{fmt::format("{} refused: {}", peer, error->message)};
     }
     if (const auto* challenge = std::get_if<Challenge>(&message)) {
       if (token.empty()) {
-        throw Failed{fmt::format("{} needs the job's rendezvous token: give it with "
-                                 "--rdzv-token-file or NPU_RUN_RDZV_TOKEN",
-                                 peer)};
+        throw Failed{
+            fmt::format("{} needs the job's rendezvous token: give it with "
+                        "--rdzv-token-file or NPU_RUN_RDZV_TOKEN",
+                        peer)};
       }
       if (!proofs_match(server_proof(token, run_id, nonce, challenge->nonce), challenge->proof))
         throw Failed{fmt::format("{} does not know this token; is it the job's rendezvous?", peer)};

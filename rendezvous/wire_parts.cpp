@@ -69,8 +69,8 @@ FailureReport failure_from(const json& j) {
 }
 
 json to_json(const RankStack& s) {
-  return {{"rank", s.rank},           {"local_rank", s.local_rank}, {"pid", s.pid},
-          {"frames", s.frames},       {"last_beat", s.last_beat},   {"silence_ms", s.silence_ms}};
+  return {{"rank", s.rank},     {"local_rank", s.local_rank}, {"pid", s.pid},
+          {"frames", s.frames}, {"last_beat", s.last_beat},   {"silence_ms", s.silence_ms}};
 }
 
 RankStack stack_from(const json& j) {

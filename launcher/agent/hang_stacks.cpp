@@ -8,7 +8,7 @@ namespace npu_run {
 namespace {
 
 // What the stacks may take of a report: the rest of the frame holds the failure and a little.
-constexpr size_t kStackBudget = rdzv::Limits::kMaxClientFrame - 16 * 1024;
+constexpr size_t kStackBudget = rdzv::Limits::kMaxClientFrame - size_t{16} * 1024;
 
 // A rank's share of the encoded report: its texts and the JSON around them (field names,
 // numbers, quotes; escapes are rare in frames and beats and covered by the margin).

@@ -67,14 +67,11 @@ struct LocalAgent::Impl {
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();
     if (beats) {
-      status = std::make_unique<StatusService>(io, rendezvous, *beats,
-                                               [this]() -> std::optional<StatusService::Seat> {
-                                                 if (state != State::kRunning &&
-                                                     state != State::kReporting)
-                                                   return std::nullopt;
-                                                 return StatusService::Seat{assignment.node_rank,
-                                                                            assignment.host};
-                                               });
+      status = std::make_unique<StatusService>(
+          io, rendezvous, *beats, [this]() -> std::optional<StatusService::Seat> {
+            if (state != State::kRunning && state != State::kReporting) return std::nullopt;
+            return StatusService::Seat{assignment.node_rank, assignment.host};
+          });
     }
   }
 

@@ -39,9 +39,9 @@ StatusService::StatusService(boost::asio::io_context& io, Rendezvous& rendezvous
   try {
     socket_ = std::make_unique<net::AnswerSocket>(
         io, path, [this](const net::AnswerSocket::Reply& reply) { answer(reply); }, kTimeout,
-        frame_of(rdzv::ErrorReply{
-            "no_answer", fmt::format("the rendezvous at {} did not answer within {} s",
-                                     rendezvous.describe(), kTimeout.count())}));
+        frame_of(rdzv::ErrorReply{"no_answer",
+                                  fmt::format("the rendezvous at {} did not answer within {} s",
+                                              rendezvous.describe(), kTimeout.count())}));
   } catch (const std::exception& e) {
     spdlog::warn("npu_run status cannot reach this agent: {}", e.what());
   }
@@ -69,8 +69,7 @@ void StatusService::answer(const std::function<void(std::string)>& reply) {
     // This node's ranks as of now, fresher than what its heartbeats carried.
     if (const auto seat = seat_()) {
       for (rdzv::NodeStatus& node : status.nodes) {
-        if (node.node_rank == seat->node_rank && node.host == seat->host &&
-            node.state != "waiting")
+        if (node.node_rank == seat->node_rank && node.host == seat->host && node.state != "waiting")
           node.ranks = rank_beats(beats_);
       }
     }

@@ -20,7 +20,8 @@ std::string node_line(const rdzv::NodeStatus& n) {
                                       : fmt::format("  {}", n.host);
   if (!n.addr.empty()) line += "  " + n.addr;
   if (n.state == "waiting") {
-    line += fmt::format("  {} worker{}, waiting for the next round", n.nproc, n.nproc == 1 ? "" : "s");
+    line +=
+        fmt::format("  {} worker{}, waiting for the next round", n.nproc, n.nproc == 1 ? "" : "s");
   } else {
     line += n.nproc == 1 ? fmt::format("  rank {}", n.rank_offset)
                          : fmt::format("  ranks {}-{}", n.rank_offset, n.rank_offset + n.nproc - 1);
@@ -32,7 +33,8 @@ std::string node_line(const rdzv::NodeStatus& n) {
 }
 
 std::string rank_line(const rdzv::NodeStatus& n, const rdzv::RankBeat& b) {
-  std::string line = fmt::format("    rank {}  local {}  ", n.rank_offset + b.local_rank, b.local_rank);
+  std::string line =
+      fmt::format("    rank {}  local {}  ", n.rank_offset + b.local_rank, b.local_rank);
   if (b.beats == 0) return line + "no beat yet\n";
   return line + fmt::format("{} beat{}, last '{}' {} ago\n", b.beats, b.beats == 1 ? "" : "s",
                             b.text, seconds(b.age_ms));

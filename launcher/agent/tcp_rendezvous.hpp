@@ -3,8 +3,8 @@
 // gives up on a round that does not form within --rdzv-timeout.
 #pragma once
 
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>

@@ -92,7 +92,7 @@ struct StatusCommand {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "none";
-  std::string token;  // for `direct`; empty: none
+  std::string token;    // for `direct`; empty: none
   pid_t agent_pid = 0;  // 0: whichever agent runs here
   std::chrono::milliseconds timeout{10'000};
   bool json = false;

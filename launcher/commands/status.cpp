@@ -23,13 +23,14 @@ constexpr const char* kCommand = "npu_run status";
 class StatusOptions : public OptionTable {
  public:
   StatusOptions()
-      : app_("npu_run status [--master-addr ADDR --master-port PORT] [OPTIONS]\n\nShow a running "
-             "job as its rendezvous sees it: nodes, ranks, the round and its restarts, each "
-             "rank's last progress beat (NPU_RUN_PROGRESS) and its age, the nodes still "
-             "missing, the root cause once there is one. On a node of the job it asks the "
-             "npu_run agent there; elsewhere give the rendezvous' address and port, the run id "
-             "and the job's token as the agents have them.",
-             kCommand) {
+      : app_(
+            "npu_run status [--master-addr ADDR --master-port PORT] [OPTIONS]\n\nShow a running "
+            "job as its rendezvous sees it: nodes, ranks, the round and its restarts, each "
+            "rank's last progress beat (NPU_RUN_PROGRESS) and its age, the nodes still "
+            "missing, the root cause once there is one. On a node of the job it asks the "
+            "npu_run agent there; elsewhere give the rendezvous' address and port, the run id "
+            "and the job's token as the agents have them.",
+            kCommand) {
     master_addr = app_.add_option("--master-addr,--master_addr", cmd.master_addr,
                                   "Ask the rendezvous at this address instead of an agent here");
     master_port = app_.add_option("--master-port,--master_port", cmd.master_port,
@@ -61,14 +62,16 @@ StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
         fmt::format("--master-port {}: a port must be between 1 and 65535", cmd.master_port));
   }
   if (!(o.timeout_seconds > 0) || o.timeout_seconds > 3600) {
-    throw UsageError(fmt::format("--timeout {}: give the seconds to wait, more than 0 and at "
-                                 "most 3600",
-                                 o.timeout_seconds));
+    throw UsageError(
+        fmt::format("--timeout {}: give the seconds to wait, more than 0 and at "
+                    "most 3600",
+                    o.timeout_seconds));
   }
   cmd.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000));
   if (cmd.direct && cmd.agent_pid != 0)
-    throw UsageError("--pid asks an agent on this host, --master-addr/--master-port the "
-                     "rendezvous: give one of them");
+    throw UsageError(
+        "--pid asks an agent on this host, --master-addr/--master-port the "
+        "rendezvous: give one of them");
   if (!o.token_file.empty()) {
     cmd.token = read_token_file(o.token_file, "--rdzv-token-file " + o.token_file);
   } else if (const auto token = lookup(env, kTokenVariable)) {
@@ -94,9 +97,10 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
   if (cmd.agent_pid != 0) {
     std::erase_if(agents, [&](const AgentDirectory& a) { return a.pid != cmd.agent_pid; });
     if (agents.empty()) {
-      return fmt::format("no npu_run agent with pid {} runs on this host as this user; leave "
-                         "out --pid to ask the one there is",
-                         cmd.agent_pid);
+      return fmt::format(
+          "no npu_run agent with pid {} runs on this host as this user; leave "
+          "out --pid to ask the one there is",
+          cmd.agent_pid);
     }
   }
   if (agents.empty()) {
@@ -137,17 +141,17 @@ std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<st
   return resolve_or_exit([&] { return resolve(options, env); }, kCommand);
 }
 
-int show_status(const StatusCommand& cmd) {
+int show_status(const StatusCommand& command) {
   const rdzv::StatusResult answer =
-      cmd.direct ? rdzv::query_rendezvous_status(cmd.master_addr, cmd.master_port, cmd.run_id,
-                                                 cmd.token, cmd.timeout)
-                 : ask_agent_here(cmd);
+      command.direct ? rdzv::query_rendezvous_status(command.master_addr, command.master_port,
+                                                     command.run_id, command.token, command.timeout)
+                     : ask_agent_here(command);
   if (const auto* why = std::get_if<std::string>(&answer)) {
     std::cerr << "npu_run status: " << *why << "\n";
     return 1;
   }
   const auto& status = std::get<rdzv::JobStatus>(answer);
-  std::cout << (cmd.json ? job_status_json(status) : format_job_status(status));
+  std::cout << (command.json ? job_status_json(status) : format_job_status(status));
   return 0;
 }
 

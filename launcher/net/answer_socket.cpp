@@ -86,8 +86,8 @@ struct AnswerSocket::Impl : std::enable_shared_from_this<Impl> {
 
   void take_queued() {
     for (size_t i = 0; i < kMaxWaiting; ++i) {
-      const int fd = ::accept4(listener.native_handle(), nullptr, nullptr,
-                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      const int fd =
+          ::accept4(listener.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) return;  // empty queue, or an error the next wake-up meets again
       if (waiting >= kMaxWaiting) {
         ::close(fd);  // busy: the asker sees the connection closed unanswered

@@ -23,7 +23,8 @@ constexpr std::string_view kPrefix = "npu_run_progress_";
 
 std::vector<std::string> bases() {
   std::vector<std::string> out;
-  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') out.emplace_back(tmp);
+  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0')
+    out.emplace_back(tmp);
   if (out.empty() || out.front() != "/tmp") out.emplace_back("/tmp");
   return out;
 }

@@ -15,7 +15,7 @@ namespace npu_run {
 std::string make_agent_directory();
 
 struct AgentDirectory {
-  pid_t pid = 0;     // the agent's
+  pid_t pid = 0;  // the agent's
   std::string path;
 };
 

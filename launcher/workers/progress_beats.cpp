@@ -1,21 +1,19 @@
 #include "workers/progress_beats.hpp"
 
-#include "workers/agent_directory.hpp"
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <array>
-#include <cctype>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -23,6 +21,8 @@
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+
+#include "workers/agent_directory.hpp"
 
 namespace npu_run {
 

@@ -27,8 +27,7 @@ std::string_view::size_type signalled_thread(std::string_view text) {
   }
   if (header == std::string_view::npos) {
     header = text.rfind("\nThread 0x");
-    if (header == std::string_view::npos ||
-        (fatal != std::string_view::npos && header < fatal))
+    if (header == std::string_view::npos || (fatal != std::string_view::npos && header < fatal))
       return std::string_view::npos;
   }
   const auto end = text.find(kHeaderEnd, header);

@@ -398,9 +398,10 @@ const WorkerOutcome& WorkerProcess::settle() {
 void WorkerProcess::read_stack_dump() {
   const StreamRoute& route = spec_.err;
   if (!route.keep_tail) return;
-  const std::string tail = tail_relay_                        ? tail_relay_->tail()
-                           : route.sink == StreamSink::kFile ? file_tail(route.file, kStderrTailBytes)
-                                                              : std::string();
+  const std::string tail = tail_relay_ ? tail_relay_->tail()
+                           : route.sink == StreamSink::kFile
+                               ? file_tail(route.file, kStderrTailBytes)
+                               : std::string();
   outcome_.stack_frames = python_dump_top_frames(tail, kTopFrames);
 }
 

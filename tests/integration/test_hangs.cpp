@@ -75,7 +75,8 @@ TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are du
   CHECK(f.err.find("hung: no progress for 2.", table) != std::string::npos);
   CHECK(f.err.find("after 'step 4'; stuck in worker.py:", table) != std::string::npos);
   CHECK(f.err.find("in take_locks <- worker.py:", table) != std::string::npos);
-  CHECK(f.err.find("(the odd one out: 2 of 3 ranks were in worker.py:", table) != std::string::npos);
+  CHECK(f.err.find("(the odd one out: 2 of 3 ranks were in worker.py:", table) !=
+        std::string::npos);
   CHECK(count_occurrences(f.err.substr(table), "<- the odd one out") == 1);
   // Where every rank got to: the hung one's last beat, the others' recent ones, and each one's
   // top frames.
@@ -91,17 +92,16 @@ TEST_CASE("hangs: when every rank goes silent the odd one out is blamed, not the
   // As in a collective: ranks 0, 1 and 3 wait for the others; rank 2 beats once more and then
   // sits in its data loader, so the others' timers run out first.
   TempDir dir;
-  const std::string worker = worker_script(
-      dir,
-      "def wait_in_collective():\n"
-      "    threading.Event().wait()\n"
-      "def load_data():\n"
-      "    time.sleep(3600)\n"
-      "if rank == 2:\n"
-      "    time.sleep(0.5)\n"
-      "    npu_run_progress.beat('step 5 loading')\n"
-      "    load_data()\n"
-      "wait_in_collective()\n");
+  const std::string worker = worker_script(dir,
+                                           "def wait_in_collective():\n"
+                                           "    threading.Event().wait()\n"
+                                           "def load_data():\n"
+                                           "    time.sleep(3600)\n"
+                                           "if rank == 2:\n"
+                                           "    time.sleep(0.5)\n"
+                                           "    npu_run_progress.beat('step 5 loading')\n"
+                                           "    load_data()\n"
+                                           "wait_in_collective()\n");
   NpuRunProcess p({"--nproc-per-node", "4", "--hang-timeout", "2", worker});
   const Finished f = p.wait(40s);
   INFO(f.err);
@@ -127,8 +127,8 @@ TEST_CASE("hangs: a redirected stderr is read back from its file for the summary
           "[integration][hangs]") {
   TempDir dir;
   const std::string logs = dir.file("logs");
-  NpuRunProcess p({"--nproc-per-node", "3", "--hang-timeout", "2", "--log-dir", logs,
-                   "--redirects", "2", worker_script(dir, kRank1Deadlocks)});
+  NpuRunProcess p({"--nproc-per-node", "3", "--hang-timeout", "2", "--log-dir", logs, "--redirects",
+                   "2", worker_script(dir, kRank1Deadlocks)});
   const Finished f = p.wait(40s);
   INFO(f.err);
   CHECK(f.exit_code == 124);
@@ -227,15 +227,14 @@ TEST_CASE("hangs: across two nodes the odd rank is named everywhere and every no
   // once more, later, and sits in a function of its own. A timer on node 0 (or rank 2's on
   // node 1) runs out first; the job's comparison of the four stacks blames rank 3. (Whether
   // every node dumps at one moment is what the DDP end-to-end test sees.)
-  const std::string worker = worker_script(
-      dir,
-      "def load_data():\n"
-      "    time.sleep(3600)\n"
-      "if int(os.environ['RANK']) == 3:\n"
-      "    time.sleep(0.5)\n"
-      "    npu_run_progress.beat('step 5 loading')\n"
-      "    load_data()\n"
-      "threading.Event().wait()\n");
+  const std::string worker = worker_script(dir,
+                                           "def load_data():\n"
+                                           "    time.sleep(3600)\n"
+                                           "if int(os.environ['RANK']) == 3:\n"
+                                           "    time.sleep(0.5)\n"
+                                           "    npu_run_progress.beat('step 5 loading')\n"
+                                           "    load_data()\n"
+                                           "threading.Event().wait()\n");
   const int port = unused_port();
   const std::string script = "exec /usr/bin/python3 " + worker;
   auto n0 = start_node(port, 2, 2, script, {"--node-rank", "0", "--hang-timeout", "2"});

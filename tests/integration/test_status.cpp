@@ -2,8 +2,8 @@
 // --master-addr/--master-port it asks the rendezvous, proving the job's token. Each test gives
 // its agents and its status commands a TMPDIR of their own, where agents keep their sockets,
 // so that other tests' agents running meanwhile are not asked.
-#include <csignal>
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -117,8 +117,8 @@ TEST_CASE("status: a two-node job from a node and from the rendezvous' address, 
   CHECK(asked.exit_code == 0);
   CHECK_THAT(asked.out, Contains("job 'none': running"));
   // Without the token, with another one, or another run id: refused, by name.
-  const Finished no_token = run_npu_run({"status", direct[0], direct[1], direct[2], direct[3]},
-                                        {}, 30s);
+  const Finished no_token =
+      run_npu_run({"status", direct[0], direct[1], direct[2], direct[3]}, {}, 30s);
   CHECK(no_token.exit_code == 1);
   CHECK_THAT(no_token.err, Contains("needs the job's rendezvous token"));
   const Finished wrong = run_npu_run({"status", direct[0], direct[1], direct[2], direct[3]},

@@ -1,8 +1,8 @@
 // Reading a hang's stack dumps and blaming the odd one out (issue 18): faulthandler's output as
 // Python 3.11 prints it, the comparison across ranks, what a node reports and what the job's
 // decision changes in its summary.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <csignal>
 #include <fstream>
 
@@ -15,7 +15,6 @@
 
 using namespace npu_run;
 using Catch::Matchers::Contains;
-using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -78,7 +77,8 @@ TEST_CASE("python dump: the signalled thread's top frames, file names without di
   CHECK(python_dump_top_frames("", 3).empty());
   // Cut at its start (only the tail was kept): the last thread header there is.
   const std::string cut = std::string(kDump).substr(std::string(kDump).find("Current thread") - 1);
-  CHECK(python_dump_top_frames(cut, 1) == std::vector<std::string>{"loader.py:88 in wait_for_data"});
+  CHECK(python_dump_top_frames(cut, 1) ==
+        std::vector<std::string>{"loader.py:88 in wait_for_data"});
   // Control characters in a path cannot forge lines of the summary.
   CHECK(python_dump_top_frames("Fatal Python error: Aborted\n\nCurrent thread 0x2 (most recent "
                                "call first):\n  File \"a\x1b[2J.py\", line 1 in f\n",
@@ -93,7 +93,8 @@ TEST_CASE("python dump: the tail of a stderr file", "[unit][hangs]") {
   std::ofstream(path) << std::string(100'000, 'x') << kDump;
   const std::string tail = file_tail(path, kStderrTailBytes);
   CHECK(tail.size() == kStderrTailBytes);
-  CHECK(python_dump_top_frames(tail, 1) == std::vector<std::string>{"loader.py:88 in wait_for_data"});
+  CHECK(python_dump_top_frames(tail, 1) ==
+        std::vector<std::string>{"loader.py:88 in wait_for_data"});
   CHECK(file_tail(dir.file("missing"), 10).empty());
 }
 
@@ -156,7 +157,8 @@ TEST_CASE("hang blame: without a strict majority nobody is odd and the hung rank
 TEST_CASE("hang blame: the odd ranks are listed in rank order and capped", "[unit][hangs]") {
   std::vector<rdzv::RankStack> stacks;
   const int n = 2 * static_cast<int>(rdzv::Limits::kMaxOddRanks) + 10;
-  for (int r = n; r > 0; --r) stacks.push_back(stack(r, r % 2 == 0 ? "odd.py:1 in x" : "c.py:1 in y"));
+  for (int r = n; r > 0; --r)
+    stacks.push_back(stack(r, r % 2 == 0 ? "odd.py:1 in x" : "c.py:1 in y"));
   for (int r = n + 1; r < 2 * n; ++r) stacks.push_back(stack(r, "c.py:1 in y"));
   const rdzv::StackComparison c = rdzv::compare_stacks(pointers(stacks));
   REQUIRE(c.odd.size() == rdzv::Limits::kMaxOddRanks);
@@ -194,7 +196,8 @@ TEST_CASE("hang stacks: a node reports its ranks' stacks within a report's size"
     w.stack_frames = {std::string(300, 'f'), std::string(300, 'g')};
     big.workers.push_back(w);
   }
-  const auto cut = rank_stacks(big, std::vector<BeatAtDump>(4096, BeatAtDump{std::string(200, 'b'), 1}));
+  const auto cut =
+      rank_stacks(big, std::vector<BeatAtDump>(4096, BeatAtDump{std::string(200, 'b'), 1}));
   REQUIRE_FALSE(cut.empty());
   CHECK(cut.size() < 4096);
   CHECK(cut.front().frames.size() == 1);

@@ -14,10 +14,10 @@
 #include <fstream>
 
 #include "agent/hang_watch.hpp"
-#include "workers/progress_beats.hpp"
 #include "support/run_until.hpp"
 #include "support/temp_dir.hpp"
 #include "workers/proc_files.hpp"
+#include "workers/progress_beats.hpp"
 #include "workers/stack_dump.hpp"
 
 using namespace npu_run;

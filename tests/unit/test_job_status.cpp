@@ -87,7 +87,8 @@ T round_trip(const ServerMessage& m) {
 
 }  // namespace
 
-TEST_CASE("job status: while joining, who waits and which node ranks are missing", "[unit][status]") {
+TEST_CASE("job status: while joining, who waits and which node ranks are missing",
+          "[unit][status]") {
   Job job(3);
   job.join(1, node("host-a"), 0);
   job.join(2, node("host-bb"), 2);
@@ -209,9 +210,10 @@ TEST_CASE("job status: the wire form and the JSON", "[unit][status][protocol]") 
   CHECK_FALSE(sequenced(ServerMessage{JobStatus{}}));
 }
 
-TEST_CASE("answer socket: each connection gets one answer, late ones the timeout's, and no more "
-          "than the cap wait",
-          "[unit][status]") {
+TEST_CASE(
+    "answer socket: each connection gets one answer, late ones the timeout's, and no more "
+    "than the cap wait",
+    "[unit][status]") {
   testing::TempDir dir;
   boost::asio::io_context io;
   std::vector<net::AnswerSocket::Reply> held;
@@ -225,7 +227,8 @@ TEST_CASE("answer socket: each connection gets one answer, late ones the timeout
         }
         reply(encode_frame(encode(ServerMessage{status_of("now")})));
       },
-      std::chrono::milliseconds(1000), encode_frame(encode(ServerMessage{ErrorReply{"no_answer", "late"}})));
+      std::chrono::milliseconds(1000),
+      encode_frame(encode(ServerMessage{ErrorReply{"no_answer", "late"}})));
   // The listener is close-on-exec.
   bool cloexec = false;
   for (int fd = 3; fd < 256; ++fd) {
@@ -243,8 +246,8 @@ TEST_CASE("answer socket: each connection gets one answer, late ones the timeout
       result = query_agent_status(dir.file("status"), timeout);
       finished = true;
     });
-    npu_run::testing::run_until(io, [&] { return finished.load(); },
-                                timeout + std::chrono::seconds(1));
+    npu_run::testing::run_until(
+        io, [&] { return finished.load(); }, timeout + std::chrono::seconds(1));
     asker.join();
     return result;
   };
@@ -265,16 +268,20 @@ TEST_CASE("answer socket: each connection gets one answer, late ones the timeout
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
-    std::strcpy(address.sun_path, dir.file("status").c_str());
+    const std::string path = dir.file("status");
+    REQUIRE(path.size() < sizeof address.sun_path);
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
     REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
     fds.push_back(fd);
   }
   // Accepted in the order they came (a turn takes up to the cap, the next turn the rest).
-  npu_run::testing::run_until(io, [] { return false; }, std::chrono::milliseconds(100));
+  npu_run::testing::run_until(
+      io, [] { return false; }, std::chrono::milliseconds(100));
   char byte = 0;
-  CHECK(::recv(fds.back(), &byte, 1, MSG_DONTWAIT) == 0);  // closed: EOF, no answer
+  CHECK(::recv(fds.back(), &byte, 1, MSG_DONTWAIT) == 0);    // closed: EOF, no answer
   CHECK(::recv(fds.front(), &byte, 1, MSG_DONTWAIT) == -1);  // still waiting
-  npu_run::testing::run_until(io, [] { return false; }, std::chrono::milliseconds(1500));
+  npu_run::testing::run_until(
+      io, [] { return false; }, std::chrono::milliseconds(1500));
   for (size_t i = 0; i < net::AnswerSocket::kMaxWaiting; ++i)
     CHECK(::recv(fds[i], &byte, 1, MSG_DONTWAIT) == 1);  // the timeout's answer
   for (int fd : fds) ::close(fd);

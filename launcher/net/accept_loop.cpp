@@ -35,32 +35,37 @@ std::string fix_for(const boost::system::error_code& ec) {
 
 }  // namespace
 
-AcceptLoop::AcceptLoop(asio::ip::tcp::acceptor& acceptor, std::string what, Handler handler)
+template <typename Protocol>
+BasicAcceptLoop<Protocol>::BasicAcceptLoop(Acceptor& acceptor, std::string what, Handler handler)
     : acceptor_(acceptor),
       what_(std::move(what)),
       handler_(std::move(handler)),
       retry_(acceptor.get_executor()) {}
 
-std::shared_ptr<AcceptLoop> AcceptLoop::start(asio::ip::tcp::acceptor& acceptor, std::string what,
-                                              Handler handler) {
+template <typename Protocol>
+std::shared_ptr<BasicAcceptLoop<Protocol>> BasicAcceptLoop<Protocol>::start(Acceptor& acceptor,
+                                                                            std::string what,
+                                                                            Handler handler) {
   boost::system::error_code ec;
   acceptor.non_blocking(true, ec);  // accept4 then takes what is queued until EAGAIN
   if (ec) throw boost::system::system_error(ec, what + ": non-blocking listener");
-  auto loop = std::make_shared<AcceptLoop>(acceptor, std::move(what), std::move(handler));
+  auto loop = std::make_shared<BasicAcceptLoop>(acceptor, std::move(what), std::move(handler));
   loop->wait();
   return loop;
 }
 
-void AcceptLoop::stop() {
+template <typename Protocol>
+void BasicAcceptLoop<Protocol>::stop() {
   stopped_ = true;
   retry_.cancel();
   // A wait still pending returns on its own when the acceptor closes or is destroyed; the
   // flag keeps it from touching either.
 }
 
-void AcceptLoop::wait() {
-  acceptor_.async_wait(asio::ip::tcp::acceptor::wait_read,
-                       [self = shared_from_this()](boost::system::error_code ec) {
+template <typename Protocol>
+void BasicAcceptLoop<Protocol>::wait() {
+  acceptor_.async_wait(Acceptor::wait_read,
+                       [self = this->shared_from_this()](boost::system::error_code ec) {
                          if (self->stopped_ || ec == asio::error::operation_aborted) return;
                          self->take_queued();
                        });
@@ -68,11 +73,12 @@ void AcceptLoop::wait() {
 
 // The rest of a burst is taken from a posted continuation, not after another wait: with an
 // edge-triggered reactor the wait would not fire again for connections already queued.
-void AcceptLoop::take_queued() {
+template <typename Protocol>
+void BasicAcceptLoop<Protocol>::take_queued() {
   if (stopped_ || !acceptor_.is_open()) return;
   boost::system::error_code ec;
   for (int taken = 0; taken < kPerTurn; ++taken) {
-    asio::ip::tcp::socket socket = accept_cloexec(acceptor_, ec);
+    typename Protocol::socket socket = accept_cloexec(acceptor_, ec);
     if (ec) break;
     handler_(std::move(socket));
     if (stopped_) return;  // the handler may stop the loop
@@ -80,7 +86,8 @@ void AcceptLoop::take_queued() {
   const bool empty = ec == asio::error::would_block || ec == asio::error::try_again;
   const bool transient = ec == asio::error::connection_aborted || ec == asio::error::interrupted;
   if (!ec || transient) {
-    asio::post(acceptor_.get_executor(), [self = shared_from_this()] { self->take_queued(); });
+    asio::post(acceptor_.get_executor(),
+               [self = this->shared_from_this()] { self->take_queued(); });
   } else if (empty) {
     wait();
   } else {
@@ -88,7 +95,8 @@ void AcceptLoop::take_queued() {
   }
 }
 
-void AcceptLoop::failed(const boost::system::error_code& ec) {
+template <typename Protocol>
+void BasicAcceptLoop<Protocol>::failed(const boost::system::error_code& ec) {
   const auto now = std::chrono::steady_clock::now();
   ++failures_;
   if (failures_ == 1 || now - last_warning_ >= kWarningInterval) {
@@ -98,9 +106,12 @@ void AcceptLoop::failed(const boost::system::error_code& ec) {
     last_warning_ = now;
   }
   retry_.expires_after(kRetry);
-  retry_.async_wait([self = shared_from_this()](boost::system::error_code wait_ec) {
+  retry_.async_wait([self = this->shared_from_this()](boost::system::error_code wait_ec) {
     if (!wait_ec) self->take_queued();
   });
 }
+
+template class BasicAcceptLoop<asio::ip::tcp>;
+template class BasicAcceptLoop<asio::local::stream_protocol>;
 
 }  // namespace npu_run::net

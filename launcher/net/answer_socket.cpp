@@ -1,17 +1,17 @@
 #include "net/answer_socket.hpp"
 
 #include <fmt/format.h>
-#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <cerrno>
-#include <cstring>
 #include <stdexcept>
+
+#include "net/accept_loop.hpp"
+#include "net/cloexec_socket.hpp"
 
 namespace npu_run::net {
 
@@ -19,9 +19,11 @@ namespace asio = boost::asio;
 
 namespace {
 
+using Local = asio::local::stream_protocol;
+
 // One connection: its answer, or the timeout's, then closed.
 struct Waiting : std::enable_shared_from_this<Waiting> {
-  Waiting(asio::io_context& io, int fd) : stream(io, fd), timer(io) {}
+  explicit Waiting(Local::socket s) : stream(std::move(s)), timer(stream.get_executor()) {}
   // Sends `message` and closes; an asker that does not read it within `timeout` is closed
   // unanswered.
   void answer(std::string message, std::chrono::milliseconds timeout) {
@@ -41,7 +43,7 @@ struct Waiting : std::enable_shared_from_this<Waiting> {
                         self->stream.close(ignored);
                       });
   }
-  asio::posix::stream_descriptor stream;
+  Local::socket stream;
   asio::steady_timer timer;
   std::string text;
   bool answered = false;
@@ -50,76 +52,59 @@ struct Waiting : std::enable_shared_from_this<Waiting> {
 }  // namespace
 
 struct AnswerSocket::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& io_context, std::string socket_path, Provider p,
-       std::chrono::milliseconds t, std::string timeout_answer)
-      : io(io_context),
-        path(std::move(socket_path)),
+  Impl(asio::io_context& io, std::string socket_path, Provider p, std::chrono::milliseconds t,
+       std::string timeout_answer)
+      : path(std::move(socket_path)),
         provider(std::move(p)),
         timeout(t),
         on_timeout(std::move(timeout_answer)),
-        listener(io_context) {
-    sockaddr_un address{};
-    if (path.size() >= sizeof address.sun_path)
+        listener(io) {
+    if (path.size() >= sizeof(sockaddr_un::sun_path))
       throw std::runtime_error(fmt::format("{}: too long for a socket's path", path));
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(fd, static_cast<int>(kMaxWaiting)) != 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error(fmt::format("{}: {}", path, std::strerror(err)));
-    }
-    listener.assign(fd);
+    boost::system::error_code ec;
+    open_cloexec(listener, Local(), ec);
+    if (!ec) listener.bind(Local::endpoint(path), ec);
+    if (!ec) listener.listen(Local::acceptor::max_listen_connections, ec);
+    if (ec) throw std::runtime_error(fmt::format("{}: {}", path, ec.message()));
   }
 
-  void wait() {
-    listener.async_wait(asio::posix::stream_descriptor::wait_read,
-                        [weak = weak_from_this()](boost::system::error_code ec) {
-                          auto self = weak.lock();
-                          if (ec || !self) return;
-                          self->take_queued();
-                          self->wait();
-                        });
+  void start() {
+    accepting = LocalAcceptLoop::start(
+        listener, "npu_run status socket",
+        [weak = weak_from_this()](Local::socket socket) {
+          if (auto self = weak.lock()) self->take(std::move(socket));
+        });
   }
 
-  void take_queued() {
-    for (size_t i = 0; i < kMaxWaiting; ++i) {
-      const int fd =
-          ::accept4(listener.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return;  // empty queue, or an error the next wake-up meets again
-      if (waiting >= kMaxWaiting) {
-        ::close(fd);  // busy: the asker sees the connection closed unanswered
-        continue;
-      }
-      ++waiting;
-      auto conn = std::make_shared<Waiting>(io, fd);
-      auto finish = [weak = weak_from_this(), conn, limit = timeout](std::string message) {
-        if (conn->answered) return;
-        if (auto self = weak.lock()) --self->waiting;
-        conn->answer(std::move(message), limit);
-      };
-      conn->timer.expires_after(timeout);
-      conn->timer.async_wait([finish, text = on_timeout](boost::system::error_code ec) {
-        if (!ec) finish(text);
-      });
-      provider(finish);
-    }
+  void take(Local::socket socket) {
+    if (waiting >= kMaxWaiting) return;  // busy: closed unanswered as it goes out of scope
+    ++waiting;
+    auto conn = std::make_shared<Waiting>(std::move(socket));
+    auto finish = [weak = weak_from_this(), conn, limit = timeout](std::string message) {
+      if (conn->answered) return;
+      if (auto self = weak.lock()) --self->waiting;
+      conn->answer(std::move(message), limit);
+    };
+    conn->timer.expires_after(timeout);
+    conn->timer.async_wait([finish, text = on_timeout](boost::system::error_code ec) {
+      if (!ec) finish(text);
+    });
+    provider(finish);
   }
 
   void close() {
+    if (accepting) accepting->stop();
     boost::system::error_code ignored;
     listener.close(ignored);
     ::unlink(path.c_str());
   }
 
-  asio::io_context& io;
   std::string path;
   Provider provider;
   std::chrono::milliseconds timeout;
   std::string on_timeout;
-  asio::posix::stream_descriptor listener;
+  Local::acceptor listener;
+  std::shared_ptr<LocalAcceptLoop> accepting;
   size_t waiting = 0;
 };
 
@@ -127,7 +112,7 @@ AnswerSocket::AnswerSocket(asio::io_context& io, std::string path, Provider prov
                            std::chrono::milliseconds timeout, std::string on_timeout)
     : impl_(std::make_shared<Impl>(io, std::move(path), std::move(provider), timeout,
                                    std::move(on_timeout))) {
-  impl_->wait();
+  impl_->start();
 }
 
 AnswerSocket::~AnswerSocket() {

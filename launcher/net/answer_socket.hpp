@@ -2,7 +2,8 @@
 // may take a while (it asks the rendezvous), and is closed; nothing is read from it. Bounded:
 // at most kMaxWaiting connections wait for their answers (others are closed at once), each at
 // most `timeout`, after which it gets the timeout's answer. Every descriptor is close-on-exec.
-// `npu_run status` on a node asks its agent through one (agent/status_service.hpp).
+// Connections are taken by net::LocalAcceptLoop. `npu_run status` on a node asks its agent
+// through one (agent/status_service.hpp).
 #pragma once
 
 #include <chrono>

@@ -21,9 +21,10 @@ void open_cloexec(Socket& socket, const Protocol& protocol, boost::system::error
 
 // accept4 with SOCK_CLOEXEC on a non-blocking listener: the connection as an Asio socket, or
 // an error (would_block when none is waiting).
-inline boost::asio::ip::tcp::socket accept_cloexec(boost::asio::ip::tcp::acceptor& acceptor,
-                                                   boost::system::error_code& ec) {
-  boost::asio::ip::tcp::socket socket(acceptor.get_executor());
+template <typename Acceptor>
+typename Acceptor::protocol_type::socket accept_cloexec(Acceptor& acceptor,
+                                                         boost::system::error_code& ec) {
+  typename Acceptor::protocol_type::socket socket(acceptor.get_executor());
   const int fd =
       ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {

@@ -31,7 +31,7 @@ std::string cut(const std::string& text, size_t max) {
 }  // namespace
 
 std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
-                                         const std::vector<BeatAtDump>& beats) {
+                                         const std::vector<rdzv::RankBeat>& beats) {
   std::vector<rdzv::RankStack> stacks;
   for (const WorkerOutcome& w : result.workers) {
     if (w.stack_frames.empty()) continue;
@@ -42,9 +42,9 @@ std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
     for (size_t i = 0; i < w.stack_frames.size() && i < rdzv::Limits::kMaxStackFrames; ++i)
       s.frames.push_back(cut(w.stack_frames[i], rdzv::Limits::kMaxFrameText));
     if (w.local_rank >= 0 && static_cast<size_t>(w.local_rank) < beats.size()) {
-      const BeatAtDump& beat = beats[static_cast<size_t>(w.local_rank)];
+      const rdzv::RankBeat& beat = beats[static_cast<size_t>(w.local_rank)];
       s.last_beat = cut(beat.text, rdzv::Limits::kMaxBeatText);
-      s.silence_ms = beat.silence_ms;
+      s.silence_ms = beat.age_ms;
     }
     stacks.push_back(std::move(s));
   }

@@ -12,17 +12,12 @@
 
 namespace npu_run {
 
-// A local rank's last progress beat as the dump found it.
-struct BeatAtDump {
-  std::string text;         // empty if it never beat
-  int64_t silence_ms = -1;  // from its last beat to the dump; -1 if it never beat
-};
-
 // The stacks of this node's workers that have one, for the report, within the few kilobytes a
 // report may take (rdzv::Limits::kMaxClientFrame): with many local ranks each keeps its top
-// frame only, and past even that the last ranks are left out. `beats` is indexed by local rank.
+// frame only, and past even that the last ranks are left out. `beats` (agent/rank_beats.hpp)
+// are as of the dump, indexed by local rank.
 std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
-                                         const std::vector<BeatAtDump>& beats);
+                                         const std::vector<rdzv::RankBeat>& beats);
 
 // The job's decision after a hang, applied to this node's result: the odd ones out are marked,
 // and the root cause is the decision's (the worker that rank is, when it is on this node;

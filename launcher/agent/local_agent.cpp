@@ -18,6 +18,7 @@
 #include "agent/hang_watch.hpp"
 #include "agent/job_checks.hpp"
 #include "agent/parent_watch.hpp"
+#include "agent/rank_beats.hpp"
 #include "agent/status_service.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_plan.hpp"
@@ -336,41 +337,20 @@ struct LocalAgent::Impl {
     return progressed;
   }
 
-  // Beats are stamped when collected, up to 5 ms after they were sent: one sent just before
-  // the dump may be stamped after it.
-  static double age_at(std::chrono::steady_clock::time_point at,
-                       std::chrono::steady_clock::time_point beat) {
-    return std::max(0.0, std::chrono::duration<double>(at - beat).count());
-  }
-
   // Every worker's last beat and how long before the stacks were dumped, for the summary:
-  // where each rank got to.
-  void note_last_beats(GroupResult& result, std::chrono::steady_clock::time_point dumped) const {
+  // where each rank got to. `at_dump`: rank_beats() as of the dump.
+  void note_last_beats(GroupResult& result, const std::vector<rdzv::RankBeat>& at_dump) const {
     for (WorkerOutcome& w : result.workers) {
       // A worker that is not Python printed nothing: the kernel's view taken at the dump.
       if (const auto it = kernel_frames.find(w.pid);
           w.stack_frames.empty() && it != kernel_frames.end())
         w.stack_frames = it->second;
-      if (!beats || w.local_rank < 0 || w.local_rank >= beats->local_ranks()) continue;
-      const RankProgress& p = beats->rank(w.local_rank);
-      w.last_beat = p.beats == 0 ? "none"
+      if (w.local_rank < 0 || static_cast<size_t>(w.local_rank) >= at_dump.size()) continue;
+      const rdzv::RankBeat& b = at_dump[static_cast<size_t>(w.local_rank)];
+      w.last_beat = b.beats == 0 ? "none"
                                  : fmt::format("'{}', {:.1f} s before the stacks were dumped",
-                                               p.text, age_at(dumped, p.last));
+                                               b.text, static_cast<double>(b.age_ms) / 1000.0);
     }
-  }
-
-  // Each local rank's last beat as the dump found it, for the report's stacks.
-  std::vector<BeatAtDump> beats_at_dump(std::chrono::steady_clock::time_point dumped) const {
-    std::vector<BeatAtDump> out;
-    if (!beats) return out;
-    for (int r = 0; r < beats->local_ranks(); ++r) {
-      const RankProgress& p = beats->rank(r);
-      BeatAtDump& b = out.emplace_back();
-      if (p.beats == 0) continue;
-      b.text = p.text;
-      b.silence_ms = static_cast<int64_t>(age_at(dumped, p.last) * 1000.0);
-    }
-    return out;
   }
 
   // The group was stopped by npu_run for the hang: it failed, and the hung worker is its root
@@ -378,7 +358,6 @@ struct LocalAgent::Impl {
   void blame_hang(GroupResult& result) const {
     result.outcome = GroupResult::Outcome::kFailed;
     result.stop_signal = 0;
-
     for (size_t i = 0; i < result.workers.size(); ++i) {
       if (result.workers[i].local_rank != hung->local_rank) continue;
       result.root_cause = i;
@@ -449,7 +428,9 @@ struct LocalAgent::Impl {
     if (hang_watch) hang_watch->stop();
     log_beats();
     if (hung) blame_hang(result);
-    if (dumped_at) note_last_beats(result, *dumped_at);
+    const std::vector<rdzv::RankBeat> at_dump =
+        dumped_at && beats ? rank_beats(*beats, *dumped_at) : std::vector<rdzv::RankBeat>{};
+    if (dumped_at) note_last_beats(result, at_dump);
     last_result = result;
     state = State::kReporting;
     if (interrupted_by != 0) {
@@ -476,7 +457,7 @@ struct LocalAgent::Impl {
     }
     rdzv::Report report{assignment.round, rdzv::Outcome::kSucceeded, std::nullopt, 0};
     report.progressed = progressed_this_attempt();
-    if (dumped_at) report.stacks = rank_stacks(result, beats_at_dump(*dumped_at));
+    if (dumped_at) report.stacks = rank_stacks(result, at_dump);
     if (hung) {
       report.outcome = rdzv::Outcome::kFailed;
       report.failure = hang_report(*hung);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/rank_beats.hpp"
 #include "net/answer_socket.hpp"
 #include "rendezvous/protocol.hpp"
 #include "workers/agent_directory.hpp"
@@ -15,22 +16,6 @@ std::string frame_of(const rdzv::ServerMessage& message) {
 }
 
 }  // namespace
-
-std::vector<rdzv::RankBeat> rank_beats(const ProgressBeats& beats) {
-  const auto now = std::chrono::steady_clock::now();
-  std::vector<rdzv::RankBeat> out;
-  for (int r = 0; r < beats.local_ranks(); ++r) {
-    const RankProgress& p = beats.rank(r);
-    rdzv::RankBeat& b = out.emplace_back();
-    b.local_rank = r;
-    b.beats = p.beats;
-    if (p.beats == 0) continue;
-    b.text = p.text;
-    b.age_ms = std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last).count());
-  }
-  return out;
-}
 
 StatusService::StatusService(boost::asio::io_context& io, Rendezvous& rendezvous,
                              const ProgressBeats& beats, SeatSource seat)
@@ -54,7 +39,7 @@ std::optional<std::vector<rdzv::RankBeat>> StatusService::changed_beats() {
   for (int r = 0; r < beats_.local_ranks(); ++r) counts.push_back(beats_.rank(r).beats);
   if (counts == sent_) return std::nullopt;
   sent_ = std::move(counts);
-  return rank_beats(beats_);
+  return rank_beats(beats_, std::chrono::steady_clock::now());
 }
 
 void StatusService::answer(const std::function<void(std::string)>& reply) {
@@ -70,7 +55,7 @@ void StatusService::answer(const std::function<void(std::string)>& reply) {
     if (const auto seat = seat_()) {
       for (rdzv::NodeStatus& node : status.nodes) {
         if (node.node_rank == seat->node_rank && node.host == seat->host && node.state != "waiting")
-          node.ranks = rank_beats(beats_);
+          node.ranks = rank_beats(beats_, std::chrono::steady_clock::now());
       }
     }
     reply(frame_of(status));

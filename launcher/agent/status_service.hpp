@@ -24,9 +24,6 @@ namespace net {
 class AnswerSocket;
 }
 
-// Every local rank's beats as of now (age_ms from now).
-std::vector<rdzv::RankBeat> rank_beats(const ProgressBeats& beats);
-
 class StatusService {
  public:
   // This agent's node in the running round (its ranks are overlaid in the answer); none while

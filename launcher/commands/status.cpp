@@ -109,8 +109,9 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
         "on a node of the job, or give the rendezvous' --master-addr and --master-port (with "
         "--rdzv-id and the token as the agents have them)");
   }
-  // Several agents (nodes of one job on one host, or several jobs): one job is shown once.
-  std::map<std::string, std::pair<rdzv::JobStatus, std::vector<pid_t>>> jobs;
+  // Several agents (nodes of one job on one host, or several jobs): one job is shown once, as
+  // the first of its agents answered.
+  std::map<std::string, std::pair<rdzv::JobStatus, pid_t>> jobs;  // by run id
   std::string failures;
   for (const AgentDirectory& agent : agents) {
     auto answer = rdzv::query_agent_status(agent.path + "/" + kStatusSocketName, cmd.timeout);
@@ -118,17 +119,15 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
       failures += fmt::format("{}agent pid {}: {}", failures.empty() ? "" : "; ", agent.pid, *why);
       continue;
     }
-    auto& status = std::get<rdzv::JobStatus>(answer);
-    auto& job = jobs[status.run_id];
-    if (job.second.empty()) job.first = std::move(status);
-    job.second.push_back(agent.pid);
+    const std::string run_id = std::get<rdzv::JobStatus>(answer).run_id;
+    jobs.try_emplace(run_id, std::get<rdzv::JobStatus>(std::move(answer)), agent.pid);
   }
   if (jobs.empty()) return failures;
   if (jobs.size() == 1) return jobs.begin()->second.first;
   std::string list;
   for (const auto& [run_id, job] : jobs)
     list += fmt::format("{}run id '{}' (agent pid {})", list.empty() ? "" : ", ", run_id,
-                        job.second.front());
+                        job.second);
   return fmt::format("several jobs run on this host: {}; pick one with --pid", list);
 }
 

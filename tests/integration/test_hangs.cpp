@@ -52,6 +52,21 @@ const char* kRank1Deadlocks =
     "    if attempt > 0: sys.exit(0)\n"
     "    time.sleep(0.05)\n";
 
+// As in a collective, every rank waits for the others (in threading's wait), but global rank
+// `odd` beats once more, later, and then sits in its data loader: the others' timers run out
+// first, and `odd` is the odd one out.
+std::string odd_rank_loads(int odd) {
+  return "def load_data():\n"
+         "    time.sleep(3600)\n"
+         "if int(os.environ['RANK']) == " +
+         std::to_string(odd) +
+         ":\n"
+         "    time.sleep(0.5)\n"
+         "    npu_run_progress.beat('step 5 loading')\n"
+         "    load_data()\n"
+         "threading.Event().wait()\n";
+}
+
 }  // namespace
 
 TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are dumped, exit 124",
@@ -89,19 +104,9 @@ TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are du
 
 TEST_CASE("hangs: when every rank goes silent the odd one out is blamed, not the first timer",
           "[integration][hangs]") {
-  // As in a collective: ranks 0, 1 and 3 wait for the others; rank 2 beats once more and then
-  // sits in its data loader, so the others' timers run out first.
+  // Ranks 0, 1 and 3 wait for the others; rank 2 is the odd one (odd_rank_loads).
   TempDir dir;
-  const std::string worker = worker_script(dir,
-                                           "def wait_in_collective():\n"
-                                           "    threading.Event().wait()\n"
-                                           "def load_data():\n"
-                                           "    time.sleep(3600)\n"
-                                           "if rank == 2:\n"
-                                           "    time.sleep(0.5)\n"
-                                           "    npu_run_progress.beat('step 5 loading')\n"
-                                           "    load_data()\n"
-                                           "wait_in_collective()\n");
+  const std::string worker = worker_script(dir, odd_rank_loads(2));
   NpuRunProcess p({"--nproc-per-node", "4", "--hang-timeout", "2", worker});
   const Finished f = p.wait(40s);
   INFO(f.err);
@@ -227,14 +232,7 @@ TEST_CASE("hangs: across two nodes the odd rank is named everywhere and every no
   // once more, later, and sits in a function of its own. A timer on node 0 (or rank 2's on
   // node 1) runs out first; the job's comparison of the four stacks blames rank 3. (Whether
   // every node dumps at one moment is what the DDP end-to-end test sees.)
-  const std::string worker = worker_script(dir,
-                                           "def load_data():\n"
-                                           "    time.sleep(3600)\n"
-                                           "if int(os.environ['RANK']) == 3:\n"
-                                           "    time.sleep(0.5)\n"
-                                           "    npu_run_progress.beat('step 5 loading')\n"
-                                           "    load_data()\n"
-                                           "threading.Event().wait()\n");
+  const std::string worker = worker_script(dir, odd_rank_loads(3));
   const int port = unused_port();
   const std::string script = "exec /usr/bin/python3 " + worker;
   auto n0 = start_node(port, 2, 2, script, {"--node-rank", "0", "--hang-timeout", "2"});

@@ -75,6 +75,20 @@ TEST_CASE("status: on the node of a running job, every rank's last beat and its 
   CHECK(j["nodes"][0]["ranks"][1]["beats"] == 3);
   CHECK(j["nodes"][0]["ranks"][1]["age_ms"].get<int64_t>() >= 0);
   CHECK(j["nodes"][0]["ranks"][0]["beats"].get<int>() >= 3);
+  // A second job with the same TMPDIR: which one is asked for must be said, by its agent's pid.
+  NpuRunProcess second({"--nproc-per-node", "1", "--rdzv-id", "status-2", beating_worker(dir)},
+                       env);
+  const Finished second_up =
+      status_until({"--pid", std::to_string(second.pid())}, env, {"job 'status-2': running"});
+  CHECK(second_up.exit_code == 0);
+  const Finished both = run_npu_run({"status"}, env, 30s);
+  CHECK(both.exit_code == 1);
+  CHECK_THAT(both.err, Contains("several jobs run on this host: run id 'status-1' (agent pid " +
+                                std::to_string(job.pid()) + "), run id 'status-2' (agent pid " +
+                                std::to_string(second.pid()) + "); pick one with --pid"));
+  second.send_signal(SIGTERM);
+  CHECK(second.wait(30s).exit_code == 143);
+  require_no_strays(second);
   // Another agent's pid, and no agent at all, are said so.
   const Finished other = run_npu_run({"status", "--pid", "1"}, env, 30s);
   CHECK(other.exit_code == 1);

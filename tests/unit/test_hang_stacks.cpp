@@ -177,7 +177,8 @@ TEST_CASE("hang stacks: a node reports its ranks' stacks within a report's size"
     if (i != 2) w.stack_frames = {"a.py:1 in f", "b.py:2 in g", "c.py:3 in h"};  // 2 had none
     result.workers.push_back(w);
   }
-  const std::vector<BeatAtDump> beats{{"step 3", 1500}, {"", -1}, {"step 3", 10}, {"step 2", 9000}};
+  const std::vector<rdzv::RankBeat> beats{
+      {0, 4, "step 3", 1500}, {1, 0, "", -1}, {2, 4, "step 3", 10}, {3, 3, "step 2", 9000}};
   const auto stacks = rank_stacks(result, beats);
   REQUIRE(stacks.size() == 3);
   CHECK(stacks[0].rank == 8);
@@ -197,7 +198,7 @@ TEST_CASE("hang stacks: a node reports its ranks' stacks within a report's size"
     big.workers.push_back(w);
   }
   const auto cut =
-      rank_stacks(big, std::vector<BeatAtDump>(4096, BeatAtDump{std::string(200, 'b'), 1}));
+      rank_stacks(big, std::vector<rdzv::RankBeat>(4096, rdzv::RankBeat{0, 1, std::string(200, 'b'), 1}));
   REQUIRE_FALSE(cut.empty());
   CHECK(cut.size() < 4096);
   CHECK(cut.front().frames.size() == 1);

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "agent/hang_watch.hpp"
+#include "agent/rank_beats.hpp"
 #include "support/run_until.hpp"
 #include "support/temp_dir.hpp"
 #include "workers/proc_files.hpp"
@@ -87,7 +88,14 @@ TEST_CASE("progress beats: every datagram is a beat of its rank, the last text k
     REQUIRE(run_until(io, [&] { return beats.rank(0).beats == 1; }, 5s));
     CHECK(beats.rank(0).text.substr(0, 15) == "line break [31m");
     CHECK(beats.rank(0).text.size() == kMaxBeatText);
+    // As a report, the summary and npu_run status give them: ages from a moment, never < 0.
+    const auto later = rank_beats(beats, beats.rank(1).last + 1500ms);
+    REQUIRE(later.size() == 2);
+    CHECK((later[1].local_rank == 1 && later[1].beats == 100 && later[1].text == "step 99"));
+    CHECK(later[1].age_ms == 1500);
+    CHECK(rank_beats(beats, beats.rank(1).last - 1s)[1].age_ms == 0);
     beats.new_attempt();
+    CHECK(rank_beats(beats, std::chrono::steady_clock::now())[0].age_ms == -1);
     CHECK(beats.rank(1).beats == 0);
     CHECK(beats.rank(1).longest_interval > 0s);  // kept across attempts for auto
     CHECK(std::filesystem::exists(directory));

@@ -32,10 +32,12 @@ struct Failed {
 template <typename Socket>
 class Conversation {
  public:
-  Conversation(asio::io_context& io, Socket& socket, Clock::time_point deadline, std::string peer)
+  Conversation(asio::io_context& io, Socket& socket, std::chrono::milliseconds timeout,
+               std::string peer)
       : io_(io),
         socket_(socket),
-        deadline_(deadline),
+        timeout_(timeout),
+        deadline_(Clock::now() + timeout),
         peer_(std::move(peer)),
         decoder_(Limits::kMaxServerFrame) {}
 
@@ -77,7 +79,8 @@ class Conversation {
         socket_.close(ignored);  // the pending operation completes with operation_aborted
         io_.restart();
         io_.run();
-        throw Failed{fmt::format("no answer from {} in time", peer_)};
+        throw Failed{fmt::format("no answer from {} within {:g} s (--timeout)", peer_,
+                                 std::chrono::duration<double>(timeout_).count())};
       }
     }
     if (result && !(eof_ok && result == asio::error::eof))
@@ -87,6 +90,7 @@ class Conversation {
  private:
   asio::io_context& io_;
   Socket& socket_;
+  std::chrono::milliseconds timeout_;
   Clock::time_point deadline_;
   std::string peer_;
   FrameDecoder decoder_;
@@ -159,12 +163,15 @@ StatusResult query_rendezvous_status(const std::string& host, int port, const st
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
   try {
-    const auto deadline = Clock::now() + timeout;
     asio::ip::tcp::resolver resolver(io);
     boost::system::error_code ec;
     const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
-    if (ec) throw Failed{fmt::format("cannot resolve '{}': {}", host, ec.message())};
-    Conversation<asio::ip::tcp::socket> talk(io, socket, deadline, peer);
+    if (ec) {
+      throw Failed{fmt::format("cannot resolve --master-addr '{}': {}; give the address the "
+                               "agents were given",
+                               host, ec.message())};
+    }
+    Conversation<asio::ip::tcp::socket> talk(io, socket, timeout, peer);
     // Each address in turn, on a close-on-exec socket of its own (net/cloexec_socket.hpp).
     std::optional<Failed> last;
     for (const auto& entry : endpoints) {
@@ -182,7 +189,11 @@ StatusResult query_rendezvous_status(const std::string& host, int port, const st
         last = f;
       }
     }
-    if (last) throw *last;
+    if (last) {
+      throw Failed{last->why +
+                   "; is the job running, and are these the agents' --master-addr and "
+                   "--master-port?"};
+    }
     handshake(talk, peer, run_id, token);
     talk.send(StatusQuery{1});
     return await_status(talk, peer);
@@ -196,14 +207,13 @@ StatusResult query_agent_status(const std::string& path, std::chrono::millisecon
   asio::io_context io;
   asio::local::stream_protocol::socket socket(io);
   try {
-    const auto deadline = Clock::now() + timeout;
     boost::system::error_code connected = asio::error::would_block;
     net::open_cloexec(socket, asio::local::stream_protocol(), connected);
     if (connected) throw Failed{fmt::format("cannot open a socket: {}", connected.message())};
     connected = asio::error::would_block;
     socket.async_connect(asio::local::stream_protocol::endpoint(path),
                          [&](boost::system::error_code e) { connected = e; });
-    Conversation<asio::local::stream_protocol::socket> talk(io, socket, deadline, peer);
+    Conversation<asio::local::stream_protocol::socket> talk(io, socket, timeout, peer);
     talk.run_until_done(connected, "connect to");
     return await_status(talk, peer);
   } catch (const Failed& f) {

@@ -31,12 +31,13 @@ void RendezvousState::note_beats(ClientId from, const std::vector<RankBeat>& ran
   Member* member = member_of(from);
   if (member == nullptr) return;  // only the running round's nodes have ranks
   member->beats.clear();
+  // Its own ranks only, each once: what a peer sends is bounded by its seat (and checked in
+  // one pass: a heartbeat may list 4,096 ranks).
+  std::vector<bool> seen(static_cast<size_t>(member->node.nproc));
   for (const RankBeat& beat : ranks) {
-    // Its own ranks only, each once: what a peer sends is bounded by its seat.
-    if (beat.local_rank >= member->node.nproc) continue;
-    if (std::any_of(member->beats.begin(), member->beats.end(),
-                    [&](const RankBeat& b) { return b.local_rank == beat.local_rank; }))
+    if (beat.local_rank >= member->node.nproc || seen[static_cast<size_t>(beat.local_rank)])
       continue;
+    seen[static_cast<size_t>(beat.local_rank)] = true;
     member->beats.push_back(beat);
   }
   member->beats_at = now_.steady;

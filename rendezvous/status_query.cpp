@@ -167,9 +167,10 @@ StatusResult query_rendezvous_status(const std::string& host, int port, const st
     boost::system::error_code ec;
     const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
     if (ec) {
-      throw Failed{fmt::format("cannot resolve --master-addr '{}': {}; give the address the "
-                               "agents were given",
-                               host, ec.message())};
+      throw Failed{
+          fmt::format("cannot resolve --master-addr '{}': {}; give the address the "
+                      "agents were given",
+                      host, ec.message())};
     }
     Conversation<asio::ip::tcp::socket> talk(io, socket, timeout, peer);
     // Each address in turn, on a close-on-exec socket of its own (net/cloexec_socket.hpp).

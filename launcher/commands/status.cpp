@@ -126,8 +126,8 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
   if (jobs.size() == 1) return jobs.begin()->second.first;
   std::string list;
   for (const auto& [run_id, job] : jobs)
-    list += fmt::format("{}run id '{}' (agent pid {})", list.empty() ? "" : ", ", run_id,
-                        job.second);
+    list +=
+        fmt::format("{}run id '{}' (agent pid {})", list.empty() ? "" : ", ", run_id, job.second);
   return fmt::format("several jobs run on this host: {}; pick one with --pid", list);
 }
 

@@ -69,11 +69,10 @@ struct AnswerSocket::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void start() {
-    accepting = LocalAcceptLoop::start(
-        listener, "npu_run status socket",
-        [weak = weak_from_this()](Local::socket socket) {
-          if (auto self = weak.lock()) self->take(std::move(socket));
-        });
+    accepting = LocalAcceptLoop::start(listener, "npu_run status socket",
+                                       [weak = weak_from_this()](Local::socket socket) {
+                                         if (auto self = weak.lock()) self->take(std::move(socket));
+                                       });
   }
 
   void take(Local::socket socket) {

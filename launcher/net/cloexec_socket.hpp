@@ -23,7 +23,7 @@ void open_cloexec(Socket& socket, const Protocol& protocol, boost::system::error
 // an error (would_block when none is waiting).
 template <typename Acceptor>
 typename Acceptor::protocol_type::socket accept_cloexec(Acceptor& acceptor,
-                                                         boost::system::error_code& ec) {
+                                                        boost::system::error_code& ec) {
   typename Acceptor::protocol_type::socket socket(acceptor.get_executor());
   const int fd =
       ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);

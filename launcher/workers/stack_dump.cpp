@@ -66,8 +66,8 @@ std::string kernel_stacks(pid_t pid) {
     }
     const std::string dir = task.path().string();
     const std::string tid = task.path().filename().string();
-    std::string line = "task " + tid + " (" + first_line(dir + "/comm") + "): wchan " +
-                       first_line(dir + "/wchan");
+    std::string line =
+        "task " + tid + " (" + first_line(dir + "/comm") + "): wchan " + first_line(dir + "/wchan");
     std::string frames;
     for (const std::string& frame : kernel_frames(dir))
       frames += (frames.empty() ? "" : " <- ") + frame;

@@ -295,9 +295,9 @@ TEST_CASE("hangs: without a place for the progress sockets, --hang-timeout is re
                               Contains("/tmp: Read-only file system") &&
                               Contains("set TMPDIR to a writable directory"));
   // Without hang detection the job runs; its workers only lack NPU_RUN_PROGRESS.
-  const Finished ran = run_npu_run({"--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
-                                    "test -z \"$NPU_RUN_PROGRESS\""},
-                                   env);
+  const Finished ran = run_npu_run(
+      {"--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", "test -z \"$NPU_RUN_PROGRESS\""},
+      env);
   INFO(ran.err);
   CHECK(ran.exit_code == 0);
   CHECK_THAT(ran.err, Contains("workers get no NPU_RUN_PROGRESS"));

@@ -197,8 +197,8 @@ TEST_CASE("hang stacks: a node reports its ranks' stacks within a report's size"
     w.stack_frames = {std::string(300, 'f'), std::string(300, 'g')};
     big.workers.push_back(w);
   }
-  const auto cut =
-      rank_stacks(big, std::vector<rdzv::RankBeat>(4096, rdzv::RankBeat{0, 1, std::string(200, 'b'), 1}));
+  const auto cut = rank_stacks(
+      big, std::vector<rdzv::RankBeat>(4096, rdzv::RankBeat{0, 1, std::string(200, 'b'), 1}));
   REQUIRE_FALSE(cut.empty());
   CHECK(cut.size() < 4096);
   CHECK(cut.front().frames.size() == 1);

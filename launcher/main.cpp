@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   hide_token_arguments(argc, argv);
   const npu_run::EnvMap env = npu_run::current_environment();
   if (!args.empty()) {
+    // What `npu_run --hosts` runs on each host over ssh; not for users, so not in --help.
+    if (args.front() == "host-agent")
+      return npu_run::host_agent({args.begin() + 1, args.end()}, env);
     for (const npu_run::Subcommand& sub : npu_run::subcommands()) {
       if (args.front() == sub.name) return sub.run({args.begin() + 1, args.end()}, env);
     }
@@ -46,6 +49,9 @@ int main(int argc, char** argv) {
   const npu_run::ParseResult parsed = npu_run::parse_command_line(args, env);
   if (const auto* early = std::get_if<npu_run::EarlyExit>(&parsed))
     return npu_run::report_early_exit(*early);
+  if (const auto* hosts = std::get_if<npu_run::ParsedHosts>(&parsed)) {
+    return npu_run::run_guarded([&] { return npu_run::launch_on_hosts(hosts->launch, env); });
+  }
   return npu_run::run_guarded(
       [&] { return npu_run::launch(std::get<npu_run::ParsedLaunch>(parsed), env); });
 }

@@ -19,6 +19,7 @@ packages=(
   python3-matplotlib                          # plots of scripts/bench/run_all.sh
   debootstrap                                 # tests/torch2: Debian 13 with torch 2.6
   nftables                                    # tests/e2e/netns_partition.sh: partitions
+  openssh-server openssh-client               # tests/e2e/ssh_hosts.sh: hosts reached by ssh
 )
 cross=0
 for arg in "$@"; do

@@ -92,6 +92,22 @@ foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
                                             RESOURCE_LOCK netns-partition)
 endforeach()
 
+# A whole job started from here over ssh: real OpenSSH servers in network namespaces (DDP on two
+# hosts, a failing rank's code, SIGINT, an unreachable host, a lost session, device filters,
+# --ship-binary, --ssh-tree). Behind the old-kernel wrapper the launcher's side runs as on Linux
+# 3.10 (its ssh children reaped through SIGCHLD); the hosts' agents are started by sshd.
+foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
+  set(labels "e2e;integration")
+  if(NOT prefix STREQUAL "e2e")
+    list(APPEND labels integration-old-kernel)
+  endif()
+  set(name "${prefix}: --hosts starts a job on two ssh hosts in network namespaces")
+  add_test(NAME "${name}" COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/ssh_launch.sh ${binary}
+                                  ${PROJECT_SOURCE_DIR})
+  set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 400
+                                            RESOURCE_LOCK ssh-hosts)
+endforeach()
+
 # The workers' store against real torch 1.13 clients (2.6's below): torch's own store tests
 # re-enacted by the workers, on one node and on two (the rendezvous port shared), with a restart
 # that must see a fresh key space; node 0's store for every rank (agent), and each node's

@@ -63,11 +63,22 @@ void configure_agent_logging(const std::string& level, const std::string& host,
   set_agent_log_identity(node_rank.value_or(-1), host);
 }
 
+namespace {
+
+void set_identity(const std::string& who) {
+  // The identity is baked into the pattern; fmt braces must not reach spdlog's formatter.
+  spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e [npu_run {}] %^%l%$: %v", who));
+}
+
+}  // namespace
+
 void set_agent_log_identity(int node_rank, const std::string& host) {
   const std::string node = node_rank < 0 ? "?" : std::to_string(node_rank);
-  // The identity is baked into the pattern; fmt braces must not reach spdlog's formatter.
-  spdlog::set_pattern(
-      fmt::format("%Y-%m-%d %H:%M:%S.%e [npu_run node {} {}] %^%l%$: %v", node, host));
+  set_identity(fmt::format("node {} {}", node, host));
+}
+
+void set_launcher_log_identity(const std::string& host) {
+  set_identity("launcher " + host);
 }
 
 }  // namespace npu_run

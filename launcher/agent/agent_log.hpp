@@ -12,6 +12,9 @@ namespace npu_run {
 void configure_agent_logging(const std::string& level, const std::string& host,
                              std::optional<int> node_rank);
 
+// The launching npu_run of a launch over ssh is no node: its lines say "launcher".
+void set_launcher_log_identity(const std::string& host);
+
 // Updates the identity once the rendezvous has assigned the node rank.
 void set_agent_log_identity(int node_rank, const std::string& host);
 

@@ -616,4 +616,8 @@ void LocalAgent::handle_signal(int sig) {
   impl_->on_signal(sig);
 }
 
+void LocalAgent::stop(int sig, const std::string& why) {
+  impl_->stop_job(sig, why);
+}
+
 }  // namespace npu_run

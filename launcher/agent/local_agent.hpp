@@ -47,6 +47,9 @@ class LocalAgent {
 
   // What a received signal does. The agent's own signal_set calls it; tests call it directly.
   void handle_signal(int sig);
+  // Stops the job's part on this node as the stop signal `sig` does; `why` says what happened
+  // ("the launcher's ssh session closed"). A second call escalates to SIGKILL.
+  void stop(int sig, const std::string& why);
 
  private:
   struct Impl;

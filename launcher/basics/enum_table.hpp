@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +33,14 @@ class EnumTable {
       if (n == text) return v;
     }
     throw UsageError(fmt::format("{} '{}': expected {}", source, text, choices()));
+  }
+
+  // The value named `text`, if one is.
+  std::optional<Enum> find(std::string_view text) const {
+    for (const auto& [v, n] : entries_) {
+      if (n == text) return v;
+    }
+    return std::nullopt;
   }
 
   // "a, b, c or d".

@@ -2,13 +2,19 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 
 #include "ascend/hccn_conf.hpp"
 #include "basics/token_file.hpp"
+#include "basics/usage_error.hpp"
 
 namespace npu_run {
 
@@ -46,6 +52,22 @@ class RealHost : public HostProbe {
         return absolute(candidate.string());
     }
     return "";
+  }
+  std::string read_text(const std::string& path, const std::string& source,
+                        size_t max_bytes) override {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      throw UsageError(fmt::format("{} {}: cannot read it: {}", source, path,
+                                   std::strerror(errno)));
+    }
+    std::string text(max_bytes + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      throw UsageError(fmt::format("{} {}: larger than {} bytes; is it the right file?", source,
+                                   path, max_bytes));
+    }
+    return text;
   }
   bool is_directory(const std::string& path) override {
     std::error_code ec;

@@ -26,6 +26,10 @@ class HostProbe {
   virtual std::string token_file(const std::string& path, const std::string& source) = 0;
   // The absolute path execvp would run for `name` (in $PATH unless it has a '/'); "" if none.
   virtual std::string find_program(const std::string& name) = 0;
+  // A small text file a flag names (a hostfile, an env file), whole; throws UsageError naming
+  // `source` when it cannot be read or is larger than `max_bytes`.
+  virtual std::string read_text(const std::string& path, const std::string& source,
+                                size_t max_bytes) = 0;
   virtual bool is_regular_file(const std::string& path) = 0;
   virtual bool is_directory(const std::string& path) = 0;
   virtual std::string working_directory() = 0;

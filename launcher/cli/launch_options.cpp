@@ -28,6 +28,7 @@ signal) when one failed; 128+N when npu_run was stopped by signal N; 2 for usage
 
 Several nodes: run the same command on each with --nnodes N --master-addr NODE0 [--node-rank R];
 node 0's agent hosts the rendezvous. `npu_run rdzv-server --help` runs it on a host of its own.
+Or start them all from here over ssh: --hosts server0:8,server1:8 (or --hostfile FILE).
 )";
 
 }  // namespace
@@ -66,6 +67,7 @@ LaunchOptions::LaunchOptions()
   add_what_runs("What workers run");
   add_supervision_and_output("Supervision", "Worker output");
   add_ascend_and_agent("Ascend", "Agent");
+  add_hosts("Many hosts (ssh)");
 }
 
 LaunchOptions::~LaunchOptions() = default;
@@ -160,6 +162,9 @@ void LaunchOptions::add_what_runs(const char* what) {
 
 std::string LaunchOptions::exclusion_reason(const std::string& clash) const {
   // CLI11 says "--no-python excludes --module"; say why, too.
+  if (clash.find("--include") != std::string::npos && clash.find("--exclude") != std::string::npos)
+    return "--include and --exclude cannot be combined: one names what to use, the other what "
+           "to leave out; drop one";
   if (clash.find("--no-python") == std::string::npos) return clash;
   if (clash.find("--module") != std::string::npos)
     return "--no-python and --module cannot be combined: a module needs python; drop one";
@@ -263,6 +268,67 @@ void LaunchOptions::add_ascend_and_agent(const char* ascend, const char* agent) 
       add_flag("--dry-run", f.dry_run,
                "Print the resolved plan (nodes, ranks, commands, environment) and exit", agent);
   json = add_flag("--json", f.json, "With --dry-run: print the plan as JSON", agent);
+}
+
+bool LaunchOptions::launches_hosts() const {
+  return host_options.hosts->count() > 0 || host_options.hostfile->count() > 0;
+}
+
+// Read by the launching npu_run only; none has a PET_ variable (torchrun has no such options).
+void LaunchOptions::add_hosts(const char* group) {
+  HostsFlags& f = flags_.hosts;
+  HostOptions& o = host_options;
+  auto add_plain = [&](const std::string& dashed, auto& target, const std::string& help) {
+    return app_->add_option(OptionNames::spellings(dashed), target, help)->group(group);
+  };
+  o.hosts = add_plain("--hosts", f.hosts,
+                      "Start the job on these hosts over ssh, one agent each: HOST[:SLOTS],... "
+                      "(horovodrun's -H; Slurm hostlists such as node[01-04]:8); the first is "
+                      "node 0. SLOTS sets the host's workers (default --nproc-per-node)")
+                ->type_name("HOSTS");
+  o.hostfile = add_plain("--hostfile", f.hostfile,
+                         "As --hosts, from a DeepSpeed hostfile: 'HOST slots=N' lines, # comments")
+                   ->type_name("FILE");
+  o.include = add_plain("--include", f.include,
+                        "Use only these hosts or devices: HOST[:SLOT,...]@HOST... (DeepSpeed's "
+                        "syntax)")
+                  ->type_name("FILTER");
+  o.exclude = add_plain("--exclude", f.exclude,
+                        "Leave out these hosts or devices: HOST[:SLOT,...]@HOST...")
+                  ->type_name("FILTER");
+  o.ssh_port = add_plain("--ssh-port", f.ssh_port, "ssh's -p for every host (default: ssh's)");
+  o.ssh_option = add_plain("--ssh-option", f.ssh_options,
+                           "ssh's -o OPTION=VALUE for every host; repeatable (~/.ssh/config "
+                           "applies too)")
+                     ->expected(1)
+                     ->allow_extra_args(false)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                     ->type_name("OPT=VALUE");
+  o.env = add_plain("--env", f.env,
+                    "Pass this variable to every host: NAME (its value here) or NAME=VALUE; "
+                    "repeatable. PATH, PYTHONPATH, PYTHON_EXEC and NPU_RUN_* pass by default")
+              ->expected(1)
+                     ->allow_extra_args(false)
+              ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+              ->type_name("NAME[=VALUE]");
+  o.env_file = add_plain("--env-file", f.env_files,
+                         "NAME=VALUE lines passed to every host, as DeepSpeed's .deepspeed_env "
+                         "(default: .npu_run_env here, then in $HOME, if present); repeatable")
+                   ->expected(1)
+                     ->allow_extra_args(false)
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+                   ->type_name("FILE");
+  o.ship_binary = app_->add_flag(OptionNames::spellings("--ship-binary"), f.ship_binary,
+                                 "Copy this npu_run to each host first (~/.cache/npu_run), "
+                                 "instead of running the same path there")
+                      ->group(group);
+  o.ssh_fanout = add_plain("--ssh-fanout", f.ssh_fanout,
+                           "ssh connections being opened at once (default 32, as pdsh)");
+  o.ssh_tree = app_->add_flag(OptionNames::spellings("--ssh-tree"), f.ssh_tree,
+                              "Where hosts can ssh to each other: each host started here starts "
+                              "others in turn, --ssh-fanout at a time (1,000 hosts in 2 rounds)")
+                   ->group(group);
+  o.include->excludes(o.exclude);
 }
 
 }  // namespace npu_run

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/cli11_fwd.hpp"
 #include "cli/option_names.hpp"
@@ -12,8 +13,24 @@
 
 namespace npu_run {
 
+// --hosts/--hostfile: the launching npu_run starts one agent per host over ssh.
+struct HostsFlags {
+  std::string hosts;
+  std::string hostfile;
+  std::string include;
+  std::string exclude;
+  int ssh_port = 0;  // 0: ssh's own choice (~/.ssh/config, else 22)
+  std::vector<std::string> ssh_options;
+  std::vector<std::string> env;
+  std::vector<std::string> env_files;
+  bool ship_binary = false;
+  int ssh_fanout = 32;
+  bool ssh_tree = false;
+};
+
 // Raw values as CLI11 fills them; the defaults are torchrun's.
 struct LaunchFlags {
+  HostsFlags hosts;
   RendezvousFlags rdzv;
   std::string nproc_per_node = "1";
   int node_rank = 0;
@@ -74,6 +91,8 @@ class LaunchOptions {
   std::string source(const CLI::Option* option) const { return names_.source(option); }
   // CLI11's message for options given together that exclude each other, with the reason.
   std::string exclusion_reason(const std::string& clash) const;
+  // --hosts or --hostfile was given: this npu_run starts the job's agents over ssh.
+  bool launches_hosts() const;
 
   RendezvousOptions rdzv;
   CLI::Option *nproc, *devices, *node_rank, *master_addr, *master_port, *local_addr, *rdzv_backend,
@@ -82,12 +101,18 @@ class LaunchOptions {
       *log_level, *dry_run, *json, *soc, *rank_table, *hccn_conf, *cluster, *agents_per_node,
       *virtual_local_rank, *event_log_handler, *logs_specs, *stdout_filters, *stderr_filters,
       *numa_binding, *worker_store, *hang_timeout, *exit_timeout, *max_no_progress_restarts;
+  // The options of a launch over ssh, which only the launching npu_run reads.
+  struct HostOptions {
+    CLI::Option *hosts, *hostfile, *include, *exclude, *ssh_port, *ssh_option, *env, *env_file,
+        *ship_binary, *ssh_fanout, *ssh_tree;
+  } host_options{};
 
  private:
   void add_shape(const char* shape);
   void add_what_runs(const char* what);
   void add_supervision_and_output(const char* supervise, const char* logs);
   void add_ascend_and_agent(const char* ascend, const char* agent);
+  void add_hosts(const char* group);
   // "--a-b" and "--a_b" (and `also`, more names) with PET_A_B.
   template <typename T>
   CLI::Option* add(const std::string& dashed, T& target, const std::string& help, const char* group,

@@ -87,8 +87,17 @@ ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMa
   const std::string& first = split.script_and_args.front();
   if (!split.after_separator && first.size() > 1 && first[0] == '-')
     return usage_error(unknown_option_message(first, OptionNames::long_names(options.app())));
-  return resolve_or_exit([&] { return resolve(options, split.script_and_args, env, host); },
-                         "npu_run");
+  if (options.launches_hosts()) {
+    try {
+      return ParsedHosts{resolve_hosts(options, split.script_and_args, env, host)};
+    } catch (const UsageError& e) {
+      return usage_error(e.what());
+    }
+  }
+  auto resolved = resolve_or_exit(
+      [&] { return resolve(options, split.script_and_args, env, host); }, "npu_run");
+  if (auto* early = std::get_if<EarlyExit>(&resolved)) return std::move(*early);
+  return std::move(std::get<ParsedLaunch>(resolved));
 }
 
 ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env) {

@@ -11,6 +11,7 @@
 #include "cli/early_exit.hpp"
 #include "cli/host_probe.hpp"
 #include "cluster/cluster_env.hpp"
+#include "config/hosts_launch.hpp"
 #include "config/launch_config.hpp"
 
 namespace npu_run {
@@ -21,7 +22,12 @@ struct ParsedLaunch {
   ClusterFacts cluster;
 };
 
-using ParseResult = std::variant<ParsedLaunch, EarlyExit>;
+// --hosts/--hostfile: this npu_run starts the job's agents over ssh instead of being one.
+struct ParsedHosts {
+  HostsLaunch launch;
+};
+
+using ParseResult = std::variant<ParsedLaunch, EarlyExit, ParsedHosts>;
 
 // `args` excludes argv[0]; `host` is looked at through, never around.
 ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env,

@@ -10,6 +10,7 @@
 #include "cli/host_probe.hpp"
 #include "cli/launch_options.hpp"
 #include "cluster/cluster_env.hpp"
+#include "config/hosts_launch.hpp"
 #include "config/launch_config.hpp"
 
 namespace npu_run {
@@ -36,6 +37,12 @@ void resolve_ascend(const LaunchInputs& in, const JobShape& shape, AscendConfig&
 void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& output);
 // --numa-binding: each local rank's CPUs and memory node, from sysfs (cli/resolve_worker.cpp).
 void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& worker);
+
+// --hosts/--hostfile: the hosts, ssh, the variables and options each host's agent gets
+// (cli/resolve_hosts.cpp).
+HostsLaunch resolve_hosts(const LaunchOptions& options,
+                          const std::vector<std::string>& script_and_args, const EnvMap& env,
+                          HostProbe& host);
 
 // What each worker runs: the script, module or program, python, the role (cli/resolve_worker.cpp).
 void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,

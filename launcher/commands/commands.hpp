@@ -20,6 +20,10 @@
 #include "doctor/doctor.hpp"
 #include "rendezvous/server.hpp"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace npu_run {
 
 // A command's option table and the values it fills, built fresh for each use (a parse, the
@@ -46,9 +50,25 @@ int report_early_exit(const EarlyExit& early);
 // Runs `command`; a UsageError becomes exit 2, any other exception exit 1, each with its message.
 int run_guarded(const std::function<int()>& command);
 
+// What a caller of launch() adds to its event loop: the host-agent of a launch over ssh reads
+// its control channel and starts the hosts of its subtree there. `attach` is called once the
+// agent exists, before the loop runs, with a way to stop the agent (as signal `sig` would, `why`
+// saying what happened) and `done`, which it calls once its own work has ended: the loop runs
+// until then too. What it returns lives as long as the loop.
+struct LaunchHooks {
+  using StopAgent = std::function<void(int sig, const std::string& why)>;
+  std::function<std::shared_ptr<void>(boost::asio::io_context& io, StopAgent stop,
+                                      std::function<void()> done)>
+      attach;
+};
+
 // `npu_run [OPTIONS] SCRIPT ...`: this node's agent (and, on node 0 of a multi-node job, the
 // rendezvous server). Returns npu_run's exit status.
-int launch(const ParsedLaunch& parsed, const EnvMap& env);
+int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hooks = {});
+// `npu_run --hosts ... SCRIPT`: one agent per host over ssh; the job's exit status.
+int launch_on_hosts(const HostsLaunch& launch, const EnvMap& env);
+// `npu_run host-agent --name HOST -- AGENT OPTIONS`: what ssh runs on each host (hidden).
+int host_agent(const std::vector<std::string>& args, const EnvMap& env);
 // The launch's option table, for the completion.
 std::unique_ptr<OptionTable> launch_options();
 

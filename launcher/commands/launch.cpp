@@ -147,14 +147,24 @@ void log_cluster_facts(const ClusterFacts& facts) {
 // Runs the agent, and node 0's server beside it, until both are done: the server outlives the
 // agent while the other nodes still have to stop and hear the decision. Returns the agent's code.
 int run_until_done(asio::io_context& io, LocalAgent& agent, rdzv::RendezvousServer* server,
-                   const LaunchConfig& cfg) {
+                   const LaunchConfig& cfg, const LaunchHooks& hooks) {
   int exit_code = 1;
   bool agent_done = false;
   bool server_done = server == nullptr;
+  bool hooks_done = !hooks.attach;
   asio::steady_timer server_grace(io);
   auto stop_when_both_done = [&] {
-    if (agent_done && server_done) io.stop();
+    if (agent_done && server_done && hooks_done) io.stop();
   };
+  std::shared_ptr<void> attached;
+  if (hooks.attach) {
+    attached = hooks.attach(
+        io, [&agent](int sig, const std::string& why) { agent.stop(sig, why); },
+        [&] {
+          hooks_done = true;
+          stop_when_both_done();
+        });
+  }
   if (server != nullptr) {
     server->start([&](const rdzv::Decision&) {
       server_done = true;
@@ -179,12 +189,13 @@ int run_until_done(asio::io_context& io, LocalAgent& agent, rdzv::RendezvousServ
     stop_when_both_done();
   });
   io.run();
+  attached.reset();  // before the loop it uses goes
   return exit_code;
 }
 
 }  // namespace
 
-int launch(const ParsedLaunch& parsed, const EnvMap& env) {
+int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hooks) {
   const LaunchConfig cfg = with_derived_token(parsed.config);
   const std::string host = asio::ip::host_name();
   configure_agent_logging(cfg.agent.log_level, host, cfg.shape.node_rank);
@@ -233,7 +244,7 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env) {
       AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}},
       &guardian);
 
-  const int exit_code = run_until_done(io, agent, server.get(), cfg);
+  const int exit_code = run_until_done(io, agent, server.get(), cfg, hooks);
   // The code itself, in the log: under Slurm or in a pod, the job's output is often all a user
   // has, and the scheduler's record of the code is easily lost (requeue, no accounting).
   if (exit_code != 0) spdlog::info("exit status {}", exit_code);

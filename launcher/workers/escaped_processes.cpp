@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "workers/child_setup.hpp"
 #include "workers/proc_files.hpp"
 
 namespace npu_run {
@@ -70,7 +71,7 @@ std::vector<EscapedProcess> stop_escaped_processes(const EscapeSweep& sweep) {
           !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
         continue;
       const auto pid = static_cast<pid_t>(std::stol(name));
-      if (pid == self ||
+      if (pid == self || is_helper_process(pid) ||
           std::find(sweep.spare.begin(), sweep.spare.end(), pid) != sweep.spare.end())
         continue;
       const std::string dir = item.path().string();

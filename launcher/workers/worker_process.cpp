@@ -19,6 +19,7 @@
 #include "basics/descriptors.hpp"
 #include "basics/kernel_features.hpp"
 #include "workers/boost_process.hpp"
+#include "workers/child_setup.hpp"
 #include "workers/console.hpp"
 #include "workers/escaped_processes.hpp"
 #include "workers/exec_report.hpp"
@@ -98,18 +99,6 @@ struct WorkerProcessSetup {
         return bp::error_code(errno, boost::system::system_category());
       }
     }
-    // The agent forked with every signal blocked. Its handlers (Asio's, which write to the
-    // agent's signal pipe) must not run here for a signal meant for this worker: back to the
-    // defaults first, as posix_spawn does, then unblock. Exec would reset them too, but only
-    // later. Ignored signals and the mask survive exec; SIGPIPE is ignored by the agent only.
-    for (int sig = 1; sig < NSIG; ++sig) {
-      struct sigaction current {};
-      if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &current) != 0) continue;
-      // SIGPIPE and SIGTTIN are ignored by the agent for itself (workers/terminal_input.hpp).
-      if (current.sa_handler != SIG_DFL &&
-          (current.sa_handler != SIG_IGN || sig == SIGPIPE || sig == SIGTTIN))
-        (void)::signal(sig, SIG_DFL);
-    }
     // --numa-binding, before exec so that every thread the worker starts inherits it.
     if (cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0)
       return bp::error_code(errno, boost::system::system_category());
@@ -121,28 +110,12 @@ struct WorkerProcessSetup {
     // Nothing of the agent's beyond stdio reaches the worker, whatever opened it and however
     // (a worker's daemon holding the rendezvous port or the held port would outlive the job).
     set_cloexec_from_in_child(3, close_range_cloexec);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // The agent forked with every signal blocked. Its handlers (Asio's, which write to the
+    // agent's signal pipe) must not run here for a signal meant for this worker: back to the
+    // defaults, as posix_spawn does, then unblocked.
+    restore_signals_in_child();
     return {};
   }
-};
-
-// Blocks every signal of this thread for a scope: around fork, so that the child starts with
-// none pending against the agent's handlers (WorkerProcessSetup resets them first).
-class AllSignalsBlocked {
- public:
-  AllSignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
-  }
-  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
-  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
-
- private:
-  sigset_t saved_{};
 };
 
 // The file's directory is the worker's log_dir, which spawn() has created.

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# `npu_run --hosts` against real OpenSSH servers: three hosts in network namespaces on a bridge
+# (10.231.91.1-3; sshd on 1 and 2, none on 3), the launcher in the root namespace. Jobs: a 2-host
+# DDP run that agrees on the weights; a rank failing on host 2 gives its code to the launcher;
+# SIGINT to the launcher stops both hosts; a host without sshd is named with ssh's error; a lost
+# ssh session stops its host's agent; include/exclude and slots pick the devices; variables and
+# env files reach the workers; --ship-binary and --ssh-tree. After each, nothing of the job is
+# left on any host (workers and agents carry the test's marker).
+#
+# usage: ssh_launch.sh NPU_RUN_BINARY SOURCE_DIR     (root required; exits 77 = skipped otherwise)
+set -euo pipefail
+
+npu_run=$1
+source_dir=$2
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: network namespaces need root"
+  exit 77
+fi
+command -v /usr/sbin/sshd >/dev/null || { echo "skipped: no sshd (scripts/install_deps.sh)"; exit 77; }
+
+tag="nps$$"
+marker="ssh-launch-$$-$RANDOM"
+work=$(mktemp -d)
+export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
+launcher_pid=
+
+# shellcheck source=lib.sh
+source "$source_dir/tests/e2e/lib.sh"
+# shellcheck source=ssh_lib.sh
+source "$source_dir/tests/e2e/ssh_lib.sh"
+extra_failure_info() {
+  echo "---- launcher stdout"; cat "$work/out" 2>/dev/null || true
+  echo "---- launcher stderr"; cat "$work/err" 2>/dev/null || true
+  for f in "$work"/ssh/sshd*.log; do echo "---- $f"; cat "$f"; done
+}
+cleanup() {
+  [ -z "$launcher_pid" ] || kill -9 "$launcher_pid" 2>/dev/null || true
+  kill_job_processes
+  remove_ssh_hosts
+  rm -rf "$work"
+  [ -z "${shipped:-}" ] || rm -f "$shipped"
+}
+trap cleanup EXIT
+
+SSHD_HOSTS="1 2" make_ssh_hosts "$tag" 10.231.91 3 "$work/ssh"
+h1=10.231.91.1 h2=10.231.91.2 h3=10.231.91.3
+cd "$work"
+
+# Starts the launcher in the background; its pid in launcher_pid.
+start_launcher() {
+  NPU_RUN_TEST_MARKER=$marker "$npu_run" "${ssh_options[@]}" --master-port 29591 --rdzv-timeout 60 "$@" >"$work/out" 2>"$work/err" &
+  launcher_pid=$!
+}
+# Runs the launcher to its end within `seconds`; its status in rc.
+run_launcher() {  # seconds what args...
+  local seconds=$1 what=$2
+  shift 2
+  start_launcher "$@"
+  wait_bounded "$seconds" "$launcher_pid" "the launcher ($what)" "$work/err"
+  launcher_pid=
+}
+workers_up() { [ "$(grep -c ' up$' "$work/out" 2>/dev/null)" -ge "$1" ]; }  # count
+no_strays() {  # what
+  check_no_strays "$1"
+  echo "passed: $1"
+}
+
+# 1. Real DDP on two hosts, started from here; every worker line carries its host.
+run_launcher 180 "DDP" --hosts "$h1:2,$h2:2" --env GLOO_SOCKET_IFNAME=eth0 \
+  "$source_dir/examples/train_ddp.py" --steps 20
+[ "$rc" -eq 0 ] || fail "the DDP job exited $rc" "$work/err"
+expect_in "$work/out" "$h1: " "ranks agree: True"
+[ "$(grep -c "^$h2: .*weights checksum" "$work/out")" -eq 2 ] || fail "host 2's 2 checksums" "$work/out"
+expect_in "$work/err" "all 2 agents started" "[npu_run node 1 " "ranks 2-3 of 4, node 1 of 2"
+no_strays "DDP over ssh on two hosts"
+
+# 2. Rank 3 (on host 2) exits 7: the launcher exits 7 and names it.
+cat >"$work/fail.py" <<'EOF'
+import os, sys, time
+if os.environ["RANK"] == "3":
+    time.sleep(1)
+    sys.exit(7)
+time.sleep(60)
+EOF
+run_launcher 120 "a failing rank" --hosts "$h1:2,$h2:2" "$work/fail.py"
+[ "$rc" -eq 7 ] || fail "a rank's exit 7 gave the launcher $rc" "$work/err"
+expect_in "$work/err" "rank 3 (local 1"
+no_strays "a rank failing on host 2 gives its code to the launcher"
+
+# 3. SIGINT to the launcher: both hosts stop, within the grace, and the launcher exits 130.
+cat >"$work/sleep.py" <<'EOF'
+import os, time
+print(f"rank {os.environ['RANK']} up", flush=True)
+time.sleep(300)
+EOF
+start_launcher --hosts "$h1:2,$h2:2" --term-timeout 5 "$work/sleep.py"
+wait_for 60 "4 workers up" workers_up 4
+kill -INT "$launcher_pid"
+wait_bounded 30 "$launcher_pid" "the launcher after SIGINT" "$work/err"
+launcher_pid=
+[ "$rc" -eq 130 ] || fail "SIGINT gave $rc, expected 130" "$work/err"
+expect_in "$work/err" "received SIGINT: stopping the job on every host"
+no_strays "SIGINT to the launcher stops both hosts"
+
+# 4. A host without sshd is named with ssh's own error, long before any rendezvous timeout; the
+# host that did start is stopped.
+started=$SECONDS
+run_launcher 60 "an unreachable host" --hosts "$h1,$h3" "$work/sleep.py"
+[ "$rc" -eq 255 ] || fail "an unreachable host gave $rc, expected 255 (ssh's)" "$work/err"
+expect_in "$work/err" "cannot start the agent on $h3: ssh: connect to host $h3 port 22: Connection refused"
+[ $((SECONDS - started)) -lt 40 ] || fail "naming the unreachable host took $((SECONDS - started)) s"
+no_strays "an unreachable host is named with ssh's error"
+
+# 5. A lost ssh session (its client killed here) stops that host's agent and so the job.
+start_launcher --hosts "$h1:1,$h2:1" --term-timeout 5 "$work/sleep.py"
+wait_for 60 "2 workers up" workers_up 2
+ssh_pid=$(pgrep -P "$launcher_pid" -f "ssh .* $h2 ")
+kill -9 "$ssh_pid"
+wait_bounded 60 "$launcher_pid" "the launcher after host 2's ssh died" "$work/err"
+launcher_pid=
+[ "$rc" -ne 0 ] || fail "the job went on after host 2's ssh session died" "$work/err"
+# Host 2's own lines cannot come back any more; node 0 and the launcher say what happened.
+expect_in "$work/err" "$h2: the ssh session ended (ssh's exit status 137)" \
+  "node 1 (" "npu_run was stopped by SIGTERM"
+no_strays "a lost ssh session stops its host"
+
+# 6. Slots and filters pick the devices; variables (--env, an env file) reach every worker.
+printf '# passed to every host\nFROM_FILE=file value\n' >"$work/vars.env"
+cat >"$work/devices.py" <<'EOF'
+import os
+print(f"rank {os.environ['RANK']}/{os.environ['WORLD_SIZE']} device {os.environ['DEVICE_ID']} "
+      f"{os.environ.get('FROM_FLAG')} {os.environ.get('FROM_FILE')}", flush=True)
+EOF
+run_launcher 60 "filters" --hosts "$h1:4,$h2:4" --include "$h1:1,3@$h2:0" --env FROM_FLAG=flag \
+  --env-file "$work/vars.env" "$work/devices.py"
+[ "$rc" -eq 0 ] || fail "the filtered job exited $rc" "$work/err"
+expect_in "$work/out" "$h1: rank 0/3 device 1 flag file value" "$h1: rank 1/3 device 3 flag file value" \
+  "$h2: rank 2/3 device 0 flag file value"
+run_launcher 60 "exclude" --hosts "$h1:2,$h2:2" --exclude "$h1:0@$h2" "$work/devices.py"
+[ "$rc" -eq 0 ] || fail "the excluding job exited $rc" "$work/err"
+expect_in "$work/out" "$h1: rank 0/1 device 1"
+! grep -q "^$h2:" "$work/out" || fail "--exclude $h2 still ran there" "$work/out"
+no_strays "slots, include and exclude pick the devices"
+
+# 7. --ship-binary: a copy of npu_run at a path no host has is sent and run from ~/.cache; a
+# second run finds it there. --ssh-tree --ssh-fanout 1: the launcher starts host 1, which
+# starts host 2.
+mkdir -p "$work/private"
+cp "$npu_run" "$work/private/npu_run"
+cat >"$work/exe.py" <<'EOF'
+import os
+print("agent runs", os.readlink(f"/proc/{os.getppid()}/exe"), flush=True)
+EOF
+"$work/private/npu_run" "${ssh_options[@]}" --master-port 29592 --hosts "$h1,$h2" --ship-binary \
+  --ssh-tree --ssh-fanout 1 --dry-run "$work/exe.py" >"$work/plan"
+expect_in "$work/plan" "started by the launcher" "started by $h1" "npu_run need"
+launch_shipped() {
+  NPU_RUN_TEST_MARKER=$marker "$work/private/npu_run" "${ssh_options[@]}" --master-port 29592 \
+    --hosts "$h1,$h2" --ship-binary --ssh-tree --ssh-fanout 1 "$work/exe.py" >"$work/out" 2>"$work/err" &
+  launcher_pid=$!
+  wait_bounded 60 "$launcher_pid" "the shipped, tree-started job" "$work/err"
+  launcher_pid=
+  [ "$rc" -eq 0 ] || fail "the shipped job exited $rc" "$work/err"
+}
+# This content's copy, left by an earlier run, would be used without a send.
+# (named in the plan: $npu_run may be the old-kernel wrapper of the binary that is shipped).
+shipped="$HOME/.cache/npu_run/$(grep -o 'npu_run-[0-9a-f]\{16\}' "$work/plan" | head -1)"
+rm -f "$shipped"
+launch_shipped
+expect_in "$work/out" "$h1: agent runs $shipped" "$h2: agent runs $shipped"
+expect_in "$work/err" "sending npu_run's binary"
+launch_shipped
+if grep -q "sending npu_run's binary" "$work/err"; then fail "the binary was sent again" "$work/err"; fi
+no_strays "--ship-binary and --ssh-tree"

@@ -44,9 +44,14 @@ std::vector<std::string_view> top_level_items(std::string_view text) {
   return items;
 }
 
+// Also refuses a name ssh would read as an option ("-oProxyCommand=...").
 void refuse_repeats(const std::vector<HostSlots>& hosts) {
   std::map<std::string_view, const HostSlots*> seen;
   for (const HostSlots& host : hosts) {
+    if (host.name.front() == '-') {
+      throw UsageError(fmt::format("host '{}' ({}): a host name cannot start with '-'",
+                                   printable(host.name), host.origin));
+    }
     const auto [it, fresh] = seen.emplace(host.name, &host);
     if (!fresh) {
       throw UsageError(fmt::format(

@@ -23,6 +23,7 @@ void HostOutput::release() {
   std::string held;
   held.swap(held_);
   show(held);
+  if (ended_ && !held.empty() && held.back() != '\n') console_.end_line(this);
 }
 
 void HostOutput::close() {
@@ -35,6 +36,7 @@ void HostOutput::read_more() {
       boost::asio::buffer(buffer_),
       [self = shared_from_this()](boost::system::error_code ec, size_t n) {
         if (ec) {
+          self->ended_ = true;
           if (self->in_control_) {  // a cut control line is text
             self->in_control_ = false;
             self->show(self->control_line_);

@@ -60,6 +60,7 @@ class HostOutput : public std::enable_shared_from_this<HostOutput> {
   bool in_control_ = false;
   std::string control_line_;
   bool holding_ = false;
+  bool ended_ = false;  // the pipe reached its end
   std::string held_;
 };
 

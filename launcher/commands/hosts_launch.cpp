@@ -213,7 +213,7 @@ class HostsRun {
   }
 
   static std::string hint(int code) {
-    if (code == 255) return " (ssh could not connect or log in: try `ssh HOST true` by hand)";
+    if (code == 255) return " (ssh could not connect or log in; try 'ssh HOST true' by hand)";
     if (code == 127) return " (npu_run is not at this path there: install it, or --ship-binary)";
     return "";
   }

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   if (const auto* early = std::get_if<npu_run::EarlyExit>(&parsed))
     return npu_run::report_early_exit(*early);
   if (const auto* hosts = std::get_if<npu_run::ParsedHosts>(&parsed)) {
-    return npu_run::run_guarded([&] { return npu_run::launch_on_hosts(hosts->launch, env); });
+    return npu_run::run_guarded([&] { return npu_run::launch_on_hosts(hosts->launch); });
   }
   return npu_run::run_guarded(
       [&] { return npu_run::launch(std::get<npu_run::ParsedLaunch>(parsed), env); });

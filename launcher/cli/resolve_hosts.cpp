@@ -169,15 +169,15 @@ HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>
   const LaunchFlags& f = o.flags();
   HostsLaunch launch;
   launch.nproc_per_node = f.nproc_per_node;
+  std::optional<int> numeric_nproc;
   if (const auto n = parse_integer(f.nproc_per_node, 1, kMaxWorkersPerNode))
-    launch.numeric_nproc = static_cast<int>(*n);
-  launch.hosts = filter_hosts(read_hosts(o, host), f.hosts.include, f.hosts.exclude,
-                              launch.numeric_nproc);
-  check_slots_against_nproc(launch.hosts, o, launch.numeric_nproc);
+    numeric_nproc = static_cast<int>(*n);
+  launch.hosts =
+      filter_hosts(read_hosts(o, host), f.hosts.include, f.hosts.exclude, numeric_nproc);
+  check_slots_against_nproc(launch.hosts, o, numeric_nproc);
   refuse_per_host_options(o, launch.hosts.size());
-  launch.devices_given = OptionNames::given(o.devices);
   for (const HostSlots& h : launch.hosts) {
-    if (launch.devices_given && !h.devices.empty()) {
+    if (OptionNames::given(o.devices) && !h.devices.empty()) {
       throw UsageError(fmt::format("{} and --include/--exclude both pick host '{}''s devices; "
                                    "use one of them",
                                    o.source(o.devices), h.name));

@@ -66,7 +66,7 @@ struct LaunchHooks {
 // rendezvous server). Returns npu_run's exit status.
 int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hooks = {});
 // `npu_run --hosts ... SCRIPT`: one agent per host over ssh; the job's exit status.
-int launch_on_hosts(const HostsLaunch& launch, const EnvMap& env);
+int launch_on_hosts(const HostsLaunch& launch);
 // `npu_run host-agent --name HOST -- AGENT OPTIONS`: what ssh runs on each host (hidden).
 int host_agent(const std::vector<std::string>& args, const EnvMap& env);
 // The launch's option table, for the completion.

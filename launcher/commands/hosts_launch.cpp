@@ -151,7 +151,8 @@ class HostsRun {
                                                  const std::string& why) {
                                  on_failed(host, code, why, sessions);
                                },
-                               [&io] { io.stop(); }});
+                               [&io] { io.stop(); }},
+        /*first_alone=*/true);
     asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
     signals.add(SIGQUIT);
     std::function<void()> wait_signal = [&] {
@@ -245,8 +246,7 @@ class HostsRun {
 
 }  // namespace
 
-int launch_on_hosts(const HostsLaunch& launch, const EnvMap& env) {
-  (void)env;
+int launch_on_hosts(const HostsLaunch& launch) {
   const std::string here = asio::ip::host_name();
   configure_agent_logging(launch.agent.log_level, here, std::nullopt);
   set_launcher_log_identity(here);

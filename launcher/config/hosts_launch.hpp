@@ -42,8 +42,6 @@ struct HostsLaunch {
   std::vector<std::string> script_and_args;
   // --nproc-per-node as given, for hosts without slots ("8", "auto": each host counts its own).
   std::string nproc_per_node = "1";
-  std::optional<int> numeric_nproc;  // the same when it is a number
-  bool devices_given = false;         // --devices given: hosts with picked slots conflict
   // --master-addr or --rdzv-endpoint was given (and is among agent_options); else each host gets
   // --master-addr: node 0's address, its HostName as `ssh -G` resolves it.
   bool rendezvous_given = false;
@@ -54,7 +52,6 @@ struct HostsLaunch {
   // The token the hosts get through ssh's stdin: given, else made at launch (NoToken here).
   RendezvousToken token;
   AgentOptions agent;  // log level, --dry-run, --json
-  std::string self;    // this npu_run's absolute path: what runs on the hosts (or is shipped)
 };
 
 }  // namespace npu_run

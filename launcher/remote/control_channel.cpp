@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -43,9 +44,14 @@ ControlChannel::ControlChannel(boost::asio::io_context& io, int fd,
                                std::function<void(int)> on_stop, std::function<void()> on_closed)
     : input_(io, fd), on_stop_(std::move(on_stop)), on_closed_(std::move(on_closed)) {}
 
-void ControlChannel::start(std::string_view already_read) {
-  feed(already_read);
-  read_more();
+void ControlChannel::start(std::string already_read) {
+  // From the loop, once the agent has started: a stop that came with the preamble must find
+  // an agent to stop.
+  boost::asio::post(input_.get_executor(),
+                    [self = shared_from_this(), early = std::move(already_read)] {
+                      self->feed(early);
+                      self->read_more();
+                    });
 }
 
 void ControlChannel::feed(std::string_view data) {

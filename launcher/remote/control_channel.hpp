@@ -28,8 +28,9 @@ class ControlChannel : public std::enable_shared_from_this<ControlChannel> {
   // Takes ownership of `fd`.
   ControlChannel(boost::asio::io_context& io, int fd, std::function<void(int sig)> on_stop,
                  std::function<void()> on_closed);
-  // Handles `already_read` (what came behind the preamble), then reads on.
-  void start(std::string_view already_read);
+  // Handles `already_read` (what came behind the preamble), then reads on; both from the loop,
+  // after whatever was posted before.
+  void start(std::string already_read);
   void close();
 
  private:

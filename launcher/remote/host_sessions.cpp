@@ -73,10 +73,11 @@ struct HostSessions::Session {
 
 HostSessions::HostSessions(asio::io_context& io, ChildExits& exits, std::vector<HostStart> hosts,
                            int fanout, std::shared_ptr<const std::string> binary,
-                           Handlers handlers)
+                           Handlers handlers, bool first_alone)
     : io_(io),
       exits_(exits),
       fanout_(std::max(1, fanout)),
+      first_alone_(first_alone),
       binary_(std::move(binary)),
       handlers_(std::move(handlers)) {
   for (HostStart& host : hosts) sessions_.push_back(std::make_unique<Session>(io, std::move(host)));
@@ -104,6 +105,10 @@ void HostSessions::start() {
 void HostSessions::start_more() {
   while (stopped_by_ == 0 && next_ < sessions_.size() &&
          in_handshake_ < static_cast<size_t>(fanout_)) {
+    const auto first = sessions_.front()->state;
+    if (first_alone_ && next_ > 0 && first != Session::State::kReady &&
+        first != Session::State::kEnded)
+      return;
     Session& session = *sessions_[next_++];
     ++in_handshake_;
     session.state = Session::State::kConnecting;

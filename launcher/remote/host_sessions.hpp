@@ -38,9 +38,13 @@ class HostSessions {
     std::function<void()> all_ended;
   };
 
-  // `binary` (nullptr: none) is sent to a host with ship_binary that asks for it.
+  // `binary` (nullptr: none) is sent to a host with ship_binary that asks for it. With
+  // `first_alone` the first host is started alone, the others once its agent runs: the
+  // launcher's first host is node 0, which hosts the rendezvous, and agents started before it
+  // would sit in their connect backoff (up to 2 s) until its server is up.
   HostSessions(boost::asio::io_context& io, ChildExits& exits, std::vector<HostStart> hosts,
-               int fanout, std::shared_ptr<const std::string> binary, Handlers handlers);
+               int fanout, std::shared_ptr<const std::string> binary, Handlers handlers,
+               bool first_alone = false);
   ~HostSessions();
   HostSessions(const HostSessions&) = delete;
   HostSessions& operator=(const HostSessions&) = delete;
@@ -69,6 +73,7 @@ class HostSessions {
   boost::asio::io_context& io_;
   ChildExits& exits_;
   int fanout_;
+  bool first_alone_;
   std::shared_ptr<const std::string> binary_;
   Handlers handlers_;
   std::vector<std::unique_ptr<Session>> sessions_;

@@ -102,6 +102,16 @@ launcher_pid=
 expect_in "$work/err" "received SIGINT: stopping the job on every host"
 no_strays "SIGINT to the launcher stops both hosts"
 
+# Ctrl-C while the hosts are still being started: whoever already runs stops, the rest never
+# start.
+start_launcher --hosts "$h1:2,$h2:2" --term-timeout 5 "$work/sleep.py"
+sleep 0.15
+kill -INT "$launcher_pid"
+wait_bounded 30 "$launcher_pid" "the launcher after an early SIGINT" "$work/err"
+launcher_pid=
+[ "$rc" -eq 130 ] || fail "an early SIGINT gave $rc, expected 130" "$work/err"
+no_strays "SIGINT while the hosts start"
+
 # 4. A host without sshd is named with ssh's own error, long before any rendezvous timeout; the
 # host that did start is stopped.
 started=$SECONDS

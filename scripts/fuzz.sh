@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${NPU_RUN_FUZZ_BUILD_DIR:-$root/build-asan}
 all_targets=(fuzz_frame_decoder fuzz_messages fuzz_rdzv_state fuzz_hostlist fuzz_rank_table
-             fuzz_command_line)
+             fuzz_command_line fuzz_hosts)
 
 # Input sizes that matter per target: frames and messages are small, hostlists short lines.
 max_len() {

@@ -54,59 +54,36 @@ if(NPU_RUN_OLD_KERNEL_SUITE)
   list(APPEND e2e_binaries ${old_kernel_npu_run})
   list(APPEND e2e_prefixes "linux 3.10: e2e")
 endif()
-foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
-  set(labels "e2e;integration")
-  if(NOT prefix STREQUAL "e2e")
-    list(APPEND labels integration-old-kernel)
-  endif()
-  add_test(NAME "${prefix}: PyTorch DDP across two network namespaces"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh ${binary} ${PROJECT_SOURCE_DIR})
-  # Each kind holds a machine-wide resource (namespace names, the test cluster's ports, mpirun's
-  # session): with ctest -j the two runs of one kind must not overlap.
-  set_tests_properties("${prefix}: PyTorch DDP across two network namespaces"
-                       PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 300
-                                  RESOURCE_LOCK netns)
-  add_test(NAME "${prefix}: Slurm jobs on a real two-node test cluster"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/slurm_e2e.sh ${binary} ${PROJECT_SOURCE_DIR})
-  set_tests_properties("${prefix}: Slurm jobs on a real two-node test cluster"
-                       PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 400
-                                  RESOURCE_LOCK slurm)
-  add_test(NAME "${prefix}: mpirun -n 2 forms one two-node job"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/mpi_e2e.sh ${binary} ${PROJECT_SOURCE_DIR})
-  set_tests_properties("${prefix}: mpirun -n 2 forms one two-node job"
-                       PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 300
-                                  RESOURCE_LOCK mpirun)
-endforeach()
+# Registers tests/e2e/SCRIPT as "<prefix>: TITLE" for each binary above. Each kind holds a
+# machine-wide resource (namespace names, the test cluster's ports, mpirun's session): with
+# ctest -j the runs of one kind must not overlap (LOCK).
+function(npu_run_e2e_test title script timeout lock)
+  foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
+    set(labels "e2e;integration")
+    if(NOT prefix STREQUAL "e2e")
+      list(APPEND labels integration-old-kernel)
+    endif()
+    add_test(NAME "${prefix}: ${title}"
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script} ${binary} ${PROJECT_SOURCE_DIR})
+    set_tests_properties("${prefix}: ${title}"
+                         PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT ${timeout}
+                                    RESOURCE_LOCK ${lock})
+  endforeach()
+endfunction()
+npu_run_e2e_test("PyTorch DDP across two network namespaces" netns_ddp.sh 300 netns)
+npu_run_e2e_test("Slurm jobs on a real two-node test cluster" slurm_e2e.sh 400 slurm)
+npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
 # A partition shorter than the heartbeat timeout, ridden out; behind the old-kernel wrapper too,
 # where TCP_RTO_MAX_MS is refused as before Linux 6.15 and only the session's resume on a new
 # connection carries the job through.
-foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
-  set(labels "e2e;integration")
-  if(NOT prefix STREQUAL "e2e")
-    list(APPEND labels integration-old-kernel)
-  endif()
-  set(name "${prefix}: a partition of 2/3 of the heartbeat timeout between two network namespaces")
-  add_test(NAME "${name}" COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_partition.sh ${binary}
-                                  ${PROJECT_SOURCE_DIR})
-  set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 180
-                                            RESOURCE_LOCK netns-partition)
-endforeach()
-
+npu_run_e2e_test("a partition of 2/3 of the heartbeat timeout between two network namespaces"
+                 netns_partition.sh 180 netns-partition)
 # A whole job started from here over ssh: real OpenSSH servers in network namespaces (DDP on two
-# hosts, a failing rank's code, SIGINT, an unreachable host, a lost session, device filters,
-# --ship-binary, --ssh-tree). Behind the old-kernel wrapper the launcher's side runs as on Linux
-# 3.10 (its ssh children reaped through SIGCHLD); the hosts' agents are started by sshd.
-foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
-  set(labels "e2e;integration")
-  if(NOT prefix STREQUAL "e2e")
-    list(APPEND labels integration-old-kernel)
-  endif()
-  set(name "${prefix}: --hosts starts a job on two ssh hosts in network namespaces")
-  add_test(NAME "${name}" COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/ssh_launch.sh ${binary}
-                                  ${PROJECT_SOURCE_DIR})
-  set_tests_properties("${name}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT 400
-                                            RESOURCE_LOCK ssh-hosts)
-endforeach()
+# hosts, a failing rank's code, SIGINT, SIGKILL, an unreachable host, a lost session, device
+# filters, --ship-binary, --ssh-tree). Behind the old-kernel wrapper the launcher's side runs as
+# on Linux 3.10 (its ssh children reaped through SIGCHLD); the hosts' agents are started by sshd.
+npu_run_e2e_test("--hosts starts a job on two ssh hosts in network namespaces" ssh_launch.sh 400
+                 ssh-hosts)
 
 # The workers' store against real torch 1.13 clients (2.6's below): torch's own store tests
 # re-enacted by the workers, on one node and on two (the rendezvous port shared), with a restart
@@ -159,6 +136,13 @@ set_tests_properties("torch 2.6: e2e: PyTorch DDP across two network namespaces"
 # The benchmark smokes run alone (RUN_SERIAL): they start hundreds of processes and
 # connections at once, and a small listen backlog under another test's load could refuse one.
 # Smoke run of the start-up benchmark (this build's binary and the for-loop only).
+add_test(NAME "bench smoke: starting hosts over ssh against the ssh for-loops"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/ssh_start.py
+                 --npu-run $<TARGET_FILE:npu_run> --hosts 4 --runs 1)
+set_tests_properties("bench smoke: starting hosts over ssh against the ssh for-loops"
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 300
+                                SKIP_REGULAR_EXPRESSION "^skipped"
+                                PASS_REGULAR_EXPRESSION "\\| 4 \\| npu_run --hosts \\(fan-out 32\\) \\| [0-9.]+ s")
 add_test(NAME "bench smoke: start-up against the shell for-loop"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/startup.py
                  --dynamic $<TARGET_FILE:npu_run> --runs 3)

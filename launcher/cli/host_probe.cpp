@@ -1,8 +1,7 @@
 #include "cli/host_probe.hpp"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -57,8 +56,8 @@ class RealHost : public HostProbe {
                         size_t max_bytes) override {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-      throw UsageError(fmt::format("{} {}: cannot read it: {}", source, path,
-                                   std::strerror(errno)));
+      throw UsageError(
+          fmt::format("{} {}: cannot read it: {}", source, path, std::strerror(errno)));
     }
     std::string text(max_bytes + 1, '\0');
     in.read(text.data(), static_cast<std::streamsize>(text.size()));

@@ -293,9 +293,9 @@ void LaunchOptions::add_hosts(const char* group) {
                         "Use only these hosts or devices: HOST[:SLOT,...]@HOST... (DeepSpeed's "
                         "syntax)")
                   ->type_name("FILTER");
-  o.exclude = add_plain("--exclude", f.exclude,
-                        "Leave out these hosts or devices: HOST[:SLOT,...]@HOST...")
-                  ->type_name("FILTER");
+  o.exclude =
+      add_plain("--exclude", f.exclude, "Leave out these hosts or devices: HOST[:SLOT,...]@HOST...")
+          ->type_name("FILTER");
   o.ssh_port = add_plain("--ssh-port", f.ssh_port, "ssh's -p for every host (default: ssh's)");
   o.ssh_option = add_plain("--ssh-option", f.ssh_options,
                            "ssh's -o OPTION=VALUE for every host; repeatable (~/.ssh/config "
@@ -308,14 +308,14 @@ void LaunchOptions::add_hosts(const char* group) {
                     "Pass this variable to every host: NAME (its value here) or NAME=VALUE; "
                     "repeatable. PATH, PYTHONPATH, PYTHON_EXEC and NPU_RUN_* pass by default")
               ->expected(1)
-                     ->allow_extra_args(false)
+              ->allow_extra_args(false)
               ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
               ->type_name("NAME[=VALUE]");
   o.env_file = add_plain("--env-file", f.env_files,
                          "NAME=VALUE lines passed to every host, as DeepSpeed's .deepspeed_env "
                          "(default: .npu_run_env here, then in $HOME, if present); repeatable")
                    ->expected(1)
-                     ->allow_extra_args(false)
+                   ->allow_extra_args(false)
                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
                    ->type_name("FILE");
   o.ship_binary = app_->add_flag(OptionNames::spellings("--ship-binary"), f.ship_binary,

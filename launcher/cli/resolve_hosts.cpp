@@ -110,18 +110,19 @@ std::vector<PassedVariable> passed_variables(const LaunchOptions& o, const EnvMa
                                    printable(item)));
     }
     if (name == kTokenVariable) {
-      throw UsageError(fmt::format("--env {}: the token reaches the hosts by itself (through "
-                                   "ssh's stdin, never a command line); drop this --env",
-                                   name));
+      throw UsageError(
+          fmt::format("--env {}: the token reaches the hosts by itself (through "
+                      "ssh's stdin, never a command line); drop this --env",
+                      name));
     }
     if (equals != std::string::npos) {
       add_variable(passed, name, item.substr(equals + 1), "--env");
     } else if (const auto value = lookup(env, name)) {
       add_variable(passed, name, *value, "--env");
     } else {
-      throw UsageError(fmt::format(
-          "--env {}: {} is not set here; export it first, or give --env {}=VALUE", name, name,
-          name));
+      throw UsageError(
+          fmt::format("--env {}: {} is not set here; export it first, or give --env {}=VALUE", name,
+                      name, name));
     }
   }
   return passed;
@@ -144,8 +145,7 @@ bool launcher_only(const LaunchOptions& o, const CLI::Option* option) {
 std::vector<std::string> forwarded_options(const LaunchOptions& o) {
   std::vector<std::string> args;
   for (const CLI::Option* option : o.app().get_options()) {
-    if (option->count() == 0 || option->get_lnames().empty() || launcher_only(o, option))
-      continue;
+    if (option->count() == 0 || option->get_lnames().empty() || launcher_only(o, option)) continue;
     const std::string name = "--" + option->get_lnames().front();
     if (option->get_expected_max() == 0) {
       if (option->as<bool>()) args.push_back(name);
@@ -172,15 +172,15 @@ HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>
   std::optional<int> numeric_nproc;
   if (const auto n = parse_integer(f.nproc_per_node, 1, kMaxWorkersPerNode))
     numeric_nproc = static_cast<int>(*n);
-  launch.hosts =
-      filter_hosts(read_hosts(o, host), f.hosts.include, f.hosts.exclude, numeric_nproc);
+  launch.hosts = filter_hosts(read_hosts(o, host), f.hosts.include, f.hosts.exclude, numeric_nproc);
   check_slots_against_nproc(launch.hosts, o, numeric_nproc);
   refuse_per_host_options(o, launch.hosts.size());
   for (const HostSlots& h : launch.hosts) {
     if (OptionNames::given(o.devices) && !h.devices.empty()) {
-      throw UsageError(fmt::format("{} and --include/--exclude both pick host '{}''s devices; "
-                                   "use one of them",
-                                   o.source(o.devices), h.name));
+      throw UsageError(
+          fmt::format("{} and --include/--exclude both pick host '{}''s devices; "
+                      "use one of them",
+                      o.source(o.devices), h.name));
     }
   }
   if (f.hosts.ssh_fanout < 1 || f.hosts.ssh_fanout > 1024) {
@@ -193,17 +193,18 @@ HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>
   }
   for (const std::string& option : f.hosts.ssh_options) {
     if (option.find('=') == std::string::npos || option.front() == '-') {
-      throw UsageError(fmt::format(
-          "--ssh-option '{}': expected OPTION=VALUE as ssh's -o takes it (e.g. "
-          "--ssh-option IdentityFile=~/.ssh/cluster)",
-          printable(option)));
+      throw UsageError(
+          fmt::format("--ssh-option '{}': expected OPTION=VALUE as ssh's -o takes it (e.g. "
+                      "--ssh-option IdentityFile=~/.ssh/cluster)",
+                      printable(option)));
     }
   }
   launch.ssh.program = lookup(env, "NPU_RUN_SSH").value_or("ssh");
   if (host.find_program(launch.ssh.program).empty()) {
-    throw UsageError(fmt::format("ssh ('{}') is not on PATH here; install OpenSSH's client, or "
-                                 "name it with NPU_RUN_SSH",
-                                 launch.ssh.program));
+    throw UsageError(
+        fmt::format("ssh ('{}') is not on PATH here; install OpenSSH's client, or "
+                    "name it with NPU_RUN_SSH",
+                    launch.ssh.program));
   }
   if (OptionNames::given(o.host_options.ssh_port)) launch.ssh.port = f.hosts.ssh_port;
   launch.ssh.options = f.hosts.ssh_options;
@@ -214,7 +215,8 @@ HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>
   launch.working_directory = host.working_directory();
   launch.agent_options = forwarded_options(o);
   launch.script_and_args = script_and_args;
-  launch.rendezvous_given = OptionNames::given(o.master_addr) || OptionNames::given(o.rdzv_endpoint);
+  launch.rendezvous_given =
+      OptionNames::given(o.master_addr) || OptionNames::given(o.rdzv_endpoint);
   if (OptionNames::given(o.master_addr)) launch.master_addr = f.master_addr;
   launch.master_port = f.master_port;
   if (OptionNames::given(o.prefix)) launch.prefix_template = f.prefix_template;

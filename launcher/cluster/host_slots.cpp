@@ -54,9 +54,9 @@ void refuse_repeats(const std::vector<HostSlots>& hosts) {
     }
     const auto [it, fresh] = seen.emplace(host.name, &host);
     if (!fresh) {
-      throw UsageError(fmt::format(
-          "host '{}' is named twice ({}; {}): give it once, with all its slots", host.name,
-          it->second->origin, host.origin));
+      throw UsageError(
+          fmt::format("host '{}' is named twice ({}; {}): give it once, with all its slots",
+                      host.name, it->second->origin, host.origin));
     }
   }
 }
@@ -72,9 +72,10 @@ std::vector<FilterItem> parse_filter(std::string_view text, const std::string& f
   for (std::string_view raw : split(text, '@')) {
     const std::string_view item = trim(raw);
     if (item.empty()) {
-      throw UsageError(fmt::format("{} '{}': an empty host between '@'s; expected "
-                                   "HOST[:SLOT[,SLOT...]][@HOST...]",
-                                   flag, printable(text)));
+      throw UsageError(
+          fmt::format("{} '{}': an empty host between '@'s; expected "
+                      "HOST[:SLOT[,SLOT...]][@HOST...]",
+                      flag, printable(text)));
     }
     FilterItem parsed;
     const size_t colon = item.find(':');
@@ -132,9 +133,10 @@ std::vector<HostSlots> parse_hosts_list(std::string_view text, const std::string
   for (std::string_view raw : top_level_items(text)) {
     const std::string_view item = trim(raw);
     if (item.empty()) {
-      throw UsageError(fmt::format("{} '{}': an empty host; expected HOST[:SLOTS],... "
-                                   "(e.g. server0:8,server1:8 or node[01-04]:8)",
-                                   source, printable(text)));
+      throw UsageError(
+          fmt::format("{} '{}': an empty host; expected HOST[:SLOTS],... "
+                      "(e.g. server0:8,server1:8 or node[01-04]:8)",
+                      source, printable(text)));
     }
     // The slots follow the last ':' outside brackets.
     const size_t colon = item.rfind(':');
@@ -168,17 +170,18 @@ std::vector<HostSlots> parse_hostfile(std::string_view content, const std::strin
     for (size_t i = 1; i < words.size(); ++i) {
       constexpr std::string_view kSlots = "slots=";
       if (words[i].substr(0, kSlots.size()) != kSlots || host.slots) {
-        throw UsageError(fmt::format("{}: '{}' is not 'HOST slots=N' (as in DeepSpeed's "
-                                     "hostfiles; '#' starts a comment)",
-                                     where, printable(text)));
+        throw UsageError(
+            fmt::format("{}: '{}' is not 'HOST slots=N' (as in DeepSpeed's "
+                        "hostfiles; '#' starts a comment)",
+                        where, printable(text)));
       }
       host.slots = parse_slots(words[i].substr(kSlots.size()), where);
     }
     hosts.push_back(std::move(host));
   }
   if (hosts.empty()) {
-    throw UsageError(fmt::format(
-        "hostfile {} names no host; write one 'HOST slots=N' line per host", path));
+    throw UsageError(
+        fmt::format("hostfile {} names no host; write one 'HOST slots=N' line per host", path));
   }
   refuse_repeats(hosts);
   return hosts;
@@ -187,8 +190,9 @@ std::vector<HostSlots> parse_hostfile(std::string_view content, const std::strin
 std::vector<HostSlots> filter_hosts(std::vector<HostSlots> hosts, std::string_view include,
                                     std::string_view exclude, std::optional<int> default_slots) {
   if (!include.empty() && !exclude.empty()) {
-    throw UsageError("--include and --exclude were both given; use one of them (DeepSpeed's "
-                     "rule: include names what to use, exclude what to leave out)");
+    throw UsageError(
+        "--include and --exclude were both given; use one of them (DeepSpeed's "
+        "rule: include names what to use, exclude what to leave out)");
   }
   if (include.empty() && exclude.empty()) return hosts;
   const bool including = !include.empty();
@@ -223,16 +227,15 @@ std::vector<HostSlots> filter_hosts(std::vector<HostSlots> hosts, std::string_vi
     check_slots_exist(offered, *item, flag);
     std::vector<int> devices;
     for (int slot : offered) {
-      const bool listed = std::find(item->slots.begin(), item->slots.end(), slot) !=
-                          item->slots.end();
+      const bool listed =
+          std::find(item->slots.begin(), item->slots.end(), slot) != item->slots.end();
       if (listed == including) devices.push_back(slot);
     }
     if (devices.empty()) continue;  // every slot excluded: the host is left out
     set_devices(host, std::move(devices));
     kept.push_back(std::move(host));
   }
-  if (kept.empty())
-    throw UsageError(fmt::format("{} leaves no host to run on", flag));
+  if (kept.empty()) throw UsageError(fmt::format("{} leaves no host to run on", flag));
   return kept;
 }
 

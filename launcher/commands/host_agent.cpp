@@ -54,8 +54,7 @@ std::vector<HostStart> starts_of(const Preamble& preamble) {
   for (const ChildHost& child : preamble.children) {
     Preamble theirs = preamble;
     theirs.children = child.children;
-    starts.push_back(
-        HostStart{child.name, child.argv, format_preamble(theirs), child.ship_binary});
+    starts.push_back(HostStart{child.name, child.argv, format_preamble(theirs), child.ship_binary});
   }
   return starts;
 }
@@ -83,8 +82,8 @@ int host_agent(const std::vector<std::string>& args, const EnvMap& env) {
     preamble = parse_preamble(
         read_line_with_deadline(control_fd, kPreambleTimeout, kMaxPreambleBytes, after_preamble));
   } catch (const std::exception& e) {
-    std::cerr << "npu_run host-agent on " << name << ": no preamble from the launcher: "
-              << e.what() << "\n";
+    std::cerr << "npu_run host-agent on " << name << ": no preamble from the launcher: " << e.what()
+              << "\n";
     ::close(control_fd);
     return kExitUsage;
   }
@@ -124,7 +123,9 @@ int host_agent(const std::vector<std::string>& args, const EnvMap& env) {
     if (!preamble.children.empty()) {
       a->exits = std::make_unique<ChildExits>(io);
       HostSessions::Handlers handlers{
-          [](const std::string& host) { say({ControlLine::Kind::kReady, host, 0, ""}); },
+          [](const std::string& host) {
+            say({ControlLine::Kind::kReady, host, 0, ""});
+          },
           [](const std::string& host, int code, const std::string& why) {
             if (!why.empty()) spdlog::warn("{}: {}", host, why);
             say({ControlLine::Kind::kExit, host, code, ""});

@@ -38,15 +38,16 @@ namespace asio = boost::asio;
 // itself (without "user@") when ssh cannot say.
 std::string node0_address(const HostsLaunch& launch) {
   const std::string& name = launch.hosts.front().name;
-  const std::string plain = name.substr(name.find('@') == std::string::npos ? 0 : name.find('@') + 1);
+  const std::string plain =
+      name.substr(name.find('@') == std::string::npos ? 0 : name.find('@') + 1);
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return plain;
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   asio::io_context io;
   boost::system::error_code ec;
   const auto argv = ssh_config_argv(launch.ssh, name);
-  const pid_t pid = spawn_helper(io, argv.front(), {argv.begin() + 1, argv.end()}, null, out[1],
-                                 null, ec);
+  const pid_t pid =
+      spawn_helper(io, argv.front(), {argv.begin() + 1, argv.end()}, null, out[1], null, ec);
   ::close(out[1]);
   ::close(null);
   std::string text;
@@ -65,7 +66,8 @@ std::string node0_address(const HostsLaunch& launch) {
 }
 
 std::string devices_text(const HostPlan& plan) {
-  if (!plan.host.devices.empty()) return fmt::format("devices {}", fmt::join(plan.host.devices, ","));
+  if (!plan.host.devices.empty())
+    return fmt::format("devices {}", fmt::join(plan.host.devices, ","));
   return "devices: the host's own choice";
 }
 
@@ -77,8 +79,8 @@ std::string who_starts(const StartTree& tree, const std::vector<HostPlan>& plans
   return "the launcher";
 }
 
-int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans,
-               const StartTree& tree, const std::string& master, const std::string& token) {
+int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans, const StartTree& tree,
+               const std::string& master, const std::string& token) {
   if (launch.agent.json) {
     nlohmann::json hosts = nlohmann::json::array();
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -90,7 +92,8 @@ int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans,
                        {"ssh", plans[i].ssh}});
     }
     nlohmann::json env = nlohmann::json::array();
-    for (const PassedVariable& v : launch.env) env.push_back({{"name", v.name}, {"source", v.source}});
+    for (const PassedVariable& v : launch.env)
+      env.push_back({{"name", v.name}, {"source", v.source}});
     const nlohmann::json plan = {{"hosts", hosts},
                                  {"rendezvous", master},
                                  {"token", token},
@@ -108,8 +111,10 @@ int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans,
                       launch.ssh.tree ? ", hosts start hosts (--ssh-tree)" : "",
                       launch.ssh.ship_binary ? ", npu_run's binary shipped first" : "");
   std::vector<std::string> names;
-  for (const PassedVariable& v : launch.env) names.push_back(fmt::format("{} ({})", v.name, v.source));
-  text += fmt::format("variables passed: {}\n", names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
+  for (const PassedVariable& v : launch.env)
+    names.push_back(fmt::format("{} ({})", v.name, v.source));
+  text += fmt::format("variables passed: {}\n",
+                      names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
   for (size_t i = 0; i < plans.size(); ++i) {
     const HostPlan& p = plans[i];
     text += fmt::format("node {}: {}, {} worker{}{}, {}, started by {}\n  {}\n", p.node_rank,
@@ -143,15 +148,15 @@ class HostsRun {
     started_at_ = std::chrono::steady_clock::now();
     HostSessions sessions(
         io, exits, std::move(starts), launch_.ssh.fanout, std::move(binary),
-        HostSessions::Handlers{[this](const std::string& host) { on_ready(host); },
-                               [this](const std::string& host, int code, const std::string& why) {
-                                 on_ended(host, code, why);
-                               },
-                               [this, &sessions](const std::string& host, int code,
-                                                 const std::string& why) {
-                                 on_failed(host, code, why, sessions);
-                               },
-                               [&io] { io.stop(); }},
+        HostSessions::Handlers{
+            [this](const std::string& host) { on_ready(host); },
+            [this](const std::string& host, int code, const std::string& why) {
+              on_ended(host, code, why);
+            },
+            [this, &sessions](const std::string& host, int code, const std::string& why) {
+              on_failed(host, code, why, sessions);
+            },
+            [&io] { io.stop(); }},
         /*first_alone=*/true);
     asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
     signals.add(SIGQUIT);
@@ -179,9 +184,9 @@ class HostsRun {
     if (it == outcomes_.end() || it->second.ready) return;
     it->second.ready = true;
     if (++ready_ == outcomes_.size()) {
-      spdlog::info("all {} agents started in {:.2f} s", ready_,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at_)
-                       .count());
+      spdlog::info(
+          "all {} agents started in {:.2f} s", ready_,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at_).count());
     }
   }
 
@@ -257,9 +262,9 @@ int launch_on_hosts(const HostsLaunch& launch) {
       plan_hosts(launch, master_addr, self_path(),
                  self ? std::optional<ShippedBinary>(self->shipped) : std::nullopt);
   const StartTree tree = start_tree(plans.size(), launch.ssh.fanout, launch.ssh.tree);
-  const std::string master =
-      launch.rendezvous_given ? "as --master-addr/--rdzv-endpoint say"
-                              : fmt::format("{}:{}", master_addr, launch.master_port);
+  const std::string master = launch.rendezvous_given
+                                 ? "as --master-addr/--rdzv-endpoint say"
+                                 : fmt::format("{}:{}", master_addr, launch.master_port);
   const auto* given = std::get_if<GivenToken>(&launch.token);
   if (launch.agent.dry_run) {
     return print_plan(launch, plans, tree, master,

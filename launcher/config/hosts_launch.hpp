@@ -15,12 +15,12 @@ namespace npu_run {
 
 // How ssh is run: the user's ssh (and ~/.ssh/config), with these additions.
 struct SshSettings {
-  std::string program = "ssh";           // as found on PATH ($NPU_RUN_SSH overrides)
-  std::optional<int> port;               // --ssh-port
-  std::vector<std::string> options;      // --ssh-option, in order, before npu_run's defaults
-  int fanout = 32;                       // connections being opened at once
-  bool tree = false;                     // hosts start hosts (--ssh-tree)
-  bool ship_binary = false;              // --ship-binary
+  std::string program = "ssh";       // as found on PATH ($NPU_RUN_SSH overrides)
+  std::optional<int> port;           // --ssh-port
+  std::vector<std::string> options;  // --ssh-option, in order, before npu_run's defaults
+  int fanout = 32;                   // connections being opened at once
+  bool tree = false;                 // hosts start hosts (--ssh-tree)
+  bool ship_binary = false;          // --ship-binary
 };
 
 // One variable passed to every host, and where it came from ("--env", "PATH (default)",

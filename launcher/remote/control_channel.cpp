@@ -78,17 +78,16 @@ void ControlChannel::close() {
 }
 
 void ControlChannel::read_more() {
-  input_.async_read_some(
-      boost::asio::buffer(buffer_), [self = shared_from_this()](boost::system::error_code ec,
-                                                                size_t n) {
-        if (ec) {
-          if (ec != boost::asio::error::operation_aborted && self->on_closed_)
-            std::exchange(self->on_closed_, nullptr)();
-          return;
-        }
-        self->feed(std::string_view(self->buffer_.data(), n));
-        self->read_more();
-      });
+  input_.async_read_some(boost::asio::buffer(buffer_),
+                         [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                           if (ec) {
+                             if (ec != boost::asio::error::operation_aborted && self->on_closed_)
+                               std::exchange(self->on_closed_, nullptr)();
+                             return;
+                           }
+                           self->feed(std::string_view(self->buffer_.data(), n));
+                           self->read_more();
+                         });
 }
 
 }  // namespace npu_run

@@ -32,26 +32,26 @@ void HostOutput::close() {
 }
 
 void HostOutput::read_more() {
-  pipe_.async_read_some(
-      boost::asio::buffer(buffer_),
-      [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-        if (ec) {
-          self->ended_ = true;
-          if (self->in_control_) {  // a cut control line is text
-            self->in_control_ = false;
-            self->show(self->control_line_);
-          }
-          if (!self->at_line_start_ && !self->holding_) self->console_.end_line(self.get());
-          if (self->on_end_) std::exchange(self->on_end_, nullptr)();
-          return;
-        }
-        self->feed(std::string_view(self->buffer_.data(), n));
-        if (self->console_.has_room()) {
-          self->read_more();
-        } else {
-          self->console_.when_room(self->io_, [self] { self->read_more(); });
-        }
-      });
+  pipe_.async_read_some(boost::asio::buffer(buffer_),
+                        [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                          if (ec) {
+                            self->ended_ = true;
+                            if (self->in_control_) {  // a cut control line is text
+                              self->in_control_ = false;
+                              self->show(self->control_line_);
+                            }
+                            if (!self->at_line_start_ && !self->holding_)
+                              self->console_.end_line(self.get());
+                            if (self->on_end_) std::exchange(self->on_end_, nullptr)();
+                            return;
+                          }
+                          self->feed(std::string_view(self->buffer_.data(), n));
+                          if (self->console_.has_room()) {
+                            self->read_more();
+                          } else {
+                            self->console_.when_room(self->io_, [self] { self->read_more(); });
+                          }
+                        });
 }
 
 void HostOutput::feed(std::string_view data) {

@@ -56,9 +56,9 @@ std::vector<HostPlan> plan_hosts(const HostsLaunch& launch, const std::string& m
                                launch.prefix_template.value_or("")));
     args.emplace_back("--");
     args.insert(args.end(), launch.script_and_args.begin(), launch.script_and_args.end());
-    plan.ssh = ssh_argv(launch.ssh, plan.host.name,
-                        remote_agent_command(launch.working_directory, program, plan.host.name,
-                                             args, shipped));
+    plan.ssh = ssh_argv(
+        launch.ssh, plan.host.name,
+        remote_agent_command(launch.working_directory, program, plan.host.name, args, shipped));
     plans.push_back(std::move(plan));
   }
   return plans;

@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <csignal>
@@ -72,8 +72,8 @@ struct HostSessions::Session {
 };
 
 HostSessions::HostSessions(asio::io_context& io, ChildExits& exits, std::vector<HostStart> hosts,
-                           int fanout, std::shared_ptr<const std::string> binary,
-                           Handlers handlers, bool first_alone)
+                           int fanout, std::shared_ptr<const std::string> binary, Handlers handlers,
+                           bool first_alone)
     : io_(io),
       exits_(exits),
       fanout_(std::max(1, fanout)),
@@ -120,8 +120,7 @@ void HostSessions::spawn(Session& session) {
   int in[2] = {-1, -1};
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
-  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 ||
-      ::pipe2(err, O_CLOEXEC) != 0) {
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     const int error = errno;
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
       if (fd >= 0) ::close(fd);
@@ -196,7 +195,8 @@ void HostSessions::on_control(Session& session, const ControlLine& line) {
       if (session.state != Session::State::kConnecting) return;
       session.state = Session::State::kStarting;
       send(session, std::make_shared<const std::string>(session.start.preamble));
-      if (stopped_by_ != 0) send(session, std::make_shared<const std::string>(format_stop(stopped_by_)));
+      if (stopped_by_ != 0)
+        send(session, std::make_shared<const std::string>(format_stop(stopped_by_)));
       return;
     case ControlLine::Kind::kReady:
       if (own && session.state == Session::State::kStarting) {
@@ -338,10 +338,10 @@ void HostSessions::finish(Session& session) {
     if (handlers_.ended)
       handlers_.ended(session.start.name, session.exit_code, "stopped before its agent started");
   } else if (handlers_.failed) {
-    handlers_.failed(session.start.name, session.exit_code,
-                     said.empty() ? fmt::format("ssh exited with status {} and said nothing",
-                                                session.exit_code)
-                                  : said);
+    handlers_.failed(
+        session.start.name, session.exit_code,
+        said.empty() ? fmt::format("ssh exited with status {} and said nothing", session.exit_code)
+                     : said);
   }
   start_more();
   check_all_ended();

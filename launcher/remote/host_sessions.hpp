@@ -77,7 +77,7 @@ class HostSessions {
   std::shared_ptr<const std::string> binary_;
   Handlers handlers_;
   std::vector<std::unique_ptr<Session>> sessions_;
-  size_t next_ = 0;        // the first host not started yet
+  size_t next_ = 0;  // the first host not started yet
   size_t in_handshake_ = 0;
   size_t ended_ = 0;
   int stopped_by_ = 0;

@@ -42,6 +42,7 @@ if [ "$smoke" = --smoke ]; then
   store=(--sizes 64 --runs 1)
   train=(--runs 1)
   startup=(--runs 3)
+  ssh_hosts=(--hosts 4 --runs 1)
 else
   out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
   single=(--nproc 1,8,32 --runs 5)
@@ -50,6 +51,7 @@ else
   store=(--sizes 256,1024,4096 --runs 3)
   train=(--runs 3)
   startup=(--runs 200)
+  ssh_hosts=(--hosts 16,64 --runs 3)
 fi
 
 {
@@ -73,6 +75,10 @@ fi
   "$py" "$bench/tcpstore_barrier.py" "${store[@]}"
   echo
   "$py" "$bench/training_start.py" --npu-run "$bin/npu_run" "${train[@]}"
+  for delay in 0 0.2; do
+    echo
+    "$py" "$bench/ssh_start.py" --npu-run "$bin/npu_run" --login-delay "$delay" "${ssh_hosts[@]}"
+  done
 } >"$out"
 {
   echo

@@ -150,8 +150,8 @@ def main():
     parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
     parser.add_argument("--login-delay", type=float, default=0.0)
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("skipped: needs root (a network namespace and sshd)")
+    if os.geteuid() != 0 or not os.path.exists("/usr/sbin/sshd"):
+        print("skipped: needs root (a network namespace) and sshd (scripts/install_deps.sh)")
         return 0
     npu_run = os.path.abspath(args.npu_run)
     work = tempfile.mkdtemp(prefix="npu_run_ssh_bench.")
@@ -181,20 +181,27 @@ def main():
                     kill_leftovers(marker)
                     joined = joined_after(out, started, n)
                     if rc != 0 or joined is None:
-                        print(f"{name}, {n} hosts, run {r}: exit {rc}, joined {joined}\n{out[-3000:]}")
+                        print(f"{name}, {n} hosts, run {r}: exit {rc}, joined {joined}\n{out[-3000:]}",
+                              file=sys.stderr)
                     results.setdefault(name, []).append((joined, total))
             for name, values in results.items():
                 joined = [j for j, _ in values if j is not None]
                 rows.append((n, name, statistics.median(joined) if joined else float("nan"),
                              statistics.median([t for _, t in values]), len(joined), len(values)))
                 print(f"{n:4d} hosts  {name:42s} all joined {rows[-1][2]:6.2f} s  "
-                      f"done {rows[-1][3]:6.2f} s  ({rows[-1][4]}/{rows[-1][5]} runs met)", flush=True)
+                      f"done {rows[-1][3]:6.2f} s  ({rows[-1][4]}/{rows[-1][5]} runs met)",
+                      file=sys.stderr, flush=True)
     finally:
         kill_leftovers(marker)
         teardown(work, ns)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nlogin delay {args.login_delay} s")
-    print("\n| hosts | how | all agents joined (median) | job done (median) | vs npu_run --hosts |")
+    print(f"## Starting N hosts over ssh, login delay {args.login_delay:g} s "
+          f"(scripts/bench/ssh_start.py; median of {args.runs})")
+    print()
+    print("Hosts on one namespace's loopback, one sshd, one /bin/true worker each; the time from the "
+          "command to node 0's 'all N nodes joined', and to the job's end.")
+    print()
+    print("| hosts | how | all agents joined | job done | vs npu_run --hosts |")
     print("|---:|---|---:|---:|---:|")
     base = {n: j for n, name, j, _, _, _ in rows if name.startswith("npu_run --hosts (")}
     for n, name, joined, total, met, runs in rows:

@@ -22,6 +22,14 @@ describe_job_processes() {
   done
 }
 
+# Exits 77 (ctest's "skipped") unless running as root.
+require_root() {  # what needs it
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "skipped: $1 need root"
+    exit 77
+  fi
+}
+
 kill_job_processes() {
   local p
   for p in $(job_processes); do kill -9 "$p" 2>/dev/null || true; done

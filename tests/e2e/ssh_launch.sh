@@ -2,20 +2,22 @@
 # `npu_run --hosts` against real OpenSSH servers: three hosts in network namespaces on a bridge
 # (10.231.91.1-3; sshd on 1 and 2, none on 3), the launcher in the root namespace. Jobs: a 2-host
 # DDP run that agrees on the weights; a rank failing on host 2 gives its code to the launcher;
-# SIGINT to the launcher stops both hosts; a host without sshd is named with ssh's error; a lost
-# ssh session stops its host's agent; include/exclude and slots pick the devices; variables and
-# env files reach the workers; --ship-binary and --ssh-tree. After each, nothing of the job is
-# left on any host (workers and agents carry the test's marker).
+# SIGINT to the launcher (running, and while the hosts start) stops both hosts; a host without
+# sshd is named with ssh's error; a lost ssh session stops its host's agent, and so does a
+# launcher killed outright; include/exclude and slots pick the devices; variables and env files
+# reach the workers; --ship-binary and --ssh-tree. After each, nothing of the job is left on any
+# host (workers and host-agents carry the test's marker, the agents through ssh's SetEnv).
 #
 # usage: ssh_launch.sh NPU_RUN_BINARY SOURCE_DIR     (root required; exits 77 = skipped otherwise)
 set -euo pipefail
 
 npu_run=$1
 source_dir=$2
-if [ "$(id -u)" -ne 0 ]; then
-  echo "skipped: network namespaces need root"
-  exit 77
-fi
+# shellcheck source=lib.sh
+source "$source_dir/tests/e2e/lib.sh"
+# shellcheck source=ssh_lib.sh
+source "$source_dir/tests/e2e/ssh_lib.sh"
+require_root "network namespaces and sshd"
 command -v /usr/sbin/sshd >/dev/null || { echo "skipped: no sshd (scripts/install_deps.sh)"; exit 77; }
 
 tag="nps$$"
@@ -24,10 +26,6 @@ work=$(mktemp -d)
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
 launcher_pid=
 
-# shellcheck source=lib.sh
-source "$source_dir/tests/e2e/lib.sh"
-# shellcheck source=ssh_lib.sh
-source "$source_dir/tests/e2e/ssh_lib.sh"
 extra_failure_info() {
   echo "---- launcher stdout"; cat "$work/out" 2>/dev/null || true
   echo "---- launcher stderr"; cat "$work/err" 2>/dev/null || true
@@ -133,6 +131,15 @@ launcher_pid=
 expect_in "$work/err" "$h2: the ssh session ended (ssh's exit status 137)" \
   "node 1 (" "npu_run was stopped by SIGTERM"
 no_strays "a lost ssh session stops its host"
+
+# The launcher killed outright: its ssh clients die with it (PR_SET_PDEATHSIG), each host sees
+# its session end and stops its agent and workers.
+start_launcher --hosts "$h1:1,$h2:1" --term-timeout 5 "$work/sleep.py"
+wait_for 60 "2 workers up" workers_up 2
+kill -9 "$launcher_pid"
+wait "$launcher_pid" 2>/dev/null || true
+launcher_pid=
+no_strays "SIGKILL to the launcher leaves nothing on either host"
 
 # 6. Slots and filters pick the devices; variables (--env, an env file) reach every worker.
 printf '# passed to every host\nFROM_FILE=file value\n' >"$work/vars.env"

@@ -118,10 +118,9 @@ TEST_CASE("hosts: --include and --exclude as DeepSpeed reads them", "[hosts]") {
              Contains("slot 'x' of host 'a' is not a device number"));
   CHECK_THAT(refusal([&] { filter_hosts(hosts, "a@a", "", std::nullopt); }),
              Contains("host 'a' is named twice"));
-  CHECK_THAT(refusal([] {
-               filter_hosts(parse_hosts_list("x", "--hosts"), "x:0", "", std::nullopt);
-             }),
-             Contains("names slots of host 'x', which has no slot count"));
+  CHECK_THAT(
+      refusal([] { filter_hosts(parse_hosts_list("x", "--hosts"), "x:0", "", std::nullopt); }),
+      Contains("names slots of host 'x', which has no slot count"));
 }
 
 TEST_CASE("hosts: env files are NAME=VALUE lines", "[hosts]") {
@@ -141,15 +140,32 @@ TEST_CASE("hosts: each host's agent gets the options given here, not the launche
           "[hosts]") {
   HostsCli cli;
   const std::string vars = cli.dir.write("vars.env", "FROM_FILE=1\nPATH=/file/path\n");
-  const HostsLaunch l =
-      cli.ok({"--hosts", "a:2,b:2", "--max-restarts", "3", "--ssh-option", "User=me",
-              "--ssh-port", "2222", "--env", "FROM_HERE", "--env", "SET=v", "--env-file", vars,
-              "--rdzv-id", "job7", "-t", "3", "--log-line-prefix-template", "[${rank}]",
-              cli.script, "--lr", "0.1"});
+  const HostsLaunch l = cli.ok({"--hosts",
+                                "a:2,b:2",
+                                "--max-restarts",
+                                "3",
+                                "--ssh-option",
+                                "User=me",
+                                "--ssh-port",
+                                "2222",
+                                "--env",
+                                "FROM_HERE",
+                                "--env",
+                                "SET=v",
+                                "--env-file",
+                                vars,
+                                "--rdzv-id",
+                                "job7",
+                                "-t",
+                                "3",
+                                "--log-line-prefix-template",
+                                "[${rank}]",
+                                cli.script,
+                                "--lr",
+                                "0.1"});
   CHECK(names(l.hosts) == "a:2 b:2");
   CHECK(l.agent_options ==
-        std::vector<std::string>{"--run-id=job7", "--max-restarts=3", "--tee=3",
-                                 "--cluster=none"});
+        std::vector<std::string>{"--run-id=job7", "--max-restarts=3", "--tee=3", "--cluster=none"});
   CHECK(l.script_and_args == std::vector<std::string>{cli.script, "--lr", "0.1"});
   CHECK(l.prefix_template == "[${rank}]");
   CHECK(l.ssh.port == 2222);
@@ -160,13 +176,12 @@ TEST_CASE("hosts: each host's agent gets the options given here, not the launche
   CHECK(std::get<GivenToken>(l.token).value == "secret");
   std::map<std::string, std::string> passed;
   for (const PassedVariable& v : l.env) passed[v.name] = v.value + " <" + v.source + ">";
-  CHECK(passed == std::map<std::string, std::string>{
-                      {"NPU_RUN_TEST_MARKER", "m <default>"},
-                      {"PATH", "/file/path <" + vars + " (2)>"},
-                      {"PYTHON_EXEC", "/usr/bin/python3 <default>"},
-                      {"FROM_FILE", "1 <" + vars + " (1)>"},
-                      {"FROM_HERE", "here value <--env>"},
-                      {"SET", "v <--env>"}});
+  CHECK(passed == std::map<std::string, std::string>{{"NPU_RUN_TEST_MARKER", "m <default>"},
+                                                     {"PATH", "/file/path <" + vars + " (2)>"},
+                                                     {"PYTHON_EXEC", "/usr/bin/python3 <default>"},
+                                                     {"FROM_FILE", "1 <" + vars + " (1)>"},
+                                                     {"FROM_HERE", "here value <--env>"},
+                                                     {"SET", "v <--env>"}});
   CHECK_FALSE(l.rendezvous_given);
 }
 

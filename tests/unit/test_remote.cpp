@@ -24,7 +24,8 @@ namespace {
 
 // What /bin/sh makes of `line`: its words, one per output line.
 std::vector<std::string> shell_words(const std::string& line) {
-  const std::string command = "sh -c 'for w in \"$@\"; do printf \"%s\\036\" \"$w\"; done' sh " + line;
+  const std::string command =
+      "sh -c 'for w in \"$@\"; do printf \"%s\\036\" \"$w\"; done' sh " + line;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
@@ -81,13 +82,13 @@ TEST_CASE("remote: control lines round-trip and refuse what is not one", "[remot
   CHECK_FALSE(parse_stop("halt 2"));
 }
 
-TEST_CASE("remote: the preamble round-trips its tree and refuses what it cannot use",
-          "[remote]") {
+TEST_CASE("remote: the preamble round-trips its tree and refuses what it cannot use", "[remote]") {
   Preamble p;
   p.token = "t0k";
   p.env = {{"PATH", "/bin"}, {"X", "a b"}};
   p.fanout = 4;
-  p.children = {ChildHost{"b", {"ssh", "b", "cmd"}, true, {ChildHost{"c", {"ssh", "c"}, false, {}}}}};
+  p.children = {
+      ChildHost{"b", {"ssh", "b", "cmd"}, true, {ChildHost{"c", {"ssh", "c"}, false, {}}}}};
   const std::string line = format_preamble(p);
   REQUIRE(line.back() == '\n');
   CHECK(line.find('\n') == line.size() - 1);
@@ -101,15 +102,16 @@ TEST_CASE("remote: the preamble round-trips its tree and refuses what it cannot 
   CHECK(q.children[0].children[0].argv == std::vector<std::string>{"ssh", "c"});
   CHECK_THROWS_WITH(parse_preamble("{"), Contains("not a preamble of npu_run"));
   CHECK_THROWS_WITH(parse_preamble(R"({"npu_run_preamble":2})"), Contains("another version"));
-  CHECK_THROWS(parse_preamble(
-      R"({"npu_run_preamble":1,"token":"","env":[],"fanout":0,"children":[]})"));
+  CHECK_THROWS(
+      parse_preamble(R"({"npu_run_preamble":1,"token":"","env":[],"fanout":0,"children":[]})"));
   CHECK_THROWS_WITH(parse_preamble(std::string(kMaxPreambleBytes + 1, ' ')),
                     Contains("larger than 16 MiB"));
 }
 
 TEST_CASE("remote: words are quoted for the remote shell exactly", "[remote]") {
-  const std::vector<std::string> words = {"plain", "two words", "it's", "", "$HOME", "`id`",
-                                          "a\"b", "back\\slash", "new\nline", "--x=${y}", "*"};
+  const std::vector<std::string> words = {"plain",     "two words", "it's", "",
+                                          "$HOME",     "`id`",      "a\"b", "back\\slash",
+                                          "new\nline", "--x=${y}",  "*"};
   CHECK(shell_words(shell_join(words)) == words);
   CHECK(shell_quote("--node-rank=1") == "--node-rank=1");
   CHECK(shell_quote("it's") == "'it'\\''s'");
@@ -220,12 +222,11 @@ TEST_CASE("remote: the control channel turns stop lines into stops and EOF into 
           "[remote]") {
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  const std::string sent = "{\"preamble\":1}\nstop 2\n" + std::string(300, 'x') +
-                           "\nstop 15\ngarbage\n";
+  const std::string sent =
+      "{\"preamble\":1}\nstop 2\n" + std::string(300, 'x') + "\nstop 15\ngarbage\n";
   REQUIRE(::write(fds[1], sent.data(), sent.size()) == static_cast<ssize_t>(sent.size()));
   std::string rest;
-  CHECK(read_line_with_deadline(fds[0], std::chrono::seconds(1), 1024, rest) ==
-        "{\"preamble\":1}");
+  CHECK(read_line_with_deadline(fds[0], std::chrono::seconds(1), 1024, rest) == "{\"preamble\":1}");
   boost::asio::io_context io;
   std::vector<int> stops;
   bool closed = false;

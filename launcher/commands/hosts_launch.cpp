@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent_log.hpp"
+#include "basics/descriptors.hpp"
 #include "basics/exit_status.hpp"
+#include "basics/usage_error.hpp"
 #include "commands/commands.hpp"
 #include "remote/host_plan.hpp"
 #include "remote/host_sessions.hpp"
@@ -281,6 +283,15 @@ int launch_on_hosts(const HostsLaunch& launch) {
     theirs.children = child_hosts(plans, tree, root, launch.ssh.ship_binary);
     starts.push_back(HostStart{plans[root].host.name, plans[root].ssh, format_preamble(theirs),
                                launch.ssh.ship_binary});
+  }
+  // Each open session holds three pipes here, and ssh itself runs beside them.
+  const auto needed = 64 + 4 * static_cast<unsigned long>(starts.size());
+  if (const unsigned long limit = ensure_open_files(needed); limit != 0) {
+    throw UsageError(fmt::format(
+        "{} ssh sessions held from here need about {} descriptors, but the open-files limit "
+        "(ulimit -n) is {}; raise it, or let hosts start hosts with --ssh-tree (this node then "
+        "holds --ssh-fanout sessions)",
+        starts.size(), needed, limit));
   }
   HostsRun run(launch, plans);
   const int code = run.run(std::move(starts), self ? self->bytes : nullptr);

@@ -12,7 +12,8 @@ HostOutput::HostOutput(boost::asio::io_context& io, int fd, ConsoleStream& conso
       pipe_(io, fd),
       console_(console),
       on_control_(std::move(control)),
-      on_end_(std::move(on_end)) {}
+      on_end_(std::move(on_end)),
+      pending_timer_(io) {}
 
 void HostOutput::start() {
   read_more();
@@ -23,12 +24,16 @@ void HostOutput::release() {
   std::string held;
   held.swap(held_);
   show(held);
-  if (ended_ && !held.empty() && held.back() != '\n') console_.end_line(this);
+  if (ended_) {
+    flush_pending();
+    if (!held.empty() && held.back() != '\n') console_.end_line(this);
+  }
 }
 
 void HostOutput::close() {
   boost::system::error_code ignored;
   pipe_.close(ignored);
+  pending_timer_.cancel();
 }
 
 void HostOutput::read_more() {
@@ -101,7 +106,28 @@ void HostOutput::show(std::string_view text) {
     if (held_.size() > kMaxHeld) held_.erase(0, held_.size() - kMaxHeld);
     return;
   }
-  console_.write(this, text, text.back() != '\n');
+  pending_.append(text);
+  const size_t cut = pending_.find_last_of("\r\n");
+  if (cut != std::string::npos) {
+    console_.write(this, std::string_view(pending_).substr(0, cut + 1), pending_[cut] != '\n');
+    pending_.erase(0, cut + 1);
+  }
+  if (pending_.size() > kMaxPending) {
+    flush_pending();
+  } else if (!pending_.empty() && !timer_armed_) {
+    timer_armed_ = true;
+    pending_timer_.expires_after(kLineWait);
+    pending_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      self->timer_armed_ = false;
+      if (!ec) self->flush_pending();
+    });
+  }
+}
+
+void HostOutput::flush_pending() {
+  if (pending_.empty()) return;
+  console_.write(this, pending_, true);
+  pending_.clear();
 }
 
 }  // namespace npu_run

@@ -250,3 +250,37 @@ TEST_CASE("remote: the control channel turns stop lines into stops and EOF into 
                     Contains("ended"));
   ::close(quiet[0]);
 }
+
+TEST_CASE("remote: two hosts' lines never cut into each other on the console", "[remote]") {
+  boost::asio::io_context io;
+  int a[2];
+  int b[2];
+  int console_pipe[2];
+  REQUIRE(::pipe2(a, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(b, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(console_pipe, O_CLOEXEC) == 0);
+  ConsoleStream console(console_pipe[1]);
+  auto from_a = std::make_shared<HostOutput>(io, a[0], console, nullptr, nullptr);
+  auto from_b = std::make_shared<HostOutput>(io, b[0], console, nullptr, nullptr);
+  from_a->start();
+  from_b->start();
+  // Host a's worker writes its line in pieces (python -u's print("x", "y")); host b's whole
+  // line arrives between them.
+  REQUIRE(::write(a[1], "a: agent runs", 13) == 13);
+  io.run_for(std::chrono::milliseconds(5));
+  REQUIRE(::write(b[1], "b: line\n", 8) == 8);
+  io.run_for(std::chrono::milliseconds(5));
+  REQUIRE(::write(a[1], " /path\n", 7) == 7);
+  io.run_for(std::chrono::milliseconds(5));
+  // A prompt without its newline still shows, after the wait.
+  REQUIRE(::write(b[1], "b: password?", 12) == 12);
+  io.run_for(HostOutput::kLineWait * 3);
+  ::close(a[1]);
+  ::close(b[1]);
+  io.run_for(std::chrono::milliseconds(50));
+  ::close(console_pipe[1]);
+  std::string shown(4096, '\0');
+  shown.resize(static_cast<size_t>(::read(console_pipe[0], shown.data(), shown.size())));
+  ::close(console_pipe[0]);
+  CHECK(shown == "b: line\na: agent runs /path\nb: password?\n");
+}

@@ -73,7 +73,7 @@ int host_agent(const std::vector<std::string>& args, const EnvMap& env) {
     std::cerr << "npu_run host-agent: started by `npu_run --hosts` over ssh, not by hand\n";
     return kExitUsage;
   }
-  const std::string name = args[1];
+  const std::string& name = args[1];
   const int control_fd = take_stdin();
   say({ControlLine::Kind::kHello, kVersion, 0, ""});
   Preamble preamble;
@@ -117,7 +117,7 @@ int host_agent(const std::vector<std::string>& args, const EnvMap& env) {
 
   LaunchHooks hooks;
   hooks.attach = [&](boost::asio::io_context& io, const LaunchHooks::StopAgent& stop,
-                     std::function<void()> done) -> std::shared_ptr<void> {
+                     const std::function<void()>& done) -> std::shared_ptr<void> {
     auto attached = std::make_shared<Attached>();
     Attached* a = attached.get();
     if (!preamble.children.empty()) {

@@ -53,13 +53,13 @@ struct HostsCli {
              {"FROM_HERE", "here value"},
              {"UNRELATED", "x"}};
 
-  HostsLaunch ok(std::vector<std::string> args) const {
+  HostsLaunch ok(const std::vector<std::string>& args) const {
     const ParseResult r = parse_command_line(args, env);
     if (const auto* e = std::get_if<EarlyExit>(&r)) FAIL("unexpected early exit: " << e->text);
     REQUIRE(std::holds_alternative<ParsedHosts>(r));
     return std::get<ParsedHosts>(r).launch;
   }
-  std::string error(std::vector<std::string> args) const {
+  std::string error(const std::vector<std::string>& args) const {
     const ParseResult r = parse_command_line(args, env);
     REQUIRE(std::holds_alternative<EarlyExit>(r));
     CHECK(std::get<EarlyExit>(r).exit_code == 2);

@@ -281,6 +281,16 @@ void LaunchOptions::add_hosts(const char* group) {
   auto add_plain = [&](const std::string& dashed, auto& target, const std::string& help) {
     return app_->add_option(OptionNames::spellings(dashed), target, help)->group(group);
   };
+  // Given again and again, one value each time ("--env A --env B script.py": the script is not a
+  // third value).
+  auto add_repeated = [&](const std::string& dashed, std::vector<std::string>& target,
+                          const std::string& help, const std::string& type) {
+    return add_plain(dashed, target, help)
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->type_name(type);
+  };
   o.hosts = add_plain("--hosts", f.hosts,
                       "Start the job on these hosts over ssh, one agent each: HOST[:SLOTS],... "
                       "(horovodrun's -H; Slurm hostlists such as node[01-04]:8); the first is "
@@ -297,27 +307,17 @@ void LaunchOptions::add_hosts(const char* group) {
       add_plain("--exclude", f.exclude, "Leave out these hosts or devices: HOST[:SLOT,...]@HOST...")
           ->type_name("FILTER");
   o.ssh_port = add_plain("--ssh-port", f.ssh_port, "ssh's -p for every host (default: ssh's)");
-  o.ssh_option = add_plain("--ssh-option", f.ssh_options,
-                           "ssh's -o OPTION=VALUE for every host; repeatable (~/.ssh/config "
-                           "applies too)")
-                     ->expected(1)
-                     ->allow_extra_args(false)
-                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-                     ->type_name("OPT=VALUE");
-  o.env = add_plain("--env", f.env,
-                    "Pass this variable to every host: NAME (its value here) or NAME=VALUE; "
-                    "repeatable. PATH, PYTHONPATH, PYTHON_EXEC and NPU_RUN_* pass by default")
-              ->expected(1)
-              ->allow_extra_args(false)
-              ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-              ->type_name("NAME[=VALUE]");
-  o.env_file = add_plain("--env-file", f.env_files,
-                         "NAME=VALUE lines passed to every host, as DeepSpeed's .deepspeed_env "
-                         "(default: .npu_run_env here, then in $HOME, if present); repeatable")
-                   ->expected(1)
-                   ->allow_extra_args(false)
-                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-                   ->type_name("FILE");
+  o.ssh_option = add_repeated(
+      "--ssh-option", f.ssh_options,
+      "ssh's -o OPTION=VALUE for every host; repeatable (~/.ssh/config applies too)", "OPT=VALUE");
+  o.env = add_repeated("--env", f.env,
+                       "Pass this variable to every host: NAME (its value here) or NAME=VALUE; "
+                       "repeatable. PATH, PYTHONPATH, PYTHON_EXEC and NPU_RUN_* pass by default",
+                       "NAME[=VALUE]");
+  o.env_file = add_repeated("--env-file", f.env_files,
+                            "NAME=VALUE lines passed to every host, as DeepSpeed's .deepspeed_env "
+                            "(default: .npu_run_env here, then in $HOME, if present); repeatable",
+                            "FILE");
   o.ship_binary = app_->add_flag(OptionNames::spellings("--ship-binary"), f.ship_binary,
                                  "Copy this npu_run to each host first (~/.cache/npu_run), "
                                  "instead of running the same path there")

@@ -8,20 +8,11 @@
 #include <array>
 #include <stdexcept>
 
+#include "basics/text.hpp"
+
 namespace npu_run::rdzv {
 
 namespace {
-
-std::string to_hex(const unsigned char* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(size * 2);
-  for (size_t i = 0; i < size; ++i) {
-    hex.push_back(kDigits[data[i] >> 4]);
-    hex.push_back(kDigits[data[i] & 0xf]);
-  }
-  return hex;
-}
 
 // Fields joined with a separator that cannot occur in them (run ids are checked names, nonces
 // hex), so that two different field lists never produce the same message.

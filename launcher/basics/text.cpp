@@ -54,4 +54,15 @@ std::string clock_time(std::chrono::system_clock::time_point t) {
                      ms);
 }
 
+std::string to_hex(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (size_t i = 0; i < size; ++i) {
+    hex.push_back(kDigits[data[i] >> 4]);
+    hex.push_back(kDigits[data[i] & 0xf]);
+  }
+  return hex;
+}
+
 }  // namespace npu_run

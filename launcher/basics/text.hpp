@@ -25,6 +25,9 @@ std::optional<long long> parse_integer(std::string_view text, long long min, lon
 // newline or escape sequence would forge log lines) become \xNN; everything else is kept.
 std::string printable(std::string_view text);
 
+// `size` bytes as lowercase hex digits, two per byte (digests, nonces).
+std::string to_hex(const unsigned char* data, size_t size);
+
 // The local time of day to the millisecond ("10:00:01.123"), as failure tables and root causes
 // show it; "-" for the epoch (an unknown time).
 std::string clock_time(std::chrono::system_clock::time_point t);

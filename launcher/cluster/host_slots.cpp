@@ -209,7 +209,9 @@ std::vector<HostSlots> filter_hosts(std::vector<HostSlots> hosts, std::string_vi
                                    item.name, fmt::join(known, ", ")));
     }
     if (!named.insert(item.name).second)
-      throw UsageError(fmt::format("{}: host '{}' is named twice", flag, item.name));
+      throw UsageError(fmt::format("{}: host '{}' is named twice; name it once, with all the "
+                                   "slots meant (HOST:0,1,...)",
+                                   flag, item.name));
   }
   std::vector<HostSlots> kept;
   for (HostSlots& host : hosts) {

@@ -153,8 +153,8 @@ int host_agent(const std::vector<std::string>& args, const EnvMap& env) {
     a->control->start(after_preamble);
     return attached;
   };
-  int code = 1;
-  code = run_guarded([&] { return launch(std::get<ParsedLaunch>(parsed), agent_env, hooks); });
+  const int code =
+      run_guarded([&] { return launch(std::get<ParsedLaunch>(parsed), agent_env, hooks); });
   say({ControlLine::Kind::kExit, name, code, ""});
   return code;
 }

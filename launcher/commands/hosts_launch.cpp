@@ -73,16 +73,18 @@ std::string devices_text(const HostPlan& plan) {
   return "devices: the host's own choice";
 }
 
-std::string who_starts(const StartTree& tree, const std::vector<HostPlan>& plans, size_t index) {
+// Who starts each host: the launcher, or (--ssh-tree) the host whose children it is among.
+std::vector<std::string> starters(const StartTree& tree, const std::vector<HostPlan>& plans) {
+  std::vector<std::string> started_by(plans.size(), "the launcher");
   for (size_t starter = 0; starter < tree.children.size(); ++starter) {
-    const auto& c = tree.children[starter];
-    if (std::find(c.begin(), c.end(), index) != c.end()) return plans[starter].host.name;
+    for (size_t child : tree.children[starter]) started_by[child] = plans[starter].host.name;
   }
-  return "the launcher";
+  return started_by;
 }
 
 int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans, const StartTree& tree,
                const std::string& master, const std::string& token) {
+  const std::vector<std::string> started_by = starters(tree, plans);
   if (launch.agent.json) {
     nlohmann::json hosts = nlohmann::json::array();
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -90,7 +92,7 @@ int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans, co
                        {"node_rank", plans[i].node_rank},
                        {"nproc_per_node", plans[i].nproc},
                        {"devices", plans[i].host.devices},
-                       {"started_by", who_starts(tree, plans, i)},
+                       {"started_by", started_by[i]},
                        {"ssh", plans[i].ssh}});
     }
     nlohmann::json env = nlohmann::json::array();
@@ -122,7 +124,7 @@ int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans, co
     text += fmt::format("node {}: {}, {} worker{}{}, {}, started by {}\n  {}\n", p.node_rank,
                         p.host.name, p.nproc, p.nproc == "1" ? "" : "s",
                         p.host.slots ? "" : " (--nproc-per-node)", devices_text(p),
-                        who_starts(tree, plans, i), shell_join(p.ssh));
+                        started_by[i], shell_join(p.ssh));
   }
   std::cout << text;
   return 0;

@@ -300,14 +300,6 @@ void HostSessions::hang_up() {
   for (auto& session : sessions_) close_stdin(*session);
 }
 
-std::vector<pid_t> HostSessions::running_pids() const {
-  std::vector<pid_t> pids;
-  for (const auto& session : sessions_) {
-    if (session->pid > 0 && !session->exited) pids.push_back(session->pid);
-  }
-  return pids;
-}
-
 void HostSessions::maybe_finish(Session& session) {
   if (session.exited && session.open_outputs == 0 && session.state != Session::State::kEnded)
     finish(session);

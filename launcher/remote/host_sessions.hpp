@@ -55,8 +55,6 @@ class HostSessions {
   void stop(int sig);
   // Closes every host's stdin: each agent stops as if its parent had died.
   void hang_up();
-  // The pids of the ssh processes still running.
-  std::vector<pid_t> running_pids() const;
 
  private:
   struct Session;

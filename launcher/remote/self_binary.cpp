@@ -10,6 +10,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "basics/text.hpp"
+
 namespace npu_run {
 
 namespace {
@@ -19,9 +21,7 @@ std::string sha256_hex(const std::string& data) {
   unsigned int size = 0;
   if (EVP_Digest(data.data(), data.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("OpenSSL could not compute a SHA-256");
-  std::string hex;
-  for (unsigned int i = 0; i < size; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+  return to_hex(digest.data(), size);
 }
 
 }  // namespace

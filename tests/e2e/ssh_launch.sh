@@ -103,7 +103,7 @@ no_strays "SIGINT to the launcher stops both hosts"
 # Ctrl-C while the hosts are still being started: whoever already runs stops, the rest never
 # start.
 start_launcher --hosts "$h1:2,$h2:2" --term-timeout 5 "$work/sleep.py"
-sleep 0.15
+wait_for 30 "the launcher to start its ssh sessions" output_has "$work/err" "starting 2 agents"
 kill -INT "$launcher_pid"
 wait_bounded 30 "$launcher_pid" "the launcher after an early SIGINT" "$work/err"
 launcher_pid=

@@ -2,6 +2,7 @@
 // (checked by a real /bin/sh), ssh's command line, who starts whom, each host's agent options,
 // a host's output split into console text and control lines, and the control channel.
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -37,6 +38,24 @@ std::vector<std::string> shell_words(const std::string& line) {
   for (size_t end; (end = out.find('\036', start)) != std::string::npos; start = end + 1)
     words.push_back(out.substr(start, end - start));
   return words;
+}
+
+// Runs the loop until `done()` holds (checked after every handler), for at most 5 s.
+template <typename Done>
+void run_until(boost::asio::io_context& io, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_one_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(done());
+}
+
+// Bytes waiting in a pipe.
+size_t waiting(int fd) {
+  int n = 0;
+  REQUIRE(::ioctl(fd, FIONREAD, &n) == 0);
+  return static_cast<size_t>(n);
 }
 
 HostsLaunch two_hosts() {
@@ -202,8 +221,7 @@ TEST_CASE("remote: a host's output reaches the console, its control lines do not
       "prog\rress\n\036npu_run exit h 3\nh: no newline";
   REQUIRE(::write(data[1], sent.data(), sent.size()) == static_cast<ssize_t>(sent.size()));
   ::close(data[1]);
-  io.run_for(std::chrono::milliseconds(200));
-  CHECK(ended);
+  run_until(io, [&] { return ended; });
   REQUIRE(lines.size() == 3);
   CHECK(lines[1].kind == ControlLine::Kind::kReady);
   CHECK(lines[2].code == 3);
@@ -234,9 +252,8 @@ TEST_CASE("remote: the control channel turns stop lines into stops and EOF into 
       io, fds[0], [&](int sig) { stops.push_back(sig); }, [&] { closed = true; });
   channel->start(rest);
   ::close(fds[1]);
-  io.run_for(std::chrono::milliseconds(200));
+  run_until(io, [&] { return closed; });
   CHECK(stops == std::vector<int>{2, 15});
-  CHECK(closed);
   // A preamble that never comes, or never ends.
   int quiet[2];
   REQUIRE(::pipe2(quiet, O_CLOEXEC) == 0);
@@ -260,24 +277,30 @@ TEST_CASE("remote: two hosts' lines never cut into each other on the console", "
   REQUIRE(::pipe2(b, O_CLOEXEC) == 0);
   REQUIRE(::pipe2(console_pipe, O_CLOEXEC) == 0);
   ConsoleStream console(console_pipe[1]);
-  auto from_a = std::make_shared<HostOutput>(io, a[0], console, nullptr, nullptr);
-  auto from_b = std::make_shared<HostOutput>(io, b[0], console, nullptr, nullptr);
+  bool a_ended = false;
+  bool b_ended = false;
+  auto from_a =
+      std::make_shared<HostOutput>(io, a[0], console, nullptr, [&] { a_ended = true; });
+  auto from_b =
+      std::make_shared<HostOutput>(io, b[0], console, nullptr, [&] { b_ended = true; });
   from_a->start();
   from_b->start();
   // Host a's worker writes its line in pieces (python -u's print("x", "y")); host b's whole
   // line arrives between them.
   REQUIRE(::write(a[1], "a: agent runs", 13) == 13);
-  io.run_for(std::chrono::milliseconds(5));
+  // Nothing of a's unfinished line shows; b's whole line does, at once.
   REQUIRE(::write(b[1], "b: line\n", 8) == 8);
-  io.run_for(std::chrono::milliseconds(5));
+  run_until(io, [&] { return waiting(console_pipe[0]) == 8; });
   REQUIRE(::write(a[1], " /path\n", 7) == 7);
-  io.run_for(std::chrono::milliseconds(5));
-  // A prompt without its newline still shows, after the wait.
+  run_until(io, [&] { return waiting(console_pipe[0]) == 8 + 20; });
+  // A prompt without its newline still shows, once the wait is over.
+  const auto prompt_at = std::chrono::steady_clock::now();
   REQUIRE(::write(b[1], "b: password?", 12) == 12);
-  io.run_for(HostOutput::kLineWait * 3);
+  run_until(io, [&] { return waiting(console_pipe[0]) == 8 + 20 + 12; });
+  CHECK(std::chrono::steady_clock::now() - prompt_at >= HostOutput::kLineWait);
   ::close(a[1]);
   ::close(b[1]);
-  io.run_for(std::chrono::milliseconds(50));
+  run_until(io, [&] { return a_ended && b_ended; });  // b's open line is ended
   ::close(console_pipe[1]);
   std::string shown(4096, '\0');
   shown.resize(static_cast<size_t>(::read(console_pipe[0], shown.data(), shown.size())));

@@ -30,3 +30,9 @@ TEST_CASE("printable escapes control characters and keeps the rest", "[text]") {
   CHECK(printable(std::string_view("a\0b\nc\x1b[31m\x7f", 11)) == "a\\x00b\\x0ac\\x1b[31m\\x7f");
   CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");  // UTF-8 stays readable
 }
+
+TEST_CASE("to_hex writes two lowercase digits per byte", "[text]") {
+  const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+  CHECK(to_hex(bytes, sizeof bytes) == "000fa5ff");
+  CHECK(to_hex(bytes, 0).empty());
+}

@@ -4,7 +4,8 @@
 #   asan  clang build with ASan+UBSan (and libFuzzer coverage) in build-asan/; every test
 #   tsan  clang build with TSan in build-tsan/; the tests of the rendezvous server, client and
 #         agent, where Asio handlers, the resolver thread and signals meet
-#   tidy  clang-tidy with .clang-tidy on every C++ source of the project
+#   tidy  clang-tidy with .clang-tidy on every C++ source of the project (scripts/tidy.py: only
+#         files whose preprocessed text, flags or configuration changed since a clean check)
 #   fuzz  every libFuzzer target for $NPU_RUN_FUZZ_SECONDS (default 60) s, from fuzz/corpus/
 # Usage: scripts/hardening.sh [asan] [tsan] [tidy] [fuzz]   (default: all, in this order)
 set -euo pipefail
@@ -45,14 +46,9 @@ stage_tidy() {
   # The compile commands of the clang build: clang-tidy understands exactly its flags.
   [ -f "$root/build-asan/compile_commands.json" ] ||
     configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
-  mapfile -t sources < <(cd "$root" && git ls-files '*.cpp' | sed "s|^|$root/|")
-  run-clang-tidy -quiet -p "$root/build-asan" -j "$(nproc)" "${sources[@]}" \
-    > "$root/build-asan/clang-tidy.log" 2>&1 || {
-    grep -E 'error:|warning:' "$root/build-asan/clang-tidy.log" | sort -u >&2
-    echo "tidy: findings above (full log: build-asan/clang-tidy.log)" >&2
-    return 1
-  }
-  echo "tidy: ${#sources[@]} files, no findings"
+  # Every tracked source in that build; a file is re-checked only when what clang-tidy would
+  # see of it changed (scripts/tidy.py keeps a cache of clean results outside the checkout).
+  python3 "$root/scripts/tidy.py" "$root/build-asan"
 }
 
 stage_fuzz() {

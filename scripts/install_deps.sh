@@ -20,6 +20,7 @@ packages=(
   debootstrap                                 # tests/torch2: Debian 13 with torch 2.6
   nftables                                    # tests/e2e/netns_partition.sh: partitions
   openssh-server openssh-client               # tests/e2e/ssh_hosts.sh: hosts reached by ssh
+  ccache                                      # every build (cmake/compiler_cache.cmake)
 )
 cross=0
 for arg in "$@"; do

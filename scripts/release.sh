@@ -15,7 +15,7 @@ dist=${NPU_RUN_DIST_DIR:-$root/dist}
 version=$(sed -n 's/^project(npu_run VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 
 build_arch() {  # arch [extra cmake options]
-  local arch=$1 dir="$root/build-dist-$1"
+  local arch=$1 dir="$root/build-dist-$1" start=$SECONDS
   shift
   echo "release: building $arch in $dir"
   # Installing (and so cpack) must not wait for every test target: only what ships is built.
@@ -28,6 +28,7 @@ build_arch() {  # arch [extra cmake options]
   rm -rf "$stage"
   cmake --install "$dir" --strip --prefix "$stage" >/dev/null
   install -m 755 "$stage/bin/npu_run" "$dist/npu_run-$version-linux-$arch"
+  echo "release: $arch built and packed in $((SECONDS - start)) s"
 }
 
 rm -rf "$dist"

@@ -5,12 +5,18 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${NPU_RUN_BUILD_DIR:-$root/build}
 
+start=$SECONDS
 "$root/scripts/install_deps.sh"
+echo "test.sh: dependencies in $((SECONDS - start)) s"
+start=$SECONDS
 "$root/scripts/build.sh"
+echo "test.sh: build in $((SECONDS - start)) s"
 # Debian's torch lives under /usr/bin/python3; the first python3 on PATH may lack it.
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
 cd "$build_dir"
 # Two at a time, one per core: most tests wait on processes, sockets and timers, and the ones
 # that share a machine-wide resource (namespaces, the Slurm cluster, mpirun) hold a ctest
 # RESOURCE_LOCK. NPU_RUN_TEST_JOBS=1 runs them one by one.
+start=$SECONDS
 ctest --output-on-failure --timeout 600 -j "${NPU_RUN_TEST_JOBS:-2}" "$@"
+echo "test.sh: tests in $((SECONDS - start)) s"

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.hpp"
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
@@ -84,7 +85,7 @@ TEST_CASE("usage: too low an open-files limit is named with the fix before anyth
           "[integration][usage]") {
   // npu_run under `prlimit --nofile=12`, started as the worker of an outer npu_run so that the
   // test process keeps its own limit; the outer one passes the inner one's exit code on.
-  const Finished f = run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12", NPU_RUN_BINARY,
+  const Finished f = run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12", build_paths::kNpuRun,
                                   "--nproc-per-node", "2", "--no-python", "/bin/echo", "started"});
   INFO(f.err);
   CHECK(f.exit_code == 2);
@@ -93,7 +94,7 @@ TEST_CASE("usage: too low an open-files limit is named with the fix before anyth
   CHECK(f.out.find("started") == std::string::npos);
   // A soft limit below what is needed is raised when the hard one allows it.
   const Finished raised =
-      run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12:4096", NPU_RUN_BINARY,
+      run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12:4096", build_paths::kNpuRun,
                    "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", "ulimit -n"});
   INFO(raised.err);
   CHECK(raised.exit_code == 0);

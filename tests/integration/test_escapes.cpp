@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "support/build_paths.hpp"
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
@@ -21,7 +22,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-const std::string kEscape = std::string(NPU_RUN_SOURCE_DIR) + "/tests/data/escapes/escape.py";
+const std::string kEscape = std::string(build_paths::kTestData) + "/escapes/escape.py";
 
 std::string escape_script(const std::string& dir, const std::string& how) {
   return "exec \"$PYTHON_EXEC\" " + kEscape + " " + dir + "/pids.$RANK " + how;

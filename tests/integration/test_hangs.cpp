@@ -24,7 +24,9 @@ namespace {
 std::string worker_script(TempDir& dir, const std::string& then) {
   const std::string path = dir.file("worker.py");
   std::ofstream(path) << "import os, sys, threading, time\n"
-                         "sys.path.insert(0, '" NPU_RUN_SOURCE_DIR "/python')\n"
+                         "sys.path.insert(0, '"
+                      << source_dir()
+                      << "/python')\n"
                          "import npu_run_progress\n"
                          "rank = int(os.environ['LOCAL_RANK'])\n"
                          "attempt = int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "support/build_paths.hpp"
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
@@ -17,8 +18,8 @@ namespace {
 // A drop-in for the npu_run binary that runs it behind as_old_kernel with `filter`.
 std::string old_kernel_binary(const TempDir& dir, const std::string& filter) {
   return dir.write("npu_run-old",
-                   "#!/bin/sh\nexec '" + std::string(NPU_RUN_AS_OLD_KERNEL) + "' " + filter + " '" +
-                       NPU_RUN_BINARY + "' \"$@\"\n",
+                   "#!/bin/sh\nexec '" + std::string(build_paths::kAsOldKernel) + "' " + filter +
+                       " '" + build_paths::kNpuRun + "' \"$@\"\n",
                    true);
 }
 

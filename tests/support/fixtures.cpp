@@ -11,6 +11,8 @@
 #include <cstring>
 #include <random>
 
+#include "support/build_paths.hpp"
+
 namespace npu_run::testing {
 
 std::string make_gate(const std::string& path) {
@@ -50,11 +52,11 @@ int unused_port() {
 // wrapper that runs npu_run as on Linux 3.10 (tests/tools/as_old_kernel.cpp).
 std::string npu_run_binary() {
   const char* under_test = std::getenv("NPU_RUN_UNDER_TEST");
-  return under_test != nullptr && *under_test != '\0' ? under_test : NPU_RUN_BINARY;
+  return under_test != nullptr && *under_test != '\0' ? under_test : build_paths::kNpuRun;
 }
 
 std::string source_dir() {
-  return NPU_RUN_SOURCE_DIR;
+  return build_paths::kSourceDir;
 }
 
 size_t count_occurrences(const std::string& text, const std::string& needle) {

@@ -4,6 +4,7 @@
 
 #include "cli/parse_launch.hpp"
 #include "npu_run/version.hpp"
+#include "support/build_paths.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;
@@ -540,7 +541,7 @@ TEST_CASE("cli: --help shows examples and --version the version", "[cli]") {
 
 TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
   Cli cli;
-  const std::string data = std::string(NPU_RUN_TEST_DATA) + "/rank_table/";
+  const std::string data = std::string(testing::build_paths::kTestData) + "/rank_table/";
   LaunchConfig c =
       cli.ok({"--soc", "atlas-training", "--nproc", "4", "--devices", "4-7", cli.script});
   CHECK(c.ascend.soc == Soc::kAtlasTraining);

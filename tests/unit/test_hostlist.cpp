@@ -5,6 +5,7 @@
 
 #include "basics/usage_error.hpp"
 #include "cluster/hostlist.hpp"
+#include "support/build_paths.hpp"
 
 using namespace npu_run;
 using Catch::Matchers::Contains;
@@ -17,7 +18,7 @@ struct Case {
 };
 
 std::vector<Case> scontrol_cases() {
-  std::ifstream in(std::string(NPU_RUN_TEST_DATA) + "/hostlist/scontrol_cases.tsv");
+  std::ifstream in(std::string(testing::build_paths::kTestData) + "/hostlist/scontrol_cases.tsv");
   std::vector<Case> cases;
   for (std::string line; std::getline(in, line);) {
     const auto tab = line.rfind('\t');  // expressions may hold tabs; scontrol's output never does

@@ -5,6 +5,7 @@
 #include "ascend/hccn_conf.hpp"
 #include "ascend/rank_table.hpp"
 #include "basics/usage_error.hpp"
+#include "support/build_paths.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;
@@ -13,7 +14,7 @@ using npu_run::testing::read_file;
 
 namespace {
 
-const std::string kData = std::string(NPU_RUN_TEST_DATA) + "/rank_table/";
+const std::string kData = std::string(testing::build_paths::kTestData) + "/rank_table/";
 
 ServerDevices local_server(std::vector<int> devices) {
   return ServerDevices{"127.0.0.1", std::move(devices), read_hccn_conf(kData + "hccn.conf"), {}};

@@ -44,6 +44,13 @@ if(NPU_RUN_OLD_KERNEL_SUITE)
                                   ENVIRONMENT "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
 endif()
 
+# The build's own rules: a layer including one it did not declare fails to configure
+# (cmake/layers.cmake), for today's layers and for one the test adds.
+add_test(NAME "build: a layer that includes an undeclared layer fails to configure"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/build/layer_check.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties("build: a layer that includes an undeclared layer fails to configure"
+                     PROPERTIES LABELS build TIMEOUT 300 PASS_REGULAR_EXPRESSION "layer check: all passed")
+
 # End to end, with the binary and behind the Linux 3.10 wrapper (need root / mpirun; skipped
 # otherwise): across two network namespaces, a real Slurm (controller and two slurmd on this
 # machine) running the sbatch templates, and Open MPI's mpirun starting two agents.

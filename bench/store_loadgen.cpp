@@ -206,22 +206,13 @@ class CannedResponder {
   void serve(tcp::socket socket) {
     auto connection = npu_run::net::StreamConnection::create(
         std::move(socket), {StoreLimits{}.max_request, 4096, size_t{1} << 20});
-    auto decoder = std::make_shared<std::optional<RequestDecoder>>();
-    auto first = std::make_shared<std::string>();
+    auto decoder = std::make_shared<ConnectionDecoder>();
     std::weak_ptr<npu_run::net::StreamConnection> weak = connection;
-    connection->start_stream({[this, weak, decoder, first](std::string_view bytes) {
+    connection->start_stream({[this, weak, decoder](std::string_view bytes) {
                                 auto self = weak.lock();
                                 if (!self) return;
-                                if (!*decoder) {
-                                  first->append(bytes);
-                                  const auto generation = detect_generation(*first);
-                                  if (!generation) return;
-                                  decoder->emplace(*generation, StoreLimits{});
-                                  bytes = *first;
-                                }
                                 std::vector<Request> requests;
-                                if ((*decoder)->feed(bytes, requests)) return self->close();
-                                first->clear();
+                                if (decoder->feed(bytes, requests)) return self->close();
                                 for (const auto& request : requests) answer(*self, request);
                               },
                               // Holds the connection until it closes.

@@ -43,9 +43,7 @@ std::string key_set_name(const std::vector<std::string>& keys) {
 struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
   struct Client {
     std::shared_ptr<net::StreamConnection> connection;
-    std::string first_bytes;  // until the generation is known
-    std::optional<RequestDecoder> decoder;
-    bool validated = false;
+    ConnectionDecoder decoder;
     std::deque<Request> queue;  // decoded, not yet started
     size_t queued_bytes = 0;    // the keys and values in `queue`
     bool busy = false;          // its last request is not answered yet
@@ -77,6 +75,7 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     const ClientId id = next_id++;
     Client& client = clients.emplace(id, Client{}).first->second;
     client.connection = connection;
+    client.decoder = ConnectionDecoder(options.limits);
     std::weak_ptr<Impl> weak = shared_from_this();
     client.silent = std::make_unique<boost::asio::steady_timer>(
         io, connection->opened_at() + options.silent_timeout);
@@ -96,20 +95,12 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     if (it == clients.end()) return;
     Client& client = it->second;
     client.silent.reset();
-    if (!client.decoder) {
-      client.first_bytes.append(bytes);
-      const auto generation = detect_generation(client.first_bytes);
-      if (!generation) return;
-      if (*generation == Generation::kTier) {
-        close_client(id, "a tier's greeting; a node's proxy serves its workers only", true);
-        return;
-      }
-      client.decoder.emplace(*generation, options.limits);
-      bytes = client.first_bytes;
-    }
     std::vector<Request> requests;
-    const auto error = client.decoder->feed(bytes, requests);
-    client.first_bytes = std::string();
+    const auto error = client.decoder.feed(bytes, requests);
+    if (client.decoder.generation() == Generation::kTier) {
+      close_client(id, "a tier's greeting; a node's proxy serves its workers only", true);
+      return;
+    }
     counted.client_requests += requests.size();
     for (Request& request : requests) {
       client.queued_bytes += request_bytes(request);
@@ -145,24 +136,11 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
-  // False when the client was closed for it.
+  // False when the client was closed for it. Its order and magic number were checked when it
+  // was decoded.
   bool start(ClientId id, Client& client, Request r) {
-    const Generation generation = client.decoder->generation();
-    if (generation == Generation::kTorch2 && !client.validated && r.command != Command::kValidate) {
-      close_client(id,
-                   fmt::format("{} before the validation a torch 2.x client sends first",
-                               command_name(r.command)),
-                   true);
-      return false;
-    }
     switch (r.command) {
       case Command::kValidate:
-        if (r.number != kValidationMagic) {
-          close_client(id, fmt::format("a validation with the wrong magic number {:#x}", r.number),
-                       true);
-          return false;
-        }
-        client.validated = true;
         return true;
       case Command::kPing: {
         std::string echo;

@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -30,9 +31,7 @@ std::shared_ptr<const std::string> one_byte(uint8_t value) {
 struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   struct Session {
     std::shared_ptr<net::StreamConnection> connection;
-    std::string first_bytes;  // until the generation is known
-    std::optional<RequestDecoder> decoder;
-    bool validated = false;  // torch 2.x: VALIDATE came first
+    ConnectionDecoder decoder;
     // Until the first byte (StoreServerOptions::silent_timeout).
     std::unique_ptr<boost::asio::steady_timer> silent;
     // A tier's parked waits: its tag -> the waiter id the key-value store knows.
@@ -45,13 +44,27 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     uint32_t tag;
   };
 
+  // One request being answered: who asked, where the answer goes, and whose waits it ended.
+  struct Call {
+    ClientId id;
+    Session& session;
+    const Request& request;
+    std::string& reply;
+    std::vector<ClientId> woken;
+
+    const std::string& key() const { return request.keys[0]; }
+  };
+  // Answers into call.reply; false when the connection was closed for the request.
+  using Handler = bool (Impl::*)(Call& call);
+
   Impl(boost::asio::io_context& io_context, StoreServerOptions opts)
       : io(io_context), options(opts), values(opts.max_store_bytes) {}
 
   void adopt(const std::shared_ptr<net::StreamConnection>& connection, const std::string& first) {
     const ClientId id = next_id++;
     Session& session =
-        sessions.emplace(id, Session{connection, {}, std::nullopt, false, {}, {}}).first->second;
+        sessions.emplace(id, Session{connection, ConnectionDecoder(options.limits), {}, {}})
+            .first->second;
     std::weak_ptr<Impl> weak = shared_from_this();
     if (first.empty() && connection->bytes_received() == 0) {
       session.silent = std::make_unique<boost::asio::steady_timer>(
@@ -74,16 +87,8 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     if (it == sessions.end()) return;
     Session& session = it->second;
     session.silent.reset();  // cancels its wait
-    if (!session.decoder) {
-      session.first_bytes.append(bytes);
-      const auto generation = detect_generation(session.first_bytes);
-      if (!generation) return;
-      session.decoder.emplace(*generation, options.limits);
-      bytes = session.first_bytes;
-    }
     std::vector<Request> requests;
-    const auto error = session.decoder->feed(bytes, requests);
-    session.first_bytes = std::string();
+    const auto error = session.decoder.feed(bytes, requests);
     std::string reply;
     for (const Request& request : requests) {
       if (!handle(id, session, request, reply)) return;  // closed
@@ -96,89 +101,14 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
       session.connection->send(std::make_shared<const std::string>(std::move(reply)));
   }
 
-  // Answers one request into `reply`; false when the connection was closed for it.
+  // One request, in three steps: its command's handler, the tier's framing of the answer, and
+  // the wake-up of the waits its writes ended. False when the connection was closed for it.
   bool handle(ClientId id, Session& session, const Request& r, std::string& reply) {
-    const Generation generation = session.decoder->generation();
-    const bool tier = generation == Generation::kTier;
-    if (generation != Generation::kTorch1 && !session.validated &&
-        r.command != Command::kValidate) {
-      drop(id, fmt::format("{} before the validation a {} client sends first",
-                           command_name(r.command), generation_name(generation)));
-      return false;
-    }
-    if (tier && (r.command == Command::kWait || r.command == Command::kCancelWait)) {
-      drop(id, "an untagged wait from a tier, whose waits are tagged");
-      return false;
-    }
-    std::vector<ClientId> woken;
+    const bool tier = session.decoder.generation() == Generation::kTier;
     const size_t answer_at = reply.size();
+    Call call{id, session, r, reply, {}};
     try {
-      switch (r.command) {
-        case Command::kValidate:
-          if (r.number != (tier ? kTierMagic : kValidationMagic)) {
-            drop(id, fmt::format("a validation with the wrong magic number {:#x}", r.number));
-            return false;
-          }
-          session.validated = true;
-          break;
-        case Command::kWaitTagged:
-          if (!wait_tagged(id, session, r, reply)) return false;
-          break;
-        case Command::kCancelTagged:
-          if (const auto tag = session.tags.find(r.number); tag != session.tags.end()) {
-            values.forget_wait(tag->second);
-            tagged.erase(tag->second);
-            session.tags.erase(tag);
-          }
-          break;
-        case Command::kPing:
-          append_u32(reply, r.number);
-          break;
-        case Command::kSet:
-          values.set(r.keys[0], r.values[0], woken);
-          break;
-        case Command::kCompareSet:
-          append_bytes(reply, values.compare_set(r.keys[0], r.values[0], r.values[1], woken));
-          break;
-        case Command::kGet:
-          append_bytes(reply, values.get(r.keys[0]));
-          break;
-        case Command::kAdd:
-          append_i64(reply, values.add(r.keys[0], r.delta, woken));
-          break;
-        case Command::kCheck:
-          append_byte(reply, static_cast<uint8_t>(values.check(r.keys) ? CheckReply::kReady
-                                                                       : CheckReply::kNotReady));
-          break;
-        case Command::kWait:
-          if (values.wait(id, r.keys))
-            append_byte(reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
-          break;
-        case Command::kNumKeys:
-          append_i64(reply, values.num_keys());
-          break;
-        case Command::kWatchKey:
-          drop(id,
-               "watch_key, which npu_run's store does not serve (torch 1.13's Python API "
-               "never sends it)");
-          return false;
-        case Command::kDeleteKey:
-          append_i64(reply, values.delete_key(r.keys[0]) ? 1 : 0);
-          break;
-        case Command::kAppend:
-          values.append(r.keys[0], r.values[0], woken);
-          break;
-        case Command::kMultiGet:
-          for (const auto& value : values.multi_get(r.keys)) append_bytes(reply, value);
-          break;
-        case Command::kMultiSet:
-          values.multi_set(r.keys, r.values, woken);
-          break;
-        case Command::kCancelWait:
-          values.forget_wait(id);
-          append_byte(reply, static_cast<uint8_t>(WaitReply::kWaitCanceled));
-          break;
-      }
+      if (!(this->*handler_for(r.command))(call)) return false;
     } catch (const StoreRequestError& e) {
       if (!tier || !tier_answers(r.command)) {
         drop(id, e.what());
@@ -194,49 +124,175 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
     if (tier && tier_answers(r.command))
       reply.insert(reply.begin() + static_cast<std::ptrdiff_t>(answer_at),
                    static_cast<char>(TierReply::kAnswer));
-    // Woken waiters hear it now; this client's own answer goes with the rest of its replies.
-    for (const ClientId client : woken) {
+    wake(call);
+    return true;
+  }
+
+  // Every command has its handler: a command added to the protocol without one fails to compile
+  // (-Wswitch, warnings are errors).
+  static Handler handler_for(Command command) {
+    switch (command) {
+      case Command::kValidate:
+        return &Impl::handle_validate;
+      case Command::kSet:
+        return &Impl::handle_set;
+      case Command::kCompareSet:
+        return &Impl::handle_compare_set;
+      case Command::kGet:
+        return &Impl::handle_get;
+      case Command::kAdd:
+        return &Impl::handle_add;
+      case Command::kCheck:
+        return &Impl::handle_check;
+      case Command::kWait:
+        return &Impl::handle_wait;
+      case Command::kNumKeys:
+        return &Impl::handle_num_keys;
+      case Command::kWatchKey:
+        return &Impl::handle_watch_key;
+      case Command::kDeleteKey:
+        return &Impl::handle_delete_key;
+      case Command::kAppend:
+        return &Impl::handle_append;
+      case Command::kMultiGet:
+        return &Impl::handle_multi_get;
+      case Command::kMultiSet:
+        return &Impl::handle_multi_set;
+      case Command::kCancelWait:
+        return &Impl::handle_cancel_wait;
+      case Command::kPing:
+        return &Impl::handle_ping;
+      case Command::kWaitTagged:
+        return &Impl::handle_wait_tagged;
+      case Command::kCancelTagged:
+        return &Impl::handle_cancel_tagged;
+    }
+    throw std::logic_error("a store command without a handler");
+  }
+
+  // ---- one handler per command ----
+
+  // The decoder checked its place and its magic number.
+  bool handle_validate(Call& /*call*/) { return true; }
+  bool handle_set(Call& c) {
+    values.set(c.key(), c.request.values[0], c.woken);
+    return true;
+  }
+  bool handle_compare_set(Call& c) {
+    append_bytes(c.reply,
+                 values.compare_set(c.key(), c.request.values[0], c.request.values[1], c.woken));
+    return true;
+  }
+  bool handle_get(Call& c) {
+    append_bytes(c.reply, values.get(c.key()));
+    return true;
+  }
+  bool handle_add(Call& c) {
+    append_i64(c.reply, values.add(c.key(), c.request.delta, c.woken));
+    return true;
+  }
+  bool handle_check(Call& c) {
+    const bool ready = values.check(c.request.keys);
+    append_byte(c.reply, static_cast<uint8_t>(ready ? CheckReply::kReady : CheckReply::kNotReady));
+    return true;
+  }
+  bool handle_wait(Call& c) {
+    if (values.wait(c.id, c.request.keys))
+      append_byte(c.reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
+    return true;
+  }
+  bool handle_num_keys(Call& c) {
+    append_i64(c.reply, values.num_keys());
+    return true;
+  }
+  bool handle_watch_key(Call& c) {
+    drop(c.id,
+         "watch_key, which npu_run's store does not serve (torch 1.13's Python API never sends "
+         "it)");
+    return false;
+  }
+  bool handle_delete_key(Call& c) {
+    append_i64(c.reply, values.delete_key(c.key()) ? 1 : 0);
+    return true;
+  }
+  bool handle_append(Call& c) {
+    values.append(c.key(), c.request.values[0], c.woken);
+    return true;
+  }
+  bool handle_multi_get(Call& c) {
+    for (const auto& value : values.multi_get(c.request.keys)) append_bytes(c.reply, value);
+    return true;
+  }
+  bool handle_multi_set(Call& c) {
+    values.multi_set(c.request.keys, c.request.values, c.woken);
+    return true;
+  }
+  bool handle_cancel_wait(Call& c) {
+    values.forget_wait(c.id);
+    append_byte(c.reply, static_cast<uint8_t>(WaitReply::kWaitCanceled));
+    return true;
+  }
+  bool handle_ping(Call& c) {
+    append_u32(c.reply, c.request.number);
+    return true;
+  }
+  bool handle_cancel_tagged(Call& c) {
+    if (const auto tag = c.session.tags.find(c.request.number); tag != c.session.tags.end()) {
+      values.forget_wait(tag->second);
+      tagged.erase(tag->second);
+      c.session.tags.erase(tag);
+    }
+    return true;
+  }
+  // ---- the wake-up step ----
+
+  // Woken waiters hear it now; the asking client's own answer goes with the rest of its replies.
+  void wake(Call& c) {
+    for (const ClientId client : c.woken) {
       if (const auto wait = tagged.find(client); wait != tagged.end()) {
-        const TaggedWait woke = wait->second;
+        wake_tagged(c, wait->second);
         tagged.erase(wait);
-        const auto owner = sessions.find(woke.session);
-        if (owner == sessions.end()) continue;
-        owner->second.tags.erase(woke.tag);
-        std::string notice;
-        append_woken(notice, woke.tag);
-        if (woke.session == id)
-          reply += notice;
-        else
-          owner->second.connection->send(std::make_shared<const std::string>(std::move(notice)));
         continue;
       }
-      if (client == id) {
-        append_byte(reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
+      if (client == c.id) {
+        append_byte(c.reply, static_cast<uint8_t>(WaitReply::kStopWaiting));
         continue;
       }
       const auto other = sessions.find(client);
       if (other != sessions.end()) other->second.connection->send(stop_waiting);
     }
-    return true;
+  }
+
+  void wake_tagged(Call& c, TaggedWait woke) {
+    const auto owner = sessions.find(woke.session);
+    if (owner == sessions.end()) return;
+    owner->second.tags.erase(woke.tag);
+    std::string notice;
+    append_woken(notice, woke.tag);
+    if (woke.session == c.id)
+      c.reply += notice;
+    else
+      owner->second.connection->send(std::make_shared<const std::string>(std::move(notice)));
   }
 
   // A tier's wait: parked under a waiter id of its own, so that one connection holds many.
-  bool wait_tagged(ClientId id, Session& session, const Request& r, std::string& reply) {
-    if (session.tags.count(r.number) > 0) {
-      drop(id, fmt::format("a second wait with the tag {} while the first is parked", r.number));
+  bool handle_wait_tagged(Call& c) {
+    const uint32_t tag = c.request.number;
+    if (c.session.tags.count(tag) > 0) {
+      drop(c.id, fmt::format("a second wait with the tag {} while the first is parked", tag));
       return false;
     }
-    if (session.tags.size() >= kMaxTaggedWaits) {
-      drop(id, fmt::format("more than {} parked waits", kMaxTaggedWaits));
+    if (c.session.tags.size() >= kMaxTaggedWaits) {
+      drop(c.id, fmt::format("more than {} parked waits", kMaxTaggedWaits));
       return false;
     }
     const ClientId waiter = next_id++;
-    if (values.wait(waiter, r.keys)) {
-      append_woken(reply, r.number);
+    if (values.wait(waiter, c.request.keys)) {
+      append_woken(c.reply, tag);
       return true;
     }
-    session.tags.emplace(r.number, waiter);
-    tagged.emplace(waiter, TaggedWait{id, r.number});
+    c.session.tags.emplace(tag, waiter);
+    tagged.emplace(waiter, TaggedWait{c.id, tag});
     return true;
   }
 

@@ -70,6 +70,8 @@ enum class Command {
 
 // "set", "compare_set", ... for messages.
 const char* command_name(Command command);
+// The command a generation numbers `number`; nothing for a number it does not use.
+std::optional<Command> command_of(Generation generation, uint8_t number);
 
 struct Request {
   Command command = Command::kSet;
@@ -92,7 +94,8 @@ struct StoreWireError {
   std::string message;
 };
 
-// Splits one connection's byte stream into requests, across any segment boundaries.
+// Splits one connection's byte stream into requests of a known generation, across any segment
+// boundaries (store/decoders.cpp).
 class RequestDecoder {
  public:
   enum class Field : uint8_t { kU32, kI64, kCount, kKey, kValue };
@@ -109,6 +112,10 @@ class RequestDecoder {
   // Takes the next field of the request under construction (or the next command byte) from the
   // buffer; false when it has not fully arrived.
   bool parse_field(std::vector<Request>& out);
+  void start_request(uint8_t number);
+  // Reads `field` from the front of `rest` into the request; 0 when it has not fully arrived.
+  size_t read_field(Field field, std::string_view rest);
+  size_t read_bytes(Field field, std::string_view rest);
   bool finish_if_complete(std::vector<Request>& out);
 
   Generation generation_;
@@ -123,6 +130,30 @@ class RequestDecoder {
   uint64_t count_ = 0;          // items of the counted part still to read
   bool value_pending_ = false;  // MULTI_SET: the item's key is read, its value is next
   size_t request_bytes_ = 0;
+};
+
+// One connection's side of the protocol from its first byte, as the server and each node's
+// proxy read it: the generation told from the first bytes (held until they tell), requests
+// decoded across segments, and the rules a generation's requests obey before anyone acts on
+// them: a 2.x client and a tier greet with VALIDATE and their own magic number (which is how
+// they are told apart) and keep to it; a tier's waits are tagged. A broken rule is an error, as
+// a broken format is, and stays.
+class ConnectionDecoder {
+ public:
+  ConnectionDecoder() = default;
+  explicit ConnectionDecoder(StoreLimits limits) : limits_(limits) {}
+  // Appends `bytes`; the requests before any error go to `out`.
+  std::optional<StoreWireError> feed(std::string_view bytes, std::vector<Request>& out);
+  // Unknown until the first bytes tell.
+  std::optional<Generation> generation() const;
+
+ private:
+  std::optional<StoreWireError> broken_rule(const Request& request);
+
+  StoreLimits limits_{};
+  std::string first_bytes_;  // until the generation is known
+  std::optional<RequestDecoder> decoder_;
+  bool failed_ = false;
 };
 
 // Replies, identical in both torch generations.

@@ -194,3 +194,57 @@ TEST_CASE("store wire: npu_run's tier adds tagged waits to torch 2.x's numbering
   // The greeting is answered: it says node 0 took the connection.
   CHECK(tier_answers(Command::kValidate));
 }
+
+TEST_CASE("store wire: a connection's decoder holds the first bytes until they tell the generation",
+          "[unit][store]") {
+  ConnectionDecoder decoder;
+  std::vector<Request> out;
+  // VALIDATE's first bytes could still be a 1.13 SET: nothing is decoded yet.
+  REQUIRE_FALSE(decoder.feed(k26Validate.substr(0, 3), out));
+  CHECK(decoder.generation() == std::nullopt);
+  CHECK(out.empty());
+  REQUIRE_FALSE(decoder.feed(k26Validate.substr(3) + k26Set.substr(0, 4), out));
+  CHECK(decoder.generation() == Generation::kTorch2);
+  REQUIRE_FALSE(decoder.feed(k26Set.substr(4) + k26Ping, out));
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].command == Command::kValidate);
+  CHECK(out[1].keys == std::vector<std::string>{"/k"});
+  CHECK(out[2].command == Command::kPing);
+  // A 1.13 client is known from its first byte.
+  ConnectionDecoder torch1;
+  std::vector<Request> got;
+  REQUIRE_FALSE(torch1.feed(k113Get, got));
+  CHECK(torch1.generation() == Generation::kTorch1);
+  CHECK(got.size() == 1);
+}
+
+TEST_CASE("store wire: a connection's decoder enforces each generation's rules", "[unit][store]") {
+  const auto fails_with = [](const std::string& bytes, const std::string& text,
+                             size_t decoded_before) {
+    ConnectionDecoder decoder;
+    std::vector<Request> out;
+    const auto error = decoder.feed(bytes, out);
+    REQUIRE(error);
+    CHECK(error->message == text);
+    CHECK(out.size() == decoded_before);  // the requests before the broken rule
+    CHECK(decoder.feed(k26Ping, out));    // failed for good
+  };
+  const std::string tier_validate =
+      hex("0031555"
+          "04e");
+  // VALIDATE, then a SET with the magic number 0x3c85f7ce as its key length: a 1.13 SET of a
+  // 1 GB key cannot start like this, so the bytes are a 2.x client's, and a second VALIDATE
+  // with another magic breaks the rule.
+  fails_with(k26Validate + hex("00efbeadde"), "a validation with the wrong magic number 0xdeadbeef",
+             1);
+  // A tier is known by its own magic; it must not wait untagged.
+  fails_with(tier_validate + k26Set + hex("060000000000000000"),  // WAIT for no keys
+             "an untagged wait from a tier, whose waits are tagged", 2);
+  fails_with(tier_validate + k26CancelWait, "an untagged wait from a tier, whose waits are tagged",
+             1);
+  // 1.13 has no VALIDATE: its first request may be anything.
+  ConnectionDecoder torch1;
+  std::vector<Request> out;
+  CHECK_FALSE(torch1.feed(k113NumKeys + k113Set, out));
+  CHECK(out.size() == 2);
+}

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "basics/descriptors.hpp"
 #include "workers/console.hpp"
@@ -50,6 +51,7 @@ OutputRelay::OutputRelay(boost::asio::io_context& io, int pipe_fd, int file_fd,
 }
 
 OutputRelay::~OutputRelay() {
+  on_closed_ = nullptr;  // whoever waited for it is gone too
   finish();
 }
 
@@ -115,8 +117,13 @@ void OutputRelay::to_console(std::string_view data) {
   paused_ = !console_->has_room();
 }
 
-void OutputRelay::drain_and_close() {
-  if (closed_ || draining_) return;
+void OutputRelay::drain_and_close(std::function<void()> closed) {
+  if (closed_) {
+    closed();
+    return;
+  }
+  on_closed_ = std::move(closed);
+  if (draining_) return;
   draining_ = true;
   if (read_in_flight_) {
     // The pending read may already hold bytes in buffer_ whose handler has not run yet (the
@@ -150,6 +157,7 @@ void OutputRelay::finish() {
   pipe_.close(ignored);
   if (file_fd_ >= 0) ::close(file_fd_);
   file_fd_ = -1;
+  if (auto closed = std::exchange(on_closed_, nullptr)) closed();
 }
 
 }  // namespace npu_run

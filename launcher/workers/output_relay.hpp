@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,10 +52,10 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
 
   void start();
   // Called once the worker has exited: copies what is still in the pipe without waiting for
-  // EOF (a grandchild may hold the write end open), then closes everything. With a read in
-  // flight this completes in that read's handler, which the io_context runs before anything
-  // posted after this call.
-  void drain_and_close();
+  // EOF (a grandchild may hold the write end open), then closes everything and runs `closed`.
+  // With a read in flight this completes in that read's handler (it may hold bytes not yet
+  // delivered), so what was relayed (tail(), write_error()) is final only in `closed`.
+  void drain_and_close(std::function<void()> closed);
   // Keeps the last `bytes` bytes relayed, for tail(): a hang's stack dump is read back from
   // them (workers/python_dump.hpp).
   void keep_tail(size_t bytes) { tail_limit_ = bytes; }
@@ -84,6 +85,7 @@ class OutputRelay : public std::enable_shared_from_this<OutputRelay> {
   bool draining_ = false;
   bool closed_ = false;
   int write_error_ = 0;
+  std::function<void()> on_closed_;
   size_t tail_limit_ = 0;
   std::string tail_;  // up to twice tail_limit_: trimmed in halves, not on every read
 };

@@ -131,8 +131,18 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     if (phase == Phase::kDone) return;
     phase = Phase::kDone;
     timer.cancel();
+    // The result is made once every worker's output has been read to the end.
+    auto left = std::make_shared<size_t>(workers.size() + 1);
+    auto settled = [self = shared_from_this(), left] {
+      if (--*left == 0) self->report();
+    };
+    for (const auto& w : workers) w->settle(settled);
+    settled();
+  }
+
+  void report() {
     GroupResult result;
-    for (const auto& w : workers) result.workers.push_back(w->settle());
+    for (const auto& w : workers) result.workers.push_back(w->outcome());
     result.first_exit = root_cause;
     result.root_cause = choose_root_cause(result.workers, root_cause);
     result.stop_signal = requested_stop;

@@ -344,8 +344,19 @@ void WorkerProcess::signal(int sig) const {
   if (running_) signal_process_group(outcome_.pid, sig);
 }
 
-const WorkerOutcome& WorkerProcess::settle() {
-  for (auto& relay : relays_) relay->drain_and_close();
+void WorkerProcess::settle(std::function<void()> settled) {
+  // Once every relay has closed (a read in flight may still hold the last bytes).
+  auto left = std::make_shared<size_t>(relays_.size() + 1);
+  auto one_closed = [this, left, settled = std::move(settled)] {
+    if (--*left > 0) return;
+    read_what_it_left();
+    settled();
+  };
+  for (auto& relay : relays_) relay->drain_and_close(one_closed);
+  one_closed();
+}
+
+void WorkerProcess::read_what_it_left() {
   // Which of its log files lost output: a relay knows its failed write; a file the worker
   // wrote itself is suspect when its file system is full now.
   outcome_.incomplete_logs.clear();
@@ -363,7 +374,6 @@ const WorkerOutcome& WorkerProcess::settle() {
   }
   outcome_.raised_at = error_file_time(outcome_.error_file);
   read_stack_dump();
-  return outcome_;
 }
 
 // A faulthandler dump in what the worker wrote last to its stderr: a relay holds the stream's

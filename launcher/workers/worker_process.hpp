@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <boost/system/error_code.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,8 +47,10 @@ class WorkerProcess {
   void abandon();
   // Sends `sig` to the worker's process group while it runs.
   void signal(int sig) const;
-  // Drains what its relays still hold and reads when it raised its error, if it did.
-  const WorkerOutcome& settle();
+  // Drains what its relays still hold, then reads what its output and files say of its end
+  // (lost log lines, when it raised its error, a stack dump) and runs `settled`: outcome() is
+  // final from then on.
+  void settle(std::function<void()> settled);
 
   bool running() const { return running_; }
   pid_t pid() const { return outcome_.pid; }
@@ -59,6 +62,7 @@ class WorkerProcess {
   bool cannot_start(int err, std::string why);
   int open_sink(const StreamRoute& route, int console_fd, std::vector<int>& to_close);
   int open_stdin(std::vector<int>& to_close);
+  void read_what_it_left();
   void read_stack_dump();
 
   // Frames of a stack dump kept for the summary and the hang analysis.

@@ -73,7 +73,12 @@ TEST_CASE("worker process: runs in its log directory's files and reports its exi
   boost::asio::io_context io;
   WorkerProcess process(io, shell_worker("echo out; echo err >&2; exit 3", dir.file("rank1")));
   run_to_end(io, process);
-  const WorkerOutcome& outcome = process.settle();
+  bool settled = false;
+  process.settle([&settled] { settled = true; });
+  while (!settled && io.run_one() > 0) {
+  }
+  REQUIRE(settled);
+  const WorkerOutcome& outcome = process.outcome();
   CHECK_FALSE(process.running());
   CHECK(outcome.status.as_exit_code() == 3);
   CHECK(outcome.local_rank == 1);

@@ -85,8 +85,9 @@ TEST_CASE("usage: too low an open-files limit is named with the fix before anyth
           "[integration][usage]") {
   // npu_run under `prlimit --nofile=12`, started as the worker of an outer npu_run so that the
   // test process keeps its own limit; the outer one passes the inner one's exit code on.
-  const Finished f = run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12", build_paths::kNpuRun,
-                                  "--nproc-per-node", "2", "--no-python", "/bin/echo", "started"});
+  const Finished f =
+      run_npu_run({"--no-python", "/usr/bin/prlimit", "--nofile=12", build_paths::kNpuRun,
+                   "--nproc-per-node", "2", "--no-python", "/bin/echo", "started"});
   INFO(f.err);
   CHECK(f.exit_code == 2);
   CHECK_THAT(f.err, Contains("the open-files limit (ulimit -n) is 12, but an agent with 2 workers "

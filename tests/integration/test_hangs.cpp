@@ -2,7 +2,6 @@
 // and python/npu_run_progress.py, --hang-timeout (fixed and learned) and --exit-timeout; on a
 // hang every worker's Python stacks are dumped by faulthandler (real output), the hung rank is
 // named, the job fails with 124 or restarts, and nothing is left behind.
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -74,7 +73,8 @@ std::string odd_rank_loads(int odd) {
 TEST_CASE("hangs: a rank that stops beating is found, every rank's stacks are dumped, exit 124",
           "[integration][hangs]") {
   TempDir dir;
-  NpuRunProcess p({"--nproc-per-node", "3", "--hang-timeout", "2", worker_script(dir, kRank1Deadlocks)});
+  NpuRunProcess p(
+      {"--nproc-per-node", "3", "--hang-timeout", "2", worker_script(dir, kRank1Deadlocks)});
   const Finished f = p.wait(40s);
   INFO(f.err);
   CHECK(f.exit_code == 124);
@@ -162,12 +162,11 @@ TEST_CASE("hangs: --hang-timeout auto learns from the beats' intervals, with a f
           "[integration][hangs]") {
   TempDir dir;
   // Beats 0.3 s apart: 5 x 0.3 = 1.5 s, above the 1 s floor given.
-  const std::string script = worker_script(
-      dir,
-      "for step in range(5, 10):\n"
-      "    time.sleep(0.3)\n"
-      "    npu_run_progress.beat(f'step {step}')\n"
-      "if rank == 0: time.sleep(3600)\n");
+  const std::string script = worker_script(dir,
+                                           "for step in range(5, 10):\n"
+                                           "    time.sleep(0.3)\n"
+                                           "    npu_run_progress.beat(f'step {step}')\n"
+                                           "if rank == 0: time.sleep(3600)\n");
   NpuRunProcess p({"--nproc-per-node", "2", "--hang-timeout", "auto:1", script});
   const Finished f = p.wait(40s);
   INFO(f.err);
@@ -183,10 +182,10 @@ TEST_CASE("hangs: --exit-timeout finds a worker that never exits after the other
           "[integration][hangs]") {
   TempDir dir;
   // Rank 2's main returns, but a non-daemon thread keeps its process alive (as gloo's did).
-  const std::string script =
-      worker_script(dir,
-                    "if rank == 2:\n"
-                    "    threading.Thread(target=time.sleep, args=(3600,), name='stuck').start()\n");
+  const std::string script = worker_script(
+      dir,
+      "if rank == 2:\n"
+      "    threading.Thread(target=time.sleep, args=(3600,), name='stuck').start()\n");
   NpuRunProcess p({"--nproc-per-node", "3", "--exit-timeout", "1", script});
   const Finished f = p.wait(40s);
   INFO(f.err);
@@ -199,10 +198,13 @@ TEST_CASE("hangs: --exit-timeout finds a worker that never exits after the other
 
 TEST_CASE("hangs: bad --hang-timeout and --exit-timeout values are refused before anything starts",
           "[integration][hangs]") {
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--hang-timeout", "soon"}, {"--hang-timeout", "auto:-3"}, {"--hang-timeout", "-1"},
-           {"--exit-timeout", "-2"}}) {
-    const Finished f = run_npu_run({"--nproc-per-node", "1", flag, value, "--no-python", "/bin/true"});
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--hang-timeout", "soon"},
+                                                        {"--hang-timeout", "auto:-3"},
+                                                        {"--hang-timeout", "-1"},
+                                                        {"--exit-timeout", "-2"}}) {
+    const Finished f =
+        run_npu_run({"--nproc-per-node", "1", flag, value, "--no-python", "/bin/true"});
     INFO(flag << " " << value << ": " << f.err);
     CHECK(f.exit_code == 2);
     CHECK_THAT(f.err, Contains(flag));
@@ -210,8 +212,9 @@ TEST_CASE("hangs: bad --hang-timeout and --exit-timeout values are refused befor
   }
 }
 
-TEST_CASE("hangs: --max-no-progress-restarts stops restarting a job that never gets further, exit 123",
-          "[integration][hangs]") {
+TEST_CASE(
+    "hangs: --max-no-progress-restarts stops restarting a job that never gets further, exit 123",
+    "[integration][hangs]") {
   TempDir dir;
   // Every attempt beats up to 'step 4' and hangs there: the first attempt progressed, the
   // restarts did not.
@@ -279,13 +282,13 @@ TEST_CASE("hangs: for a worker that is not Python the kernel's view of its threa
 
 TEST_CASE("hangs: without a place for the progress sockets, --hang-timeout is refused by name",
           "[integration][hangs]") {
-  // TMPDIR too long for a socket's path, and /tmp read-only (a private mount namespace).
+  // TMPDIR too long for a socket's path, and /tmp read-only (a private mount namespace; its
+  // contents stay, since the build under test may be there).
   const std::string long_tmp =
       "/var/tmp/npu_run_test_" + std::to_string(::getpid()) + "_" + std::string(90, 'x');
   std::filesystem::create_directories(long_tmp);
   INFO("a mount namespace needs root, as the suite's namespace tests do");
-  REQUIRE(private_mount_namespace());
-  REQUIRE(::mount("tmpfs", "/tmp", "tmpfs", MS_RDONLY, "size=64k") == 0);
+  REQUIRE(make_read_only("/tmp"));
   const EnvOverrides env{{"TMPDIR", long_tmp}};
   const Finished refused = run_npu_run(
       {"--nproc-per-node", "1", "--hang-timeout", "60", "--no-python", "/bin/true"}, env);

@@ -20,6 +20,12 @@ bool mount_small_tmpfs(const std::string& path, const std::string& size) {
   return ::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
 }
 
+bool make_read_only(const std::string& path) {
+  if (!private_mount_namespace()) return false;
+  return ::mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0 &&
+         ::mount(nullptr, path.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0;
+}
+
 bool replace_hosts_file(const std::string& text, const std::string& scratch_dir) {
   if (!private_mount_namespace()) return false;
   const std::string hosts = scratch_dir + "/hosts";

@@ -36,7 +36,10 @@ std::string worker_script(TempDir& dir, const std::string& then) {
   return path;
 }
 
-// Rank 1 deadlocks between two threads; the others keep beating until they are stopped.
+// Rank 1 deadlocks between two threads; the others keep beating until they are stopped, and
+// spend nearly all their time in one place (the sleep), so that the dump finds both there: a
+// rank caught inside beat() has other top frames, and with two of three ranks disagreeing no
+// rank is the odd one out.
 const char* kRank1Deadlocks =
     "def take_locks(first, second):\n"
     "    with first:\n"
@@ -51,7 +54,7 @@ const char* kRank1Deadlocks =
     "while True:\n"
     "    npu_run_progress.beat('step busy')\n"
     "    if attempt > 0: sys.exit(0)\n"
-    "    time.sleep(0.05)\n";
+    "    time.sleep(0.5)\n";
 
 // As in a collective, every rank waits for the others (in threading's wait), but global rank
 // `odd` beats once more, later, and then sits in its data loader: the others' timers run out

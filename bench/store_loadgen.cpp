@@ -265,60 +265,35 @@ int run_root(int port) {
   return 0;
 }
 
-int run_ranks(int port, int world, int first, int count, bool tiered, bool canned,
-              Generation generation, int64_t start_at) {
-  raise_open_files();
-  asio::io_context io;
-  Totals totals;
-  const tcp::endpoint root(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port));
-  // Tiered: one proxy per simulated node, listening on a port of its own.
+// The simulated nodes of one process: a proxy (tiered) or a canned responder (the floor) per
+// node, each listening on a loopback address of its own, as each real node has its own: 16,384
+// listeners on one address would not find free ports beside the last run's connections in
+// TIME_WAIT.
+struct SimulatedNodes {
   std::vector<std::unique_ptr<npu_run::NodeStoreProxy>> proxies;
   std::vector<std::unique_ptr<CannedResponder>> responders;
-  std::vector<std::unique_ptr<tcp::acceptor>> proxy_ports;
-  std::vector<std::shared_ptr<SimulatedRank>> ranks;
-  for (int r = first; r < first + count; ++r)
-    ranks.push_back(std::make_shared<SimulatedRank>(io, r, world, generation, totals));
-  if (tiered || canned) {
-    for (int n = 0; n < (count + kRanksPerNode - 1) / kRanksPerNode; ++n) {
-      // Each simulated node on a loopback address of its own, as each real node has its own:
-      // 16,384 listeners on one address would not find free ports beside the last run's
-      // connections in TIME_WAIT.
-      const int node = first / kRanksPerNode + n;
-      const auto address = asio::ip::make_address(
-          fmt::format("127.{}.{}.{}", 2 + node / 65536, (node / 256) % 256, node % 256));
-      proxy_ports.push_back(std::make_unique<tcp::acceptor>(io, tcp::endpoint(address, 0)));
-      if (canned) {
-        responders.push_back(std::make_unique<CannedResponder>(*proxy_ports.back()));
-        continue;
-      }
-      proxies.push_back(std::make_unique<npu_run::NodeStoreProxy>(
-          io, *proxy_ports.back(), "127.0.0.1", port, std::chrono::seconds(120)));
+  std::vector<std::unique_ptr<tcp::acceptor>> ports;
+};
+
+SimulatedNodes make_nodes(asio::io_context& io, int port, int first, int count, bool canned) {
+  SimulatedNodes nodes;
+  for (int n = 0; n < (count + kRanksPerNode - 1) / kRanksPerNode; ++n) {
+    const int node = first / kRanksPerNode + n;
+    const auto address = asio::ip::make_address(
+        fmt::format("127.{}.{}.{}", 2 + node / 65536, (node / 256) % 256, node % 256));
+    nodes.ports.push_back(std::make_unique<tcp::acceptor>(io, tcp::endpoint(address, 0)));
+    if (canned) {
+      nodes.responders.push_back(std::make_unique<CannedResponder>(*nodes.ports.back()));
+      continue;
     }
+    nodes.proxies.push_back(std::make_unique<npu_run::NodeStoreProxy>(
+        io, *nodes.ports.back(), "127.0.0.1", port, std::chrono::seconds(120)));
   }
-  std::this_thread::sleep_until(
-      std::chrono::system_clock::time_point(std::chrono::milliseconds(start_at)));
-  // A round formed: each node's proxy dials node 0 (the product's dialler: retries, backoff).
-  for (auto& proxy : proxies) proxy->new_round();
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    ranks[i]->start(proxy_ports.empty() ? root : proxy_ports[i / kRanksPerNode]->local_endpoint());
-  }
-  ranks.clear();  // each rank keeps itself alive through its pending operation
-  asio::steady_timer watch(io);
-  std::vector<ProxyCounters> counted;
-  std::function<void()> check = [&] {
-    // A failed rank never reaches the barrier, so the rest would wait for it forever: the
-    // run ends at the first failure, and the harness stops the other processes.
-    if (totals.done + totals.failed == count || totals.failed > 0) {
-      for (const auto& proxy : proxies) counted.push_back(proxy->proxy().counters());
-      proxies.clear();
-      io.stop();
-      return;
-    }
-    watch.expires_after(std::chrono::milliseconds(20));
-    watch.async_wait([&](boost::system::error_code) { check(); });
-  };
-  check();
-  io.run();
+  return nodes;
+}
+
+// The one JSON line the harness reads: the ranks' totals and, tiered, the proxies' counts.
+std::string results(const Totals& totals, const std::vector<ProxyCounters>& counted, bool tiered) {
   nlohmann::json out{{"done", totals.done},
                      {"failed", totals.failed},
                      {"last_done_ms", totals.last_done_ms},
@@ -328,13 +303,49 @@ int run_ranks(int port, int world, int first, int count, bool tiered, bool canne
     for (const auto& c : counted) {
       sum.client_requests += c.client_requests;
       sum.upstream_requests += c.upstream_requests;
-      sum.coalesced_waits += c.coalesced_waits;
-      sum.batched_adds += c.batched_adds;
     }
     out["client_requests"] = sum.client_requests;
     out["upstream_requests"] = sum.upstream_requests;
   }
-  std::cout << out.dump() << std::endl;
+  return out.dump();
+}
+
+int run_ranks(int port, int world, int first, int count, bool tiered, bool canned,
+              Generation generation, int64_t start_at) {
+  raise_open_files();
+  asio::io_context io;
+  Totals totals;
+  const tcp::endpoint root(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port));
+  std::vector<std::shared_ptr<SimulatedRank>> ranks;
+  for (int r = first; r < first + count; ++r)
+    ranks.push_back(std::make_shared<SimulatedRank>(io, r, world, generation, totals));
+  SimulatedNodes nodes =
+      tiered || canned ? make_nodes(io, port, first, count, canned) : SimulatedNodes{};
+  std::this_thread::sleep_until(
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(start_at)));
+  // A round formed: each node's proxy dials node 0 (the product's dialler: retries, backoff).
+  for (auto& proxy : nodes.proxies) proxy->new_round();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ranks[i]->start(nodes.ports.empty() ? root : nodes.ports[i / kRanksPerNode]->local_endpoint());
+  }
+  ranks.clear();  // each rank keeps itself alive through its pending operation
+  asio::steady_timer watch(io);
+  std::vector<ProxyCounters> counted;
+  std::function<void()> check = [&] {
+    // A failed rank never reaches the barrier, so the rest would wait for it forever: the
+    // run ends at the first failure, and the harness stops the other processes.
+    if (totals.done + totals.failed == count || totals.failed > 0) {
+      for (const auto& proxy : nodes.proxies) counted.push_back(proxy->proxy().counters());
+      nodes.proxies.clear();
+      io.stop();
+      return;
+    }
+    watch.expires_after(std::chrono::milliseconds(20));
+    watch.async_wait([&](boost::system::error_code) { check(); });
+  };
+  check();
+  io.run();
+  std::cout << results(totals, counted, tiered) << std::endl;
   return totals.failed == 0 ? 0 : 1;
 }
 

@@ -13,7 +13,7 @@ using tcp = asio::ip::tcp;
 
 void Listeners::bind(const ServerOptions& options) {
   // The kernel caps any backlog at net.core.somaxconn; asking for exactly that is the most.
-  const auto somaxconn = kernel_queues().front().value;
+  const auto somaxconn = net::kernel_queues().front().value;
   backlog_ = options.backlog > 0 ? options.backlog : static_cast<int>(somaxconn.value_or(4096));
   const auto add = [this](const std::string& address, std::unique_ptr<tcp::acceptor> acceptor) {
     served_.push_back(address.find(':') != std::string::npos ? "[" + address + "]" : address);

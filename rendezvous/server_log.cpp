@@ -36,10 +36,10 @@ void log_milestone(const ServerMessage& message, int max_restarts) {
 }
 
 std::string kernel_limit_warning(int nodes) {
-  const auto queues = kernel_queues();
-  std::vector<KernelQueue> small;
+  const auto queues = net::kernel_queues();
+  std::vector<net::KernelQueue> small;
   std::vector<std::string> values;
-  for (const KernelQueue& q : queues) {
+  for (const net::KernelQueue& q : queues) {
     values.push_back(
         fmt::format("{} is {}", q.key, q.value ? std::to_string(*q.value) : "unknown"));
     if (q.value && *q.value < nodes) small.push_back(q);
@@ -49,7 +49,7 @@ std::string kernel_limit_warning(int nodes) {
       "{}: fewer than the {} agents that connect at once, so their connections will be retried and "
       "the "
       "rendezvous slows down. To fix, run as root: {}",
-      fmt::join(values, " and "), nodes, sysctl_fix(small, nodes));
+      fmt::join(values, " and "), nodes, net::sysctl_fix(small, nodes));
 }
 
 }  // namespace npu_run::rdzv

@@ -14,7 +14,8 @@ namespace npu_run {
 namespace {
 
 std::string result_text(const WorkerOutcome& w, bool is_root_cause) {
-  if (!w.hang.empty()) return fmt::format("hung: {}; stacks dumped ({})", w.hang, w.status.describe());
+  if (!w.hang.empty())
+    return fmt::format("hung: {}; stacks dumped ({})", w.hang, w.status.describe());
   std::string text = w.status.describe();
   if (w.survived_kill)
     text += ", survived SIGKILL (uninterruptible?)";
@@ -146,29 +147,6 @@ std::string format_failure_summary(const GroupResult& result, const SummaryConte
                        rows.succeeded == 1 ? "" : "s");
   }
   return out;
-}
-
-rdzv::FailureReport failure_report(const GroupResult& result, const std::string& host,
-                                   int node_rank, const std::string& error_message) {
-  rdzv::FailureReport f;
-  f.host = host;
-  f.node_rank = node_rank;
-  f.exit_code = exit_code_for(result);
-  if (result.root_cause) {
-    const WorkerOutcome& w = result.workers.at(*result.root_cause);
-    f.rank = w.global_rank;
-    f.local_rank = w.local_rank;
-    f.pid = w.pid;
-    f.stopped_after_error = w.stopped_by_agent;
-    f.description = w.stopped_by_agent
-                        ? "raised an error, then was stopped by npu_run while exiting"
-                        : w.status.describe();
-    f.error_message = error_message;
-    f.time_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(failed_at(w).time_since_epoch())
-            .count();
-  }
-  return f;
 }
 
 WorkerError read_worker_error(const std::string& path) {

@@ -34,11 +34,6 @@ inline constexpr size_t kMaxTracebackLines = 40;
 std::string format_failure_summary(const GroupResult& result, const SummaryContext& ctx,
                                    const std::map<size_t, WorkerError>& errors);
 
-// This node's root cause as the rendezvous passes it to every node. `error_message` comes from
-// the worker's error file.
-rdzv::FailureReport failure_report(const GroupResult& result, const std::string& host,
-                                   int node_rank, const std::string& error_message);
-
 // A torchelastic error file, read with a size limit (the worker writes it); empty fields when
 // the file is missing or not in that format.
 WorkerError read_worker_error(const std::string& path);

@@ -27,8 +27,7 @@ std::string describe(const Hang& hang, int other_workers) {
                        seconds(hang.silence), other_workers, other_workers == 1 ? "" : "s");
   }
   return fmt::format("no progress for {:.0f} s after '{}' (beat {}; --hang-timeout {:.0f} s)",
-                     seconds(hang.silence), hang.last_text, hang.beats,
-                     seconds(hang.timeout));
+                     seconds(hang.silence), hang.last_text, hang.beats, seconds(hang.timeout));
 }
 
 milliseconds hang_timeout(const HangPolicy& policy, Clock::duration longest_interval) {

@@ -23,7 +23,7 @@ struct Hang {
   enum class Kind { kNoProgress, kStraggler };
   Kind kind = Kind::kNoProgress;
   int local_rank = 0;
-  std::chrono::milliseconds timeout{};  // the one that ran out
+  std::chrono::milliseconds timeout{};            // the one that ran out
   std::chrono::steady_clock::duration silence{};  // since its last beat, or the others' exit
   uint64_t beats = 0;
   std::string last_text;  // of its last beat

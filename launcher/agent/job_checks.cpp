@@ -23,43 +23,45 @@ std::string check_topology(const LaunchConfig& cfg, const Assignment& a) {
   return topology.error;
 }
 
-std::string write_auto_table(Assignment& a, const std::string& run_dir) {
-  const RankTable table = rank_table_from_peers(a.peers);
-  a.rank_table_file = run_dir + "/rank_table.json";
-  std::ofstream out(a.rank_table_file, std::ios::trunc);
-  if (!(out << rank_table_json(table)) || !out.flush())
-    return fmt::format("cannot write the rank table {}", a.rank_table_file);
-  spdlog::info("rank table for {} servers and {} devices written to {}", table.servers.size(),
-               table.device_count(), a.rank_table_file);
-  return "";
-}
-
 // This server's entry is found by any of its names: host name, primary address, --local-addr,
 // or the address the rendezvous saw.
-std::string match_given_table(const LaunchConfig& cfg, const GivenRankTable& given, Assignment& a) {
-  std::vector<std::string> identities = {a.host, primary_address()};
+std::string given_table_mismatch(const LaunchConfig& cfg, const GivenRankTable& given,
+                                 const Assignment& a) {
+  std::vector<std::string> identities = {a.host, net::primary_address()};
   if (cfg.rendezvous.local_addr) identities.push_back(*cfg.rendezvous.local_addr);
   for (const auto& p : a.peers) {
     if (p.node_rank == a.node_rank) identities.push_back(p.node.addr);
   }
-  const std::string mismatch =
-      rank_table_mismatch(given.table, given.path, a, cfg.shape.devices, identities);
-  if (mismatch.empty()) a.rank_table_file = given.path;
-  return mismatch;
+  return rank_table_mismatch(given.table, given.path, a, cfg.shape.devices, identities);
 }
 
 }  // namespace
 
-std::string prepare_job(const LaunchConfig& cfg, Assignment& a, const std::string& run_dir) {
+std::optional<std::string> job_refusal(const LaunchConfig& cfg, const Assignment& a) {
   if (std::string error = check_topology(cfg, a); !error.empty()) return error;
   try {
-    if (cfg.ascend.rank_table_auto()) return write_auto_table(a, run_dir);
-    if (const GivenRankTable* given = cfg.ascend.given_rank_table())
-      return match_given_table(cfg, *given, a);
+    if (const GivenRankTable* given = cfg.ascend.given_rank_table()) {
+      if (std::string mismatch = given_table_mismatch(cfg, *given, a); !mismatch.empty())
+        return mismatch;
+    }
   } catch (const UsageError& e) {
     return e.what();
   }
-  return "";
+  return std::nullopt;
+}
+
+std::string rank_table_file(const LaunchConfig& cfg, const Assignment& a,
+                            const std::string& run_dir) {
+  if (const GivenRankTable* given = cfg.ascend.given_rank_table()) return given->path;
+  if (!cfg.ascend.rank_table_auto()) return "";
+  const RankTable table = rank_table_from_peers(a.peers);
+  const std::string path = run_dir + "/rank_table.json";
+  std::ofstream out(path, std::ios::trunc);
+  if (!(out << rank_table_json(table)) || !out.flush())
+    throw UsageError(fmt::format("cannot write the rank table {}", path));
+  spdlog::info("rank table for {} servers and {} devices written to {}", table.servers.size(),
+               table.device_count(), path);
+  return path;
 }
 
 }  // namespace npu_run

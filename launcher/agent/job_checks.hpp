@@ -3,6 +3,7 @@
 // matched against the ranks this node was assigned.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "agent/assignment.hpp"
@@ -10,8 +11,14 @@
 
 namespace npu_run {
 
-// Checks the job and, for a rank table, sets `a.rank_table_file` (an auto table is written to
-// `run_dir`/rank_table.json). Returns why the job cannot run, or "". Warnings are logged.
-std::string prepare_job(const LaunchConfig& cfg, Assignment& a, const std::string& run_dir);
+// Why this node cannot run the job as assigned (exit 2 on every node); nothing when it can.
+// Warnings are logged.
+std::optional<std::string> job_refusal(const LaunchConfig& cfg, const Assignment& a);
+
+// The RANK_TABLE_FILE this node's workers get: the given table, or one built from every node
+// and written to `run_dir`/rank_table.json now; "" without a rank table. Throws UsageError when
+// the table cannot be written.
+std::string rank_table_file(const LaunchConfig& cfg, const Assignment& a,
+                            const std::string& run_dir);
 
 }  // namespace npu_run

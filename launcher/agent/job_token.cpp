@@ -54,4 +54,13 @@ std::string derive_job_token(const std::string& secret_path, const std::string& 
   return rdzv::hmac_sha256_hex(secret, "slurm job " + job_id);
 }
 
+LaunchConfig with_derived_token(LaunchConfig cfg) {
+  if (const auto* derived = std::get_if<DerivedToken>(&cfg.rendezvous.token);
+      derived != nullptr && !cfg.agent.dry_run) {
+    cfg.rendezvous.token =
+        GivenToken{derive_job_token(derived->secret_path, derived->job), derived->source};
+  }
+  return cfg;
+}
+
 }  // namespace npu_run

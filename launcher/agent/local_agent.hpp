@@ -1,7 +1,35 @@
-// LocalAgent: the per-node state machine INIT -> RENDEZVOUS -> RUNNING -> REPORTING -> (decision:
-// RENDEZVOUS again for a restart, or DONE). It owns the signal handling, runs each round's
-// WorkerGroup, reports the result, and follows the job's decision, which the rendezvous makes
-// the same way for one node or many.
+// LocalAgent: this node's part in the job, one state machine over the rendezvous and the
+// workers. It joins, runs each round's workers (agent/attempt.hpp: a fresh Attempt per round),
+// reports how they ended, and follows the job's decision, which the rendezvous makes the same way
+// for one node or many (rendezvous/state.hpp).
+//
+// Its states, and what moves it from one to the next (nothing else does: every move is checked
+// against this table, kTransitions in local_agent.cpp):
+//
+//   state       event                                    next        what the agent does
+//   INIT        start                                    RENDEZVOUS  joins the job
+//   RENDEZVOUS  assigned                                 RUNNING     a fresh Attempt: spawns its
+//                                                                    workers
+//               assigned, but the job cannot run here    REPORTING   reports a fatal failure
+//                 (topology, rank table)                             (exit 2 on every node)
+//   RUNNING     a failure elsewhere, a re-form, a hang   RUNNING     stops the workers; the
+//                 here, a stop signal, the rendezvous                first reason stands, but a
+//                 lost                                               signal or a lost rendezvous
+//                                                                    overrides it
+//               the workers are done                     REPORTING   reports report_for()'s
+//                                                                    view of the attempt
+//               ... after a stop signal or with the      DONE        summary; 128+N or 125
+//                 rendezvous lost
+//               the job's decision (its report was lost) RENDEZVOUS  as from REPORTING
+//                                                        or DONE
+//   REPORTING   decision: restart, or re-form            RENDEZVOUS  joins the next round
+//               decision: finish                         DONE        summary, the job's code
+//   any         a stop signal without workers, the       DONE        128+N, or 125
+//                 rendezvous lost
+//
+// Around the states: signals (a stop signal stops the job, a second one escalates to SIGKILL;
+// SIGUSR1/2 are forwarded), the parent watch of a scheduler's step, the progress sockets and
+// `npu_run status` on this host.
 #pragma once
 
 #include <functional>
@@ -50,6 +78,9 @@ class LocalAgent {
   // Stops the job's part on this node as the stop signal `sig` does; `why` says what happened
   // ("the launcher's ssh session closed"). A second call escalates to SIGKILL.
   void stop(int sig, const std::string& why);
+
+  // Whether the table above allows `from` -> `to`.
+  static bool allowed(State from, State to);
 
  private:
   struct Impl;

@@ -24,7 +24,7 @@ namespace {
 // ("localhost" is 127.0.0.1 and ::1, and a client may try either first).
 std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> bind_store_port(
     boost::asio::io_context& io, const std::string& addr, int port) {
-  const ResolvedEndpoints resolved = resolve_endpoints(addr, port);
+  const net::ResolvedEndpoints resolved = net::resolve_endpoints(addr, port);
   std::string error = resolved.error;
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> bound;
   for (const auto& endpoint : resolved.endpoints) {

@@ -34,7 +34,7 @@ class LocalRendezvous : public Rendezvous {
   boost::asio::io_context& io_;
   const LaunchConfig& cfg_;
   std::string host_;
-  HeldPort worker_port_;
+  net::HeldPort worker_port_;
   // --worker-store agent: the workers' store, served to this host on --master-port when the
   // user chose one (tcp://ADDR:PORT in scripts), else on the held port.
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> store_ports_;

@@ -34,9 +34,8 @@ void NodeStoreProxy::new_round() {
                     spdlog::debug("workers' store proxy: connected to node 0's store at {}",
                                   dialer_->endpoint());
                     // Turned away before node 0 took it: nothing went through; dial again.
-                    proxy_.attach_upstream(std::move(socket), [this](const std::string& why) {
-                      dialer_->retry(why);
-                    });
+                    proxy_.attach_upstream(std::move(socket),
+                                           [this](const std::string& why) { dialer_->retry(why); });
                   },
                   [this](const std::string& why) {
                     proxy_.upstream_unreachable(

@@ -4,11 +4,10 @@
 // 0's store gets a fresh key space.
 #pragma once
 
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
-
-#include <boost/asio/ip/tcp.hpp>
 
 #include "store/store_proxy.hpp"
 

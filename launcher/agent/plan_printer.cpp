@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/run_directory.hpp"
+#include "agent/worker_plan.hpp"
 #include "basics/enum_table.hpp"
 #include "devices/device_list.hpp"
 
@@ -151,6 +153,16 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
       {"devices", cfg.shape.devices},
       {"workers", workers}};
   return plan.dump(2) + "\n";
+}
+
+std::string format_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& host) {
+  const Assignment assignment = planned_assignment(cfg, host);
+  const std::string run_dir = RunDirectory::preview(cfg, env);
+  const AttemptLayout layout{run_dir,
+                             cfg.output.log_dir.has_value() || cfg.output.log_dir_is_temporary, 0};
+  const auto specs = make_worker_specs(cfg, assignment, layout, env);
+  return cfg.agent.json ? format_plan_json(cfg, assignment, specs, run_dir)
+                        : format_plan_text(cfg, assignment, specs, run_dir);
 }
 
 }  // namespace npu_run

@@ -11,6 +11,10 @@
 
 namespace npu_run {
 
+// The plan of this node as --dry-run prints it (text, or JSON with --json): the assignment it
+// would get, its workers and where their files go. Starts nothing.
+std::string format_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& host);
+
 std::string format_plan_text(const LaunchConfig& cfg, const Assignment& assignment,
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir);
 std::string format_plan_json(const LaunchConfig& cfg, const Assignment& assignment,

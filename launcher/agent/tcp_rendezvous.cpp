@@ -53,9 +53,9 @@ void TcpRendezvous::start(Handlers handlers) {
     };
   } else if (cfg_.rendezvous.worker_store == WorkerStore::kTiered) {
     // This node's proxy on its held port, backed by the rendezvous host's store.
-    proxy_ = std::make_unique<NodeStoreProxy>(io_, worker_port_.acceptor(), cfg_.rendezvous.master_addr,
-                                              cfg_.rendezvous.master_port,
-                                              cfg_.rendezvous.timing.heartbeat_timeout);
+    proxy_ = std::make_unique<NodeStoreProxy>(
+        io_, worker_port_.acceptor(), cfg_.rendezvous.master_addr, cfg_.rendezvous.master_port,
+        cfg_.rendezvous.timing.heartbeat_timeout);
     handlers_.assigned = [this, assigned = std::move(handlers_.assigned)](Assignment a) {
       proxy_->new_round();
       a.worker_master_addr = addr_;

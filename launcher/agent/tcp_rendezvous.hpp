@@ -41,7 +41,7 @@ class TcpRendezvous : public Rendezvous {
   const LaunchConfig& cfg_;
   std::string host_;
   std::string addr_;  // what peers use to reach this node
-  HeldPort worker_port_;
+  net::HeldPort worker_port_;
   std::unique_ptr<NodeStoreProxy> proxy_;  // --worker-store tiered
   rdzv::RendezvousClient client_;
   struct JoinDeadline;  // a steady_timer; Asio stays out of this header

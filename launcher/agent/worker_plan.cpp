@@ -126,4 +126,17 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
   return specs;
 }
 
+void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats,
+                      const LaunchConfig& cfg, const EnvMap& agent_env) {
+  for (WorkerSpec& spec : specs) {
+    const auto set = [&spec](const std::string& name, const std::string& value) {
+      spec.env[name] = value;
+      spec.contract_env[name] = value;
+    };
+    if (beats != nullptr) set("NPU_RUN_PROGRESS", beats->path(spec.local_rank));
+    if (cfg.supervision.hang.any() && agent_env.count("PYTHONFAULTHANDLER") == 0)
+      set("PYTHONFAULTHANDLER", "1");
+  }
+}
+
 }  // namespace npu_run

@@ -8,6 +8,7 @@
 #include "agent/assignment.hpp"
 #include "basics/environment.hpp"
 #include "config/launch_config.hpp"
+#include "workers/progress_beats.hpp"
 #include "workers/worker_spec.hpp"
 
 namespace npu_run {
@@ -24,6 +25,12 @@ std::string attempt_rank_dir(const AttemptLayout& layout, int local_rank);
 // One spec per local rank.
 std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignment& assignment,
                                           const AttemptLayout& layout, const EnvMap& agent_env);
+
+// NPU_RUN_PROGRESS for every worker (`beats` null: none could be made), and with hang detection
+// PYTHONFAULTHANDLER=1 unless the agent's environment sets it: a hang's stack dump is SIGABRT,
+// on which faulthandler prints every Python thread.
+void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats,
+                      const LaunchConfig& cfg, const EnvMap& agent_env);
 
 // torchrun's "${local_rank}" substitution in the user's arguments.
 std::vector<std::string> substitute_local_rank(const std::vector<std::string>& args,

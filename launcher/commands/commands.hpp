@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "agent/node_run.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "basics/environment.hpp"
 #include "cli/cli11_fwd.hpp"
@@ -49,18 +50,6 @@ std::string subcommand_list();
 int report_early_exit(const EarlyExit& early);
 // Runs `command`; a UsageError becomes exit 2, any other exception exit 1, each with its message.
 int run_guarded(const std::function<int()>& command);
-
-// What a caller of launch() adds to its event loop: the host-agent of a launch over ssh reads
-// its control channel and starts the hosts of its subtree there. `attach` is called once the
-// agent exists, before the loop runs, with a way to stop the agent (as signal `sig` would, `why`
-// saying what happened) and `done`, which it calls once its own work has ended: the loop runs
-// until then too. What it returns lives as long as the loop.
-struct LaunchHooks {
-  using StopAgent = std::function<void(int sig, const std::string& why)>;
-  std::function<std::shared_ptr<void>(boost::asio::io_context& io, StopAgent stop,
-                                      std::function<void()> done)>
-      attach;
-};
 
 // `npu_run [OPTIONS] SCRIPT ...`: this node's agent (and, on node 0 of a multi-node job, the
 // rendezvous server). Returns npu_run's exit status.

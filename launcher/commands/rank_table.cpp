@@ -185,7 +185,7 @@ int make_rank_table(const RankTableCommand& command) {
     return 0;
   }
   ServerDevices server;
-  server.server_id = command.server_id.empty() ? primary_address() : command.server_id;
+  server.server_id = command.server_id.empty() ? net::primary_address() : command.server_id;
   server.devices = command.devices;
   for (size_t i = 0; i < command.devices.size(); ++i) {
     server.device_ips[command.devices[i]] = command.device_ips[i];

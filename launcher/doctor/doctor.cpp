@@ -36,7 +36,7 @@ std::optional<std::string> read_text(const std::string& path) {
   return text;
 }
 
-CheckResult queue_check(const DoctorSettings& s, const KernelQueue& queue) {
+CheckResult queue_check(const DoctorSettings& s, const net::KernelQueue& queue) {
   CheckResult r{queue.key, Status::kOk, "", ""};
   if (!queue.value) {
     r.status = Status::kWarn;
@@ -53,7 +53,7 @@ CheckResult queue_check(const DoctorSettings& s, const KernelQueue& queue) {
       "{}, fewer than the {} nodes that connect to the rendezvous at once: connections are dropped "
       "and retried, and the job starts slower",
       *queue.value, s.nnodes);
-  r.fix = sysctl_fix({queue}, s.nnodes);
+  r.fix = net::sysctl_fix({queue}, s.nnodes);
   return r;
 }
 
@@ -154,19 +154,19 @@ CheckResult master_port_check(const DoctorSettings& s) {
     r.detail = fmt::format("checked by node 0; this is node {} of the job", *s.other_node_rank);
     return r;
   }
-  const ResolvedEndpoints resolved = resolve_endpoints(s.master_addr, s.master_port);
+  const net::ResolvedEndpoints resolved = net::resolve_endpoints(s.master_addr, s.master_port);
   if (!resolved.error.empty()) {
     r.status = Status::kFail;
     r.detail = fmt::format("cannot resolve '{}': {}", s.master_addr, resolved.error);
     r.fix = "give --master-addr as an IP address, or fix name resolution";
     return r;
   }
-  const BindProbe probe = probe_bind(resolved.endpoints);
+  const net::BindProbe probe = net::probe_bind(resolved.endpoints);
   switch (probe.outcome) {
-    case BindOutcome::kFree:
+    case net::BindOutcome::kFree:
       r.detail = "free: node 0's agent can host the rendezvous here";
       return r;
-    case BindOutcome::kInUse:
+    case net::BindOutcome::kInUse:
       r.status = Status::kFail;
       r.detail = fmt::format("port {} is already in use on {}", s.master_port,
                              probe.endpoint.address().to_string());
@@ -174,7 +174,7 @@ CheckResult master_port_check(const DoctorSettings& s) {
           fmt::format("see who holds it: ss -ltnp 'sport = :{}'; or choose another --master-port",
                       s.master_port);
       return r;
-    case BindOutcome::kNotLocal:
+    case net::BindOutcome::kNotLocal:
       break;
   }
   r.detail =
@@ -251,7 +251,7 @@ std::vector<std::pair<int, int>> parse_port_ranges(const std::string& text) {
 std::vector<CheckResult> run_doctor(const DoctorSettings& s) {
   const DiscoveredDevices found = discover_devices(s.env);
   std::vector<CheckResult> results;
-  for (const KernelQueue& queue : kernel_queues(s.proc_root))
+  for (const net::KernelQueue& queue : net::kernel_queues(s.proc_root))
     results.push_back(queue_check(s, queue));
   for (CheckResult r : {reserved_ports_check(s), open_files_check(s), master_port_check(s),
                         devices_check(found), hccn_check(s, found)}) {

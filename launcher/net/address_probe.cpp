@@ -4,7 +4,7 @@
 
 #include "net/cloexec_socket.hpp"
 
-namespace npu_run {
+namespace npu_run::net {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -51,4 +51,4 @@ bool someone_listens(const tcp::endpoint& endpoint) {
   return !ec;
 }
 
-}  // namespace npu_run
+}  // namespace npu_run::net

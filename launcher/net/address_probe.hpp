@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace npu_run {
+namespace npu_run::net {
 
 struct ResolvedEndpoints {
   std::vector<boost::asio::ip::tcp::endpoint> endpoints;
@@ -29,4 +29,4 @@ BindProbe probe_bind(const std::vector<boost::asio::ip::tcp::endpoint>& endpoint
 // True when something accepts TCP connections on `endpoint` (a local address: answers at once).
 bool someone_listens(const boost::asio::ip::tcp::endpoint& endpoint);
 
-}  // namespace npu_run
+}  // namespace npu_run::net

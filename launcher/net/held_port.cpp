@@ -10,7 +10,7 @@
 #include "net/address_probe.hpp"
 #include "net/cloexec_socket.hpp"
 
-namespace npu_run {
+namespace npu_run::net {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -93,4 +93,4 @@ void require_local_address(const std::string& addr, const std::string& source) {
       source, addr));
 }
 
-}  // namespace npu_run
+}  // namespace npu_run::net

@@ -16,7 +16,7 @@ namespace boost::asio {
 class io_context;
 }
 
-namespace npu_run {
+namespace npu_run::net {
 
 class HeldPort {
  public:
@@ -40,4 +40,4 @@ class HeldPort {
 // Throws UsageError unless `addr` (name or IP) resolves to an address of this host.
 void require_local_address(const std::string& addr, const std::string& source);
 
-}  // namespace npu_run
+}  // namespace npu_run::net

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace npu_run {
+namespace npu_run::net {
 
 namespace {
 
@@ -79,4 +79,4 @@ std::string primary_address(const std::string& proc_root) {
   return "127.0.0.1";
 }
 
-}  // namespace npu_run
+}  // namespace npu_run::net

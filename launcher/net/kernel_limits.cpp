@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
-namespace npu_run {
+namespace npu_run::net {
 
 std::vector<KernelQueue> kernel_queues(const std::string& proc_root) {
   std::vector<KernelQueue> queues;
@@ -31,4 +31,4 @@ std::string sysctl_fix(const std::vector<KernelQueue>& queues, long nodes) {
   return fix;
 }
 
-}  // namespace npu_run
+}  // namespace npu_run::net

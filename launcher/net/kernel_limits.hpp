@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace npu_run {
+namespace npu_run::net {
 
 struct KernelQueue {
   std::string key;            // sysctl name, e.g. net.core.somaxconn
@@ -22,4 +22,4 @@ long recommended_queue(long nodes);
 // "sysctl -w net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535" for the queues given.
 std::string sysctl_fix(const std::vector<KernelQueue>& queues, long nodes);
 
-}  // namespace npu_run
+}  // namespace npu_run::net

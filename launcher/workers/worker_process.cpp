@@ -226,7 +226,34 @@ int WorkerProcess::open_stdin(std::vector<int>& to_close) {
   return fd;
 }
 
-bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guardian) {
+namespace {
+
+// Where the child runs, made before fork: between fork and exec it may only use it.
+struct Placement {
+  cpu_set_t cpus;
+  MemoryMask memory{};
+  bool pinned = false;       // to `cpus`
+  bool prefer_node = false;  // memory from the one node in `memory`
+};
+
+Placement placement_of(const WorkerSpec& spec) {
+  Placement p;
+  CPU_ZERO(&p.cpus);
+  for (int cpu : spec.cpus)
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &p.cpus);
+  p.pinned = !spec.cpus.empty();
+  p.prefer_node = spec.numa_node >= 0 && spec.numa_node < static_cast<int>(kMemoryMaskBits);
+  if (p.prefer_node) {
+    const auto bits = 8 * sizeof(unsigned long);
+    p.memory[static_cast<size_t>(spec.numa_node) / bits] |=
+        1UL << (static_cast<size_t>(spec.numa_node) % bits);
+  }
+  return p;
+}
+
+}  // namespace
+
+bool WorkerProcess::open_stdio(Stdio& stdio) {
   if (!spec_.log_dir.empty()) {
     // torch's @record writes TORCHELASTIC_ERROR_FILE but does not create its directory.
     std::error_code ec;
@@ -235,24 +262,22 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
       return cannot_start(ec.value(),
                           fmt::format("cannot create {}: {}", spec_.log_dir, ec.message()));
   }
-  std::vector<int> to_close;
-  const int out_fd = open_sink(spec_.out, STDOUT_FILENO, to_close);
-  const int err_fd = out_fd < 0 ? -1 : open_sink(spec_.err, STDERR_FILENO, to_close);
-  if (out_fd < 0 || err_fd < 0) {
-    const int err = errno;
-    for (int fd : to_close) ::close(fd);
-    relays_.clear();
-    return cannot_start(
-        err, fmt::format("cannot open its output in {}: {}", spec_.log_dir, std::strerror(err)));
-  }
-  const int in_fd = open_stdin(to_close);
-  if (in_fd < 0) {
-    const int err = errno;
-    for (int fd : to_close) ::close(fd);
-    relays_.clear();
-    return cannot_start(err, fmt::format("cannot open its stdin: {}", std::strerror(err)));
-  }
+  stdio.out = open_sink(spec_.out, STDOUT_FILENO, stdio.to_close);
+  stdio.err = stdio.out < 0 ? -1 : open_sink(spec_.err, STDERR_FILENO, stdio.to_close);
+  const bool output = stdio.out >= 0 && stdio.err >= 0;
+  stdio.in = output ? open_stdin(stdio.to_close) : -1;
+  if (stdio.in >= 0) return true;
+  const int err = errno;
+  for (int fd : stdio.to_close) ::close(fd);
+  relays_.clear();
+  return cannot_start(err, output ? fmt::format("cannot open its stdin: {}", std::strerror(err))
+                                  : fmt::format("cannot open its output in {}: {}", spec_.log_dir,
+                                                std::strerror(err)));
+}
 
+bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guardian) {
+  Stdio stdio;
+  if (!open_stdio(stdio)) return false;
   bp::error_code ec;
   bp::posix::fork_and_forget_launcher launcher;
   // The launcher's env pointer is set directly: Boost 1.81's process_environment is not
@@ -263,43 +288,36 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
   const EnvBlock env(marked_env);
   launcher.env = env.envp();
   exec_report_ = std::make_unique<ExecReport>();
-  // Made here, before fork: the child may only use them.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  for (int cpu : spec_.cpus)
-    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpus);
-  MemoryMask memory{};
-  const bool prefer_node =
-      spec_.numa_node >= 0 && spec_.numa_node < static_cast<int>(kMemoryMaskBits);
-  if (prefer_node) {
-    const auto bits = 8 * sizeof(unsigned long);
-    memory[static_cast<size_t>(spec_.numa_node) / bits] |=
-        1UL << (static_cast<size_t>(spec_.numa_node) % bits);
-  }
+  const Placement placement = placement_of(spec_);
   std::optional<bp::process> proc;
   {
     const AllSignalsBlocked blocked;
     proc.emplace(launcher(
         spawn_context.get_executor(), ec, std::filesystem::path(spec_.program), spec_.argv,
-        bp::process_stdio{in_fd, out_fd, err_fd},
+        bp::process_stdio{stdio.in, stdio.out, stdio.err},
         WorkerProcessSetup{::getpid(), guardian != nullptr ? guardian->registration_fd() : -1,
-                           spec_.cpus.empty() ? nullptr : &cpus,
-                           prefer_node ? memory.data() : nullptr,
+                           placement.pinned ? &placement.cpus : nullptr,
+                           placement.prefer_node ? placement.memory.data() : nullptr,
                            kernel_features().close_range_cloexec},
         *exec_report_));
   }
   exec_report_->forked();
-  for (int fd : to_close) ::close(fd);  // the child has its copies; pipes see EOF when it ends
-  if (ec) {                             // no child: the pipes or the fork failed
+  // The child has its copies; pipes see EOF when it ends.
+  for (int fd : stdio.to_close) ::close(fd);
+  if (ec) {  // no child: the pipes or the fork failed
     relays_.clear();
     exec_report_.reset();
     return cannot_start(ec.value(),
                         fmt::format("cannot start {}: {}", spec_.program, ec.message()));
   }
-
+  started(proc->id());
   // Boost's handle is not kept: the child is reaped by ChildExits, pidfd or SIGCHLD.
-  outcome_.pid = proc->id();
   proc->detach();
+  return true;
+}
+
+void WorkerProcess::started(pid_t pid) {
+  outcome_.pid = pid;
   // The child makes its own process group, but this launcher does not wait for it: a stop
   // signalled to the group before the child got there would find none and be lost. Made from
   // both sides, as shells do; the second call fails harmlessly (EACCES once it has exec'd).
@@ -308,7 +326,6 @@ bool WorkerProcess::spawn(boost::asio::io_context& spawn_context, Guardian* guar
   for (auto& relay : relays_) relay->start();
   spdlog::debug("started local rank {} (rank {}, device {}) as pid {}", spec_.local_rank,
                 spec_.global_rank, spec_.device_id, outcome_.pid);
-  return true;
 }
 
 void WorkerProcess::ended(boost::system::error_code ec, int wait_status, bool stopped_by_agent,

@@ -60,8 +60,18 @@ class WorkerProcess {
  private:
   // The one path for a worker that cannot start: status, reason, one log line; returns false.
   bool cannot_start(int err, std::string why);
+  // The child's stdin, stdout and stderr, and what the agent closes once it has forked.
+  struct Stdio {
+    int in = -1;
+    int out = -1;
+    int err = -1;
+    std::vector<int> to_close;
+  };
+  // Opens them (and the log directory); false, after cannot_start(), when one cannot be.
+  bool open_stdio(Stdio& stdio);
   int open_sink(const StreamRoute& route, int console_fd, std::vector<int>& to_close);
   int open_stdin(std::vector<int>& to_close);
+  void started(pid_t pid);
   void read_what_it_left();
   void read_stack_dump();
 

@@ -34,7 +34,7 @@ int try_bind(int port, bool reuse, bool listen_too) {
 TEST_CASE("held port: others cannot bind it, a SO_REUSEADDR listener (torch's store) can",
           "[port]") {
   boost::asio::io_context io;
-  HeldPort held(io, {});
+  net::HeldPort held(io, {});
   const int port = held.port();
   REQUIRE(port > 0);
   CHECK(try_bind(port, false, false) == EADDRINUSE);
@@ -45,9 +45,9 @@ TEST_CASE("held port: avoided ranges are never handed out", "[port]") {
   boost::asio::io_context io;
   // Avoid every port but a narrow window of the ephemeral range is impractical to test; instead
   // check that the chosen port is outside a range that covers the kernel's first choices.
-  HeldPort first(io, {});
+  net::HeldPort first(io, {});
   const int p = first.port();
-  HeldPort second(io, {PortRange{p - 2000, p + 2000}});
+  net::HeldPort second(io, {PortRange{p - 2000, p + 2000}});
   CHECK_FALSE(PortRange{p - 2000, p + 2000}.contains(second.port()));
 }
 
@@ -65,10 +65,10 @@ TEST_CASE("ports to avoid: HCCL's 32 host ports and the rendezvous port", "[port
 }
 
 TEST_CASE("local address check: loopback passes, a foreign address names the flag", "[port]") {
-  CHECK_NOTHROW(require_local_address("127.0.0.1", "--master-addr"));
-  CHECK_NOTHROW(require_local_address("localhost", "--master-addr"));
+  CHECK_NOTHROW(net::require_local_address("127.0.0.1", "--master-addr"));
+  CHECK_NOTHROW(net::require_local_address("localhost", "--master-addr"));
   // 192.0.2.0/24 is TEST-NET-1: never assigned to a host.
-  CHECK_THROWS_WITH(require_local_address("192.0.2.7", "--master-addr"),
+  CHECK_THROWS_WITH(net::require_local_address("192.0.2.7", "--master-addr"),
                     Contains("--master-addr '192.0.2.7' is not an address of this host"));
-  CHECK_THROWS_AS(require_local_address("no-such-host.invalid", "--master-addr"), UsageError);
+  CHECK_THROWS_AS(net::require_local_address("no-such-host.invalid", "--master-addr"), UsageError);
 }

@@ -78,64 +78,47 @@ class SimulatedAgent {
   Stats& stats_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app("Simulate agents joining an npu_run rendezvous server");
+// What the agents of this process are told: the server, and the job as the flags give it.
+struct Job {
   std::string host = "127.0.0.1";
   int port = 0;
   int agents = 0;
   int first = 0;
-  app.add_option("--host", host, "Server address");
-  app.add_option("--port", port, "Server port")->required();
-  app.add_option("--agents", agents, "Agents simulated by this process")->required();
-  app.add_option("--first", first, "Index of this process's first agent (host names sim-<index>)");
-  // The job's options are the agents' own: --nnodes, --run-id, the token, --rdzv-timeout (here
-  // also how long this process waits for its agents' decisions).
-  npu_run::OptionNames names;
-  npu_run::RendezvousFlags flags;
-  const npu_run::RendezvousOptions rdzv = npu_run::add_rendezvous_options(
-      app, flags, names, "Job", npu_run::RendezvousVariables::kTokenOnly);
-  rdzv.nnodes->required();
-  CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::warn);
-
   int nnodes = 0;
-  std::string token;
-  std::chrono::milliseconds timeout{};
-  try {
-    const npu_run::EnvMap env = npu_run::current_environment();
-    names.apply_environment(env);
-    nnodes = npu_run::parse_nnodes(flags.nnodes, "--nnodes").second;
-    timeout = npu_run::resolve_timing(flags, rdzv, names).join_timeout;
-    const auto probe = npu_run::real_host(env);
-    if (auto given = npu_run::resolve_given_token(flags, rdzv, names, *probe)) token = given->value;
-  } catch (const std::exception& e) {
-    std::cerr << "npu_run_rdzv_loadgen: " << e.what() << "\n";
-    return 2;
-  }
+  ClientOptions client;
+};
 
+// The job's options are the agents' own: --nnodes, --run-id, the token, --rdzv-timeout (here
+// also how long this process waits for its agents' decisions). Throws on a bad value.
+void resolve_job(npu_run::OptionSet& table, const npu_run::RendezvousFlags& rdzv, Job& job) {
+  const npu_run::EnvMap env = npu_run::current_environment();
+  table.names().apply_environment(env);
+  job.nnodes = npu_run::parse_nnodes(*rdzv.nnodes, "--nnodes").second;
+  job.client.server_host = job.host;
+  job.client.server_port = job.port;
+  job.client.connect_timeout = npu_run::resolve_timing(rdzv).join_timeout;
+  job.client.hello = Hello{kMagic, kProtocolVersion, *rdzv.run_id, ""};
+  const auto probe = npu_run::real_host(env);
+  if (auto given = npu_run::resolve_given_token(rdzv, *probe)) job.client.token = given->value;
+}
+
+int run(const Job& job) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     limit.rlim_cur = limit.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }
   boost::asio::io_context io;
-  ClientOptions options;
-  options.server_host = host;
-  options.server_port = port;
-  options.connect_timeout = timeout;
-  options.hello = Hello{kMagic, kProtocolVersion, flags.run_id, ""};
-  options.token = token;
   Stats stats;
   std::vector<std::unique_ptr<SimulatedAgent>> simulated;
-  simulated.reserve(agents);
-  for (int i = 0; i < agents; ++i) {
-    simulated.push_back(std::make_unique<SimulatedAgent>(io, options, first + i, nnodes, stats));
+  simulated.reserve(job.agents);
+  for (int i = 0; i < job.agents; ++i) {
+    simulated.push_back(
+        std::make_unique<SimulatedAgent>(io, job.client, job.first + i, job.nnodes, stats));
     simulated.back()->start();
   }
-  io.run_for(timeout);
-  std::cout << nlohmann::json{{"agents", agents},
+  io.run_for(job.client.connect_timeout);
+  std::cout << nlohmann::json{{"agents", job.agents},
                               {"assigned", stats.assigned},
                               {"decided", stats.decided},
                               {"failed", stats.failed},
@@ -144,5 +127,30 @@ int main(int argc, char** argv) {
                               {"last_assigned_ms", stats.last_assigned_ms}}
                    .dump()
             << std::endl;
-  return stats.failed == 0 && stats.decided == agents ? 0 : 1;
+  return stats.failed == 0 && stats.decided == job.agents ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  npu_run::OptionSet table(
+      std::make_unique<CLI::App>("Simulate agents joining an npu_run rendezvous server"));
+  CLI::App& app = table.app();
+  Job job;
+  app.add_option("--host", job.host, "Server address");
+  app.add_option("--port", job.port, "Server port")->required();
+  app.add_option("--agents", job.agents, "Agents simulated by this process")->required();
+  app.add_option("--first", job.first,
+                 "Index of this process's first agent (host names sim-<index>)");
+  const npu_run::RendezvousFlags rdzv(table, "Job", false);
+  rdzv.nnodes.option()->required();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    resolve_job(table, rdzv, job);
+  } catch (const std::exception& e) {
+    std::cerr << "npu_run_rdzv_loadgen: " << e.what() << "\n";
+    return 2;
+  }
+  return run(job);
 }

@@ -32,14 +32,14 @@ Split split_at_script(const std::vector<std::string>& args, const CLI::App& app)
 
 ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string>& script_and_args,
                      const EnvMap& env, HostProbe& host) {
-  const LaunchFlags& f = options.flags();
-  if (f.agents_per_node < 1 || f.agents_per_node > 1024) {
-    throw UsageError(fmt::format("{} {}: expected 1 to 1024",
-                                 options.source(options.agents_per_node), f.agents_per_node));
+  const ShapeFlags& f = options.shape;
+  if (*f.agents_per_node < 1 || *f.agents_per_node > 1024) {
+    throw UsageError(
+        fmt::format("{} {}: expected 1 to 1024", f.agents_per_node.source(), *f.agents_per_node));
   }
   // A launcher's environment gives defaults; flags and PET_ variables win.
-  const ClusterDefaults cluster = detect_cluster(
-      env, parse_cluster_kind(f.cluster, options.source(options.cluster)), f.agents_per_node);
+  const ClusterDefaults cluster =
+      detect_cluster(env, parse_cluster_kind(*f.cluster, f.cluster.source()), *f.agents_per_node);
   const LaunchInputs in{options, env, host, cluster};
   ParsedLaunch parsed{LaunchConfig{}, cluster.facts};
   LaunchConfig& cfg = parsed.config;

@@ -21,48 +21,46 @@ namespace {
 constexpr size_t kMaxListFile = size_t{16} << 20;  // a hostfile or env file: 16 MiB at most
 constexpr const char* kEnvFileName = ".npu_run_env";
 
-std::vector<HostSlots> read_hosts(const LaunchOptions& o, HostProbe& host) {
-  const HostsFlags& f = o.flags().hosts;
-  const auto& h = o.host_options;
-  if (h.hosts->count() > 0 && h.hostfile->count() > 0)
+std::vector<HostSlots> read_hosts(const HostsFlags& f, HostProbe& host) {
+  if (f.hosts.given() && f.hostfile.given())
     throw UsageError("--hosts and --hostfile both name the job's hosts; give one of them");
-  if (h.hosts->count() > 0) return parse_hosts_list(f.hosts, "--hosts");
-  return parse_hostfile(host.read_text(f.hostfile, "--hostfile", kMaxListFile), f.hostfile);
+  if (f.hosts.given()) return parse_hosts_list(*f.hosts, "--hosts");
+  return parse_hostfile(host.read_text(*f.hostfile, "--hostfile", kMaxListFile), *f.hostfile);
 }
 
 // A host's own slot count decides its workers; a different --nproc-per-node is a mistake to
 // point out, not to guess between.
 void check_slots_against_nproc(const std::vector<HostSlots>& hosts, const LaunchOptions& o,
                                std::optional<int> numeric_nproc) {
-  if (!OptionNames::given(o.nproc) || !numeric_nproc) return;
+  if (!o.shape.nproc_per_node.given() || !numeric_nproc) return;
   for (const HostSlots& host : hosts) {
     if (host.slots && host.devices.empty() && *host.slots != *numeric_nproc) {
       throw UsageError(fmt::format(
           "{} {} but host '{}' has {} slots ({}); drop one of them, or pick devices with "
           "--include {}:0,1,...",
-          o.source(o.nproc), *numeric_nproc, host.name, *host.slots, host.origin, host.name));
+          o.shape.nproc_per_node.source(), *numeric_nproc, host.name, *host.slots, host.origin,
+          host.name));
     }
   }
 }
 
 void refuse_per_host_options(const LaunchOptions& o, size_t host_count) {
-  for (const CLI::Option* option : {o.node_rank, o.standalone}) {
-    if (OptionNames::given(option)) {
-      throw UsageError(fmt::format(
-          "{} cannot be given with --hosts/--hostfile: the launcher gives each host its node "
-          "rank (the first host is node 0); drop it",
-          o.source(option)));
-    }
+  for (const std::string& given : {o.shape.node_rank.given() ? o.shape.node_rank.source() : "",
+                                   o.shape.standalone.given() ? o.shape.standalone.source() : ""}) {
+    if (given.empty()) continue;
+    throw UsageError(fmt::format(
+        "{} cannot be given with --hosts/--hostfile: the launcher gives each host its node rank "
+        "(the first host is node 0); drop it",
+        given));
   }
-  if (OptionNames::given(o.rdzv.nnodes)) {
-    const auto [min_nodes, max_nodes] =
-        parse_nnodes(o.flags().rdzv.nnodes, o.source(o.rdzv.nnodes));
-    (void)min_nodes;
-    if (static_cast<size_t>(max_nodes) != host_count) {
-      throw UsageError(fmt::format("{} {} but {} host{} named; drop {} (the hosts decide it)",
-                                   o.source(o.rdzv.nnodes), o.flags().rdzv.nnodes, host_count,
-                                   host_count == 1 ? " is" : "s are", o.source(o.rdzv.nnodes)));
-    }
+  const Flag<std::string>& nnodes = o.rdzv.nnodes;
+  if (!nnodes.given()) return;
+  const auto [min_nodes, max_nodes] = parse_nnodes(*nnodes, nnodes.source());
+  (void)min_nodes;
+  if (static_cast<size_t>(max_nodes) != host_count) {
+    throw UsageError(fmt::format("{} {} but {} host{} named; drop {} (the hosts decide it)",
+                                 nnodes.source(), *nnodes, host_count,
+                                 host_count == 1 ? " is" : "s are", nnodes.source()));
   }
 }
 
@@ -87,7 +85,7 @@ std::vector<PassedVariable> passed_variables(const LaunchOptions& o, const EnvMa
     if (ours || name == "PATH" || name == "PYTHONPATH" || name == "PYTHON_EXEC")
       add_variable(passed, name, value, "default");
   }
-  std::vector<std::string> files = o.flags().hosts.env_files;
+  std::vector<std::string> files = *o.hosts.env_files;
   if (files.empty()) {
     // DeepSpeed's rule for .deepspeed_env: the home directory's, then the working directory's.
     if (const auto home = lookup(env, "HOME")) files.push_back(*home + "/" + kEnvFileName);
@@ -102,7 +100,7 @@ std::vector<PassedVariable> passed_variables(const LaunchOptions& o, const EnvMa
       add_variable(passed, name, value, fmt::format("{} ({})", file, ++n));
     }
   }
-  for (const std::string& item : o.flags().hosts.env) {
+  for (const std::string& item : *o.hosts.env) {
     const size_t equals = item.find('=');
     const std::string name = item.substr(0, equals);
     if (!is_variable_name(name)) {
@@ -128,24 +126,12 @@ std::vector<PassedVariable> passed_variables(const LaunchOptions& o, const EnvMa
   return passed;
 }
 
-// Options the launcher sets per host or keeps for itself.
-bool launcher_only(const LaunchOptions& o, const CLI::Option* option) {
-  const auto& h = o.host_options;
-  for (const CLI::Option* own :
-       {h.hosts, h.hostfile, h.include, h.exclude, h.ssh_port, h.ssh_option, h.env, h.env_file,
-        h.ship_binary, h.ssh_fanout, h.ssh_tree, o.nproc, o.dry_run, o.json, o.rdzv.token,
-        o.rdzv.token_file, o.prefix}) {
-    if (option == own) return true;
-  }
-  return false;
-}
-
 // Every option given here (typed or from its PET_ variable), written out for the agents'
 // command line: "--name=value", a flag as "--name".
 std::vector<std::string> forwarded_options(const LaunchOptions& o) {
   std::vector<std::string> args;
   for (const CLI::Option* option : o.app().get_options()) {
-    if (option->count() == 0 || option->get_lnames().empty() || launcher_only(o, option)) continue;
+    if (option->count() == 0 || option->get_lnames().empty() || !o.reaches_agents(option)) continue;
     const std::string name = "--" + option->get_lnames().front();
     if (option->get_expected_max() == 0) {
       if (option->as<bool>()) args.push_back(name);
@@ -158,40 +144,19 @@ std::vector<std::string> forwarded_options(const LaunchOptions& o) {
       args.push_back(name + "=" + results.back());
     }
   }
-  if (!OptionNames::given(o.cluster)) args.emplace_back("--cluster=none");
+  if (!o.shape.cluster.given()) args.emplace_back("--cluster=none");
   return args;
 }
 
-}  // namespace
-
-HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>& script_and_args,
-                          const EnvMap& env, HostProbe& host) {
-  const LaunchFlags& f = o.flags();
-  HostsLaunch launch;
-  launch.nproc_per_node = f.nproc_per_node;
-  std::optional<int> numeric_nproc;
-  if (const auto n = parse_integer(f.nproc_per_node, 1, kMaxWorkersPerNode))
-    numeric_nproc = static_cast<int>(*n);
-  launch.hosts = filter_hosts(read_hosts(o, host), f.hosts.include, f.hosts.exclude, numeric_nproc);
-  check_slots_against_nproc(launch.hosts, o, numeric_nproc);
-  refuse_per_host_options(o, launch.hosts.size());
-  for (const HostSlots& h : launch.hosts) {
-    if (OptionNames::given(o.devices) && !h.devices.empty()) {
-      throw UsageError(
-          fmt::format("{} and --include/--exclude both pick host '{}''s devices; "
-                      "use one of them",
-                      o.source(o.devices), h.name));
-    }
-  }
-  if (f.hosts.ssh_fanout < 1 || f.hosts.ssh_fanout > 1024) {
+// ssh: the program, --ssh-port, --ssh-option, the fan-out, the tree and --ship-binary.
+SshSettings resolve_ssh(const HostsFlags& f, const EnvMap& env, HostProbe& host) {
+  if (*f.ssh_fanout < 1 || *f.ssh_fanout > 1024) {
     throw UsageError(
-        fmt::format("--ssh-fanout {}: expected 1 to 1024 connections at once", f.hosts.ssh_fanout));
+        fmt::format("--ssh-fanout {}: expected 1 to 1024 connections at once", *f.ssh_fanout));
   }
-  if (OptionNames::given(o.host_options.ssh_port) &&
-      (f.hosts.ssh_port < 1 || f.hosts.ssh_port > 65535)) {
-    throw UsageError(fmt::format("--ssh-port {}: expected 1 to 65535", f.hosts.ssh_port));
-  }
-  for (const std::string& option : f.hosts.ssh_options) {
+  if (f.ssh_port.given() && (*f.ssh_port < 1 || *f.ssh_port > 65535))
+    throw UsageError(fmt::format("--ssh-port {}: expected 1 to 65535", *f.ssh_port));
+  for (const std::string& option : *f.ssh_options) {
     if (option.find('=') == std::string::npos || option.front() == '-') {
       throw UsageError(
           fmt::format("--ssh-option '{}': expected OPTION=VALUE as ssh's -o takes it (e.g. "
@@ -199,31 +164,63 @@ HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>
                       printable(option)));
     }
   }
-  launch.ssh.program = lookup(env, "NPU_RUN_SSH").value_or("ssh");
-  if (host.find_program(launch.ssh.program).empty()) {
+  SshSettings ssh;
+  ssh.program = lookup(env, "NPU_RUN_SSH").value_or("ssh");
+  if (host.find_program(ssh.program).empty()) {
     throw UsageError(
-        fmt::format("ssh ('{}') is not on PATH here; install OpenSSH's client, or "
-                    "name it with NPU_RUN_SSH",
-                    launch.ssh.program));
+        fmt::format("ssh ('{}') is not on PATH here; install OpenSSH's client, or name it with "
+                    "NPU_RUN_SSH",
+                    ssh.program));
   }
-  if (OptionNames::given(o.host_options.ssh_port)) launch.ssh.port = f.hosts.ssh_port;
-  launch.ssh.options = f.hosts.ssh_options;
-  launch.ssh.fanout = f.hosts.ssh_fanout;
-  launch.ssh.tree = f.hosts.ssh_tree;
-  launch.ssh.ship_binary = f.hosts.ship_binary;
+  if (f.ssh_port.given()) ssh.port = *f.ssh_port;
+  ssh.options = *f.ssh_options;
+  ssh.fanout = *f.ssh_fanout;
+  ssh.tree = *f.ssh_tree;
+  ssh.ship_binary = *f.ship_binary;
+  return ssh;
+}
+
+// The hosts and their slots, checked against the options that also pick workers or nodes.
+std::vector<HostSlots> resolve_host_slots(const LaunchOptions& o, HostProbe& host,
+                                          std::optional<int> numeric_nproc) {
+  std::vector<HostSlots> hosts =
+      filter_hosts(read_hosts(o.hosts, host), *o.hosts.include, *o.hosts.exclude, numeric_nproc);
+  check_slots_against_nproc(hosts, o, numeric_nproc);
+  refuse_per_host_options(o, hosts.size());
+  for (const HostSlots& h : hosts) {
+    if (o.shape.devices.given() && !h.devices.empty()) {
+      throw UsageError(
+          fmt::format("{} and --include/--exclude both pick host '{}''s devices; use one of them",
+                      o.shape.devices.source(), h.name));
+    }
+  }
+  return hosts;
+}
+
+}  // namespace
+
+HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>& script_and_args,
+                          const EnvMap& env, HostProbe& host) {
+  HostsLaunch launch;
+  launch.nproc_per_node = *o.shape.nproc_per_node;
+  std::optional<int> numeric_nproc;
+  if (const auto n = parse_integer(launch.nproc_per_node, 1, kMaxWorkersPerNode))
+    numeric_nproc = static_cast<int>(*n);
+  launch.hosts = resolve_host_slots(o, host, numeric_nproc);
+  launch.ssh = resolve_ssh(o.hosts, env, host);
   launch.env = passed_variables(o, env, host);
   launch.working_directory = host.working_directory();
   launch.agent_options = forwarded_options(o);
   launch.script_and_args = script_and_args;
-  launch.rendezvous_given =
-      OptionNames::given(o.master_addr) || OptionNames::given(o.rdzv_endpoint);
-  if (OptionNames::given(o.master_addr)) launch.master_addr = f.master_addr;
-  launch.master_port = f.master_port;
-  if (OptionNames::given(o.prefix)) launch.prefix_template = f.prefix_template;
-  if (auto given = resolve_given_token(f.rdzv, o.rdzv, o.names(), host)) launch.token = *given;
-  launch.agent.log_level = f.log_level;
-  launch.agent.dry_run = f.dry_run;
-  launch.agent.json = f.json;
+  const ShapeFlags& shape = o.shape;
+  launch.rendezvous_given = shape.master_addr.given() || shape.rdzv_endpoint.given();
+  if (shape.master_addr.given()) launch.master_addr = *shape.master_addr;
+  launch.master_port = *shape.master_port;
+  if (o.output.prefix_template.given()) launch.prefix_template = *o.output.prefix_template;
+  if (auto given = resolve_given_token(o.rdzv, host)) launch.token = *given;
+  launch.agent.log_level = *o.agent.log_level;
+  launch.agent.dry_run = *o.agent.dry_run;
+  launch.agent.json = *o.agent.json;
   return launch;
 }
 

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <cstdint>
 #include <random>
@@ -33,53 +32,52 @@ constexpr int kC10dDefaultPort = 29400;
 
 // A typed flag that contradicts the endpoint is refused; one from the environment (Kubeflow
 // exports PET_MASTER_PORT beside the endpoint) gives way, as torchrun ignores it.
-void check_agrees(const LaunchOptions& o, const CLI::Option* option, bool agrees,
-                  const std::string& endpoint_source, const std::string& endpoint,
-                  const std::string& value, const char* what) {
-  if (agrees || !OptionNames::given(option) || o.names().from_environment(option)) return;
+template <typename T>
+void check_agrees(const Flag<T>& flag, bool agrees, const std::string& endpoint_source,
+                  const std::string& endpoint, const std::string& value, const char* what) {
+  if (agrees || !flag.given() || flag.from_environment()) return;
   throw UsageError(fmt::format("{} '{}' and {} {} disagree about the rendezvous {}; give one",
-                               endpoint_source, endpoint, o.source(option), value, what));
+                               endpoint_source, endpoint, flag.source(), value, what));
 }
 
 // --master-addr/--master-port (or the scheduler's), else --rdzv-endpoint, which decides.
 void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
-  const LaunchOptions& o = in.options;
-  const LaunchFlags& f = o.flags();
-  if (f.master_addr.empty()) {
+  const ShapeFlags& o = in.options.shape;
+  const std::string& addr = *o.master_addr;
+  if (addr.empty()) {
     throw UsageError(
-        fmt::format("{} is empty; give the host or IP address of node 0", o.source(o.master_addr)));
+        fmt::format("{} is empty; give the host or IP address of node 0", o.master_addr.source()));
   }
-  if (f.master_addr.size() > 2 && f.master_addr.front() == '[' && f.master_addr.back() == ']') {
-    const std::string inside = f.master_addr.substr(1, f.master_addr.size() - 2);
-    throw UsageError(fmt::format(
-        "{} '{}': write an IPv6 address without brackets, {} {} (brackets belong in "
-        "--rdzv-endpoint [{}]:PORT)",
-        o.source(o.master_addr), f.master_addr, o.source(o.master_addr), inside, inside));
+  if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
+    const std::string inside = addr.substr(1, addr.size() - 2);
+    throw UsageError(
+        fmt::format("{} '{}': write an IPv6 address without brackets, {} {} (brackets belong in "
+                    "--rdzv-endpoint [{}]:PORT)",
+                    o.master_addr.source(), addr, o.master_addr.source(), inside, inside));
   }
-  rdzv.master_addr = !OptionNames::given(o.master_addr) && in.cluster.master_addr
-                         ? *in.cluster.master_addr
-                         : f.master_addr;
-  if (f.master_port < 0 || f.master_port > 65535) {
+  rdzv.master_addr =
+      !o.master_addr.given() && in.cluster.master_addr ? *in.cluster.master_addr : addr;
+  const int port = *o.master_port;
+  if (port < 0 || port > 65535) {
     throw UsageError(fmt::format("{} {}: a port must be between 1 and 65535 (0: a free one)",
-                                 o.source(o.master_port), f.master_port));
+                                 o.master_port.source(), port));
   }
-  rdzv.master_port = !OptionNames::given(o.master_port) && in.cluster.master_port
-                         ? *in.cluster.master_port
-                         : f.master_port;
-  rdzv.master_port_chosen = OptionNames::given(o.master_port) || in.cluster.master_port;
-  if (f.rdzv_endpoint.empty()) return;
-  const std::string src = o.source(o.rdzv_endpoint);
-  const Endpoint ep = parse_endpoint(f.rdzv_endpoint, src);
-  check_agrees(o, o.master_addr, f.master_addr == ep.host, src, f.rdzv_endpoint, f.master_addr,
-               "host");
-  check_agrees(o, o.master_port, !ep.port || f.master_port == *ep.port, src, f.rdzv_endpoint,
-               std::to_string(f.master_port), "port");
+  rdzv.master_port =
+      !o.master_port.given() && in.cluster.master_port ? *in.cluster.master_port : port;
+  rdzv.master_port_chosen = o.master_port.given() || in.cluster.master_port;
+  const std::string& endpoint = *o.rdzv_endpoint;
+  if (endpoint.empty()) return;
+  const std::string src = o.rdzv_endpoint.source();
+  const Endpoint ep = parse_endpoint(endpoint, src);
+  check_agrees(o.master_addr, addr == ep.host, src, endpoint, addr, "host");
+  check_agrees(o.master_port, !ep.port || port == *ep.port, src, endpoint, std::to_string(port),
+               "port");
   rdzv.master_addr = ep.host;
   if (ep.port) {
     rdzv.master_port = *ep.port;
     rdzv.master_port_chosen = true;
-  } else if (f.rdzv_backend == "c10d" &&
-             (!OptionNames::given(o.master_port) || o.names().from_environment(o.master_port))) {
+  } else if (*o.rdzv_backend == "c10d" &&
+             (!o.master_port.given() || o.master_port.from_environment())) {
     rdzv.master_port = kC10dDefaultPort;
   }
 }
@@ -98,8 +96,7 @@ void refuse_etcd(const std::string& backend, const std::string& source) {
 // derived for the job; a single-node job has no network rendezvous and needs none.
 RendezvousToken resolve_token(const LaunchInputs& in, const JobShape& shape,
                               std::vector<std::string>& warnings) {
-  const LaunchOptions& o = in.options;
-  if (auto given = resolve_given_token(o.flags().rdzv, o.rdzv, o.names(), in.host)) return *given;
+  if (auto given = resolve_given_token(in.options.rdzv, in.host)) return *given;
   if (in.cluster.kind != ClusterKind::kSlurm || shape.max_nodes <= 1 || !in.cluster.run_id)
     return NoToken{};
   const auto secret = user_secret_path(in.env);
@@ -125,43 +122,52 @@ RendezvousToken resolve_token(const LaunchInputs& in, const JobShape& shape,
 // the same two cores, and node 0 holds 8x fewer connections and uses a third of the CPU.
 constexpr int kTieredAboveNodes = 1024;
 
+// The workers' store: --worker-store, else torchrun 2.x's switch, else tiered at scale.
+WorkerStore resolve_worker_store(const LaunchInputs& in, const JobShape& shape) {
+  const Flag<std::string>& choice = in.options.shape.worker_store;
+  check_choice(*choice, {"agent", "tiered", "torch"}, choice.source());
+  if (choice.given()) {
+    return *choice == "torch"    ? WorkerStore::kTorch
+           : *choice == "tiered" ? WorkerStore::kTiered
+                                 : WorkerStore::kAgent;
+  }
+  // torchrun 2.x's switch for the same choice, when the command line does not make it.
+  if (lookup(in.env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1") return WorkerStore::kTorch;
+  return shape.max_nodes > kTieredAboveNodes ? WorkerStore::kTiered : WorkerStore::kAgent;
+}
+
+// --run-id (or the scheduler's); --standalone gives every launch a fresh id (a uuid4), as
+// torchrun does; an id the user chose stays.
+std::string resolve_run_id(const LaunchInputs& in) {
+  const Flag<std::string>& run_id = in.options.rdzv.run_id;
+  check_name(*run_id, run_id.source(), "a run id (it names the log directory)");
+  if (run_id.given()) return *run_id;
+  if (in.cluster.run_id) return *in.cluster.run_id;
+  return *in.options.shape.standalone ? random_uuid() : *run_id;
+}
+
 void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, RendezvousConfig& rdzv,
                         std::vector<std::string>& warnings) {
-  const LaunchOptions& o = in.options;
-  const LaunchFlags& f = o.flags();
-  rdzv.standalone = f.standalone;
-  check_choice(f.worker_store, {"agent", "tiered", "torch"}, o.source(o.worker_store));
-  rdzv.worker_store = f.worker_store == "torch"    ? WorkerStore::kTorch
-                      : f.worker_store == "tiered" ? WorkerStore::kTiered
-                                                   : WorkerStore::kAgent;
-  if (!OptionNames::given(o.worker_store)) {
-    // torchrun 2.x's switch for the same choice, when the command line does not make it.
-    if (lookup(in.env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == "1")
-      rdzv.worker_store = WorkerStore::kTorch;
-    else if (shape.max_nodes > kTieredAboveNodes)
-      rdzv.worker_store = WorkerStore::kTiered;
-  }
-  check_choice(f.rdzv_backend, {"static", "c10d", "etcd", "etcd-v2"}, o.source(o.rdzv_backend));
-  refuse_etcd(f.rdzv_backend, o.source(o.rdzv_backend));
+  const ShapeFlags& o = in.options.shape;
+  rdzv.standalone = *o.standalone;
+  rdzv.worker_store = resolve_worker_store(in, shape);
+  check_choice(*o.rdzv_backend, {"static", "c10d", "etcd", "etcd-v2"}, o.rdzv_backend.source());
+  refuse_etcd(*o.rdzv_backend, o.rdzv_backend.source());
   resolve_master(in, rdzv);
   if (rdzv.master_port == 0 && shape.multi_node()) {
     throw UsageError(fmt::format(
         "rendezvous port 0 asks for a free port, which only a single-node job can use: the "
         "other nodes could not find it; give node 0's port with {} or --master-port",
-        o.source(o.rdzv_endpoint)));
+        o.rdzv_endpoint.source()));
   }
-  if (!f.local_addr.empty()) rdzv.local_addr = f.local_addr;
-  rdzv.backend = f.rdzv_backend;
-  rdzv.conf = parse_rdzv_conf(f.rdzv_conf, o.source(o.rdzv_conf));
-  rdzv.is_host = conf_bool(rdzv.conf, "is_host", o.source(o.rdzv_conf));
-  (void)conf_bool(rdzv.conf, "use_libuv", o.source(o.rdzv_conf));  // checked; see --help
-  rdzv.timing = resolve_timing(f.rdzv, o.rdzv, o.names(), rdzv.conf, o.source(o.rdzv_conf));
-  check_name(f.rdzv.run_id, o.source(o.rdzv.run_id), "a run id (it names the log directory)");
-  rdzv.run_id =
-      !OptionNames::given(o.rdzv.run_id) && in.cluster.run_id ? *in.cluster.run_id : f.rdzv.run_id;
-  // torchrun --standalone gives every launch a fresh id (a uuid4); an id the user chose stays.
-  if (f.standalone && !OptionNames::given(o.rdzv.run_id) && !in.cluster.run_id)
-    rdzv.run_id = random_uuid();
+  if (!o.local_addr->empty()) rdzv.local_addr = *o.local_addr;
+  rdzv.backend = *o.rdzv_backend;
+  const std::string conf_source = o.rdzv_conf.source();
+  rdzv.conf = parse_rdzv_conf(*o.rdzv_conf, conf_source);
+  rdzv.is_host = conf_bool(rdzv.conf, "is_host", conf_source);
+  (void)conf_bool(rdzv.conf, "use_libuv", conf_source);  // checked; see --help
+  rdzv.timing = resolve_timing(in.options.rdzv, rdzv.conf, conf_source);
+  rdzv.run_id = resolve_run_id(in);
   rdzv.token = resolve_token(in, shape, warnings);
 }
 

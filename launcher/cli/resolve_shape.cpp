@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 
 #include "basics/text.hpp"
@@ -35,19 +34,19 @@ void check_devices_present(const std::vector<int>& listed, const DiscoveredDevic
 // --nproc-per-node auto, npu or gpu: the devices found (or those --devices lists).
 void take_discovered(const LaunchInputs& in, const std::optional<std::vector<int>>& listed,
                      JobShape& shape) {
-  const std::string& n = in.options.flags().nproc_per_node;
+  const std::string& n = *in.options.shape.nproc_per_node;
   const DiscoveredDevices& found = in.host.devices();
   const bool wrong_kind = (n == "npu" && found.kind != DeviceKind::kAscend) ||
                           (n == "gpu" && found.kind != DeviceKind::kNvidia);
   if (listed) {
     shape.nproc_per_node = static_cast<int>(listed->size());
     shape.devices = *listed;
-    shape.devices_source = in.options.source(in.options.devices);
+    shape.devices_source = in.options.shape.devices.source();
   } else if (found.physical_ids.empty() || wrong_kind) {
     if (n != "auto") {
       throw UsageError(
           fmt::format("{} {}: {}; use a number, or auto to fall back to one worker per CPU",
-                      in.options.source(in.options.nproc), n, found.description));
+                      in.options.shape.nproc_per_node.source(), n, found.description));
     }
     // torchrun's rule: without accelerators, one worker per CPU (os.cpu_count()).
     shape.nproc_per_node = std::min(in.host.cpu_count(), kMaxWorkersPerNode);
@@ -65,8 +64,8 @@ void take_discovered(const LaunchInputs& in, const std::optional<std::vector<int
 // A number of workers (or cpu), on --devices or 0..N-1.
 void take_counted(const LaunchInputs& in, const std::optional<std::vector<int>>& listed,
                   JobShape& shape) {
-  const LaunchOptions& o = in.options;
-  const std::string& n = o.flags().nproc_per_node;
+  const ShapeFlags& o = in.options.shape;
+  const std::string& n = *o.nproc_per_node;
   if (n == "cpu") {
     shape.nproc_per_node = in.host.cpu_count();
   } else {
@@ -74,7 +73,7 @@ void take_counted(const LaunchInputs& in, const std::optional<std::vector<int>>&
     if (!value) {
       throw UsageError(fmt::format(
           "{} '{}': expected a number of workers between 1 and {}, or auto, npu, gpu, cpu",
-          o.source(o.nproc), n, kMaxWorkersPerNode));
+          o.nproc_per_node.source(), n, kMaxWorkersPerNode));
     }
     shape.nproc_per_node = static_cast<int>(*value);
   }
@@ -88,21 +87,21 @@ void take_counted(const LaunchInputs& in, const std::optional<std::vector<int>>&
     throw UsageError(fmt::format(
         "{} {} names {} device{} but {} is {}; list exactly {} device ids (e.g. --devices 0-{}) "
         "or drop --devices",
-        o.source(o.devices), o.flags().devices, listed->size(), listed->size() == 1 ? "" : "s",
-        o.source(o.nproc), n, shape.nproc_per_node, shape.nproc_per_node - 1));
+        o.devices.source(), *o.devices, listed->size(), listed->size() == 1 ? "" : "s",
+        o.nproc_per_node.source(), n, shape.nproc_per_node, shape.nproc_per_node - 1));
   }
   shape.devices = *listed;
-  shape.devices_source = o.source(o.devices);
+  shape.devices_source = o.devices.source();
 }
 
 void resolve_workers_and_devices(const LaunchInputs& in, JobShape& shape) {
-  const LaunchOptions& o = in.options;
+  const ShapeFlags& o = in.options.shape;
   std::optional<std::vector<int>> listed;
-  if (!o.flags().devices.empty()) {
-    listed = parse_device_list(o.flags().devices, o.source(o.devices));
-    check_devices_present(*listed, in.host.devices(), o.source(o.devices), o.flags().devices);
+  if (!o.devices->empty()) {
+    listed = parse_device_list(*o.devices, o.devices.source());
+    check_devices_present(*listed, in.host.devices(), o.devices.source(), *o.devices);
   }
-  const std::string& n = o.flags().nproc_per_node;
+  const std::string& n = *o.nproc_per_node;
   if (n == "auto" || n == "npu" || n == "gpu")
     take_discovered(in, listed, shape);
   else
@@ -111,7 +110,7 @@ void resolve_workers_and_devices(const LaunchInputs& in, JobShape& shape) {
 
 void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
   const LaunchOptions& o = in.options;
-  if (!OptionNames::given(o.node_rank) && in.cluster.node_rank) {
+  if (!o.shape.node_rank.given() && in.cluster.node_rank) {
     if (*in.cluster.node_rank >= shape.max_nodes) {
       throw UsageError(fmt::format(
           "{}: node rank {} is not below nnodes {}; the scheduler's variables disagree (a step "
@@ -120,12 +119,12 @@ void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
           in.cluster.facts.description, *in.cluster.node_rank, shape.max_nodes));
     }
     shape.node_rank = in.cluster.node_rank;
-  } else if (OptionNames::given(o.node_rank)) {
-    const int rank = o.flags().node_rank;
+  } else if (o.shape.node_rank.given()) {
+    const int rank = *o.shape.node_rank;
     if (rank < 0 || rank >= shape.max_nodes) {
       throw UsageError(fmt::format("{} {}: node ranks run from 0 to {} with --nnodes {}",
-                                   o.source(o.node_rank), rank, shape.max_nodes - 1,
-                                   o.flags().rdzv.nnodes));
+                                   o.shape.node_rank.source(), rank, shape.max_nodes - 1,
+                                   *o.rdzv.nnodes));
     }
     shape.node_rank = rank;
   }
@@ -135,24 +134,24 @@ void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
 
 void resolve_shape(const LaunchInputs& in, JobShape& shape) {
   const LaunchOptions& o = in.options;
-  shape.agents_per_node = o.flags().agents_per_node;
-  if (!OptionNames::given(o.rdzv.nnodes) && in.cluster.nnodes) {
+  shape.agents_per_node = *o.shape.agents_per_node;
+  if (!o.rdzv.nnodes.given() && in.cluster.nnodes) {
     shape.min_nodes = shape.max_nodes = *in.cluster.nnodes;
   } else {
     std::tie(shape.min_nodes, shape.max_nodes) =
-        parse_nnodes(o.flags().rdzv.nnodes, o.source(o.rdzv.nnodes));
+        parse_nnodes(*o.rdzv.nnodes, o.rdzv.nnodes.source());
   }
   resolve_workers_and_devices(in, shape);
-  if (in.cluster.agent_index > 0 && !OptionNames::given(o.devices) &&
+  if (in.cluster.agent_index > 0 && !o.shape.devices.given() &&
       shape.devices_source == "default 0..N-1") {
     // Agents sharing a node take consecutive slices of its devices.
     for (int& d : shape.devices) d += in.cluster.agent_index * shape.nproc_per_node;
     shape.devices_source = fmt::format("slice {} of the node's devices (--agents-per-node {})",
                                        in.cluster.agent_index, shape.agents_per_node);
   }
-  if (o.flags().standalone && shape.max_nodes > 1) {
+  if (*o.shape.standalone && shape.max_nodes > 1) {
     throw UsageError(fmt::format("--standalone runs a single node but {} is {}; drop one of them",
-                                 o.source(o.rdzv.nnodes), o.flags().rdzv.nnodes));
+                                 o.rdzv.nnodes.source(), *o.rdzv.nnodes));
   }
   resolve_node_rank(in, shape);
 }

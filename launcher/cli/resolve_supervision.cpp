@@ -1,7 +1,5 @@
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
-
 #include "basics/usage_error.hpp"
 #include "cli/resolvers.hpp"
 #include "cli/value_parsers.hpp"
@@ -10,36 +8,37 @@ namespace npu_run {
 
 void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
                          AgentOptions& agent) {
-  const LaunchOptions& o = in.options;
-  const LaunchFlags& f = o.flags();
-  supervision.max_restarts = resolve_max_restarts(f.rdzv, o.rdzv, o.names());
-  if (!(f.monitor_interval >= 0)) {
-    throw UsageError(fmt::format("{} {}: must be 0 or more seconds", o.source(o.monitor_interval),
-                                 f.monitor_interval));
+  const SupervisionFlags& f = in.options.supervision;
+  supervision.max_restarts = resolve_max_restarts(in.options.rdzv);
+  if (!(*f.monitor_interval >= 0)) {
+    throw UsageError(fmt::format("{} {}: must be 0 or more seconds", f.monitor_interval.source(),
+                                 *f.monitor_interval));
   }
-  check_choice(f.start_method, {"spawn", "fork", "forkserver"}, o.source(o.start_method));
+  const Flag<std::string>& start_method = in.options.worker.start_method;
+  check_choice(*start_method, {"spawn", "fork", "forkserver"}, start_method.source());
   supervision.term_timeout =
-      seconds_option(f.term_timeout, 0, 7 * 24 * 3600.0, o.source(o.term_timeout));
-  supervision.stop_signals = parse_signals(f.signals_to_handle, o.source(o.signals));
-  supervision.hang = parse_hang_timeout(f.hang_timeout, o.source(o.hang_timeout));
-  if (f.max_no_progress_restarts < 0 || f.max_no_progress_restarts > 1'000'000) {
+      seconds_option(*f.term_timeout, 0, 7 * 24 * 3600.0, f.term_timeout.source());
+  supervision.stop_signals = parse_signals(*f.signals_to_handle, f.signals_to_handle.source());
+  supervision.hang = parse_hang_timeout(*f.hang_timeout, f.hang_timeout.source());
+  const int no_progress = *f.max_no_progress_restarts;
+  if (no_progress < 0 || no_progress > 1'000'000) {
     throw UsageError(fmt::format("{} {}: expected a count from 0 (off) to 1000000",
-                                 o.source(o.max_no_progress_restarts),
-                                 f.max_no_progress_restarts));
+                                 f.max_no_progress_restarts.source(), no_progress));
   }
-  supervision.max_no_progress_restarts = f.max_no_progress_restarts;
-  if (f.exit_timeout != 0) {
+  supervision.max_no_progress_restarts = no_progress;
+  if (*f.exit_timeout != 0) {
     supervision.hang.exit_timeout =
-        seconds_option(f.exit_timeout, 0.001, 7 * 24 * 3600.0, o.source(o.exit_timeout));
+        seconds_option(*f.exit_timeout, 0.001, 7 * 24 * 3600.0, f.exit_timeout.source());
   }
   supervision.stop_with_parent =
       in.cluster.kind == ClusterKind::kMpi || in.cluster.kind == ClusterKind::kSlurm;
 
-  agent.log_level = parse_log_level(f.log_level, o.source(o.log_level));
-  if (f.json && !f.dry_run)
+  const AgentFlags& a = in.options.agent;
+  agent.log_level = parse_log_level(*a.log_level, a.log_level.source());
+  if (*a.json && !*a.dry_run)
     throw UsageError("--json only changes the output of --dry-run; add --dry-run");
-  agent.dry_run = f.dry_run;
-  agent.json = f.json;
+  agent.dry_run = *a.dry_run;
+  agent.json = *a.json;
 }
 
 }  // namespace npu_run

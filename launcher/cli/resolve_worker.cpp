@@ -1,7 +1,5 @@
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
-
 #include "basics/usage_error.hpp"
 #include "cli/resolvers.hpp"
 #include "cli/value_parsers.hpp"
@@ -9,10 +7,10 @@
 namespace npu_run {
 
 void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& worker) {
-  const LaunchOptions& o = in.options;
-  const std::string& text = o.flags().numa_binding;
+  const Flag<std::string>& binding = in.options.worker.numa_binding;
+  const std::string& text = *binding;
   if (text.empty()) return;
-  const std::string source = o.source(o.numa_binding);
+  const std::string source = binding.source();
   const auto mode = parse_numa_mode(text);
   if (!mode) {
     throw UsageError(fmt::format("{} '{}' is not a binding mode; use one of {}", source, text,
@@ -36,36 +34,47 @@ void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& 
   worker.numa_mode = mode;
 }
 
-void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
-                    WorkerCommand& worker) {
+namespace {
+
+// --role, --no-python/--module, --virtual-local-rank, and notes for the torchrun options npu_run
+// accepts without acting on them.
+void resolve_worker_options(const LaunchInputs& in, WorkerCommand& worker) {
   const LaunchOptions& o = in.options;
-  const LaunchFlags& f = o.flags();
-  check_name(f.role, o.source(o.role), "a role name");
+  const WorkerFlags& f = o.worker;
+  check_name(*o.shape.role, o.shape.role.source(), "a role name");
   // CLI11's excludes() sees the command line only; a PET_ variable may clash with a flag.
-  if (f.no_python && (f.module || f.run_path))
-    throw UsageError(o.exclusion_reason(f.module ? "--no-python excludes --module"
-                                                 : "--no-python excludes --run-path"));
-  worker.role = f.role;
-  worker.mode = f.no_python ? WorkerMode::kExecutable
-                : f.module  ? WorkerMode::kPythonModule
-                            : WorkerMode::kPythonScript;
-  worker.virtual_local_rank = f.virtual_local_rank;
-  if (f.virtual_local_rank) {
+  if (*f.no_python && (*f.module || *f.run_path))
+    throw UsageError(o.exclusion_reason(*f.module ? "--no-python excludes --module"
+                                                  : "--no-python excludes --run-path"));
+  worker.role = *o.shape.role;
+  worker.mode = *f.no_python ? WorkerMode::kExecutable
+                : *f.module  ? WorkerMode::kPythonModule
+                             : WorkerMode::kPythonScript;
+  worker.virtual_local_rank = *f.virtual_local_rank;
+  if (*f.virtual_local_rank) {
     const DeviceKind kind = in.host.devices().kind;
     worker.visible_devices_variable = kind == DeviceKind::kAscend   ? "ASCEND_RT_VISIBLE_DEVICES"
                                       : kind == DeviceKind::kNvidia ? "CUDA_VISIBLE_DEVICES"
                                                                     : "";
   }
-  if (f.event_log_handler != "null") {
+  const OutputFlags& out = o.output;
+  if (*out.event_log_handler != "null") {
     worker.accepted_notes.push_back(fmt::format(
         "{} {}: npu_run has no event handlers; its own log lines record the job's events",
-        o.source(o.event_log_handler), f.event_log_handler));
+        out.event_log_handler.source(), *out.event_log_handler));
   }
-  if (!f.logs_specs.empty()) {
+  if (!out.logs_specs->empty()) {
     worker.accepted_notes.push_back(fmt::format(
         "{} {}: npu_run loads no logging plugins; --log-dir, -r and -t choose the log files",
-        o.source(o.logs_specs), f.logs_specs));
+        out.logs_specs.source(), *out.logs_specs));
   }
+}
+
+}  // namespace
+
+void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
+                    WorkerCommand& worker) {
+  resolve_worker_options(in, worker);
   worker.entrypoint = script_and_args.front();
   worker.args.assign(script_and_args.begin() + 1, script_and_args.end());
 

@@ -24,55 +24,61 @@ namespace {
 
 constexpr const char* kCommand = "npu_run rdzv-server";
 
-class ServeOptions : public OptionTable {
- public:
-  ServeOptions()
-      : app_(
-            "npu_run rdzv-server --port PORT --nnodes N [OPTIONS]\n\nRun the rendezvous server "
-            "alone, on a host of its own; every agent then joins it with "
-            "--master-addr/--master-port.",
-            kCommand) {
-    port = app_.add_option("--port,--master-port,--master_port", port_value, "Port to listen on")
-               ->required();
-    host = app_.add_option("--host", host_value,
-                           "Address to listen on (default 0.0.0.0: every IPv4 address)");
-    rdzv = add_rendezvous_options(app_, flags, names, "Rendezvous (as the agents')",
-                                  RendezvousVariables::kTokenOnly);
-    rdzv.nnodes->required();
-    log_level =
-        app_.add_option("--log-level,--log_level", level, "Log level")->type_name(kLogLevelChoices);
-  }
-  CLI::App& app() override { return app_; }
+std::unique_ptr<CLI::App> serve_app() {
+  return std::make_unique<CLI::App>(
+      "npu_run rdzv-server --port PORT --nnodes N [OPTIONS]\n\nRun the rendezvous server alone, "
+      "on a host of its own; every agent then joins it with --master-addr/--master-port.",
+      kCommand);
+}
 
-  CLI::App app_;
-  OptionNames names;
-  RendezvousFlags flags;
-  RendezvousOptions rdzv;
-  int port_value = 29500;
-  std::string host_value = "0.0.0.0";
-  std::string level = "info";
-  CLI::Option *port, *host, *log_level;
+struct ServerFlags : FlagGroup {
+  explicit ServerFlags(OptionSet& set) : FlagGroup(set, "Options", false) {}
+
+  Flag<int> port{
+      *this,
+      {.name = "--port", .help = "Port to listen on", .also = "--master-port,--master_port"},
+      29500};
+  Flag<std::string> host{
+      *this,
+      {.name = "--host", .help = "Address to listen on (default 0.0.0.0: every IPv4 address)"},
+      "0.0.0.0"};
+};
+
+class ServeOptions : public OptionTable, public OptionSet {
+ public:
+  ServeOptions() : OptionSet(serve_app()) {
+    server.port.option()->required();
+    rdzv.nnodes.option()->required();
+  }
+  CLI::App& app() override { return OptionSet::app(); }
+
+  ServerFlags server{*this};
+  RendezvousFlags rdzv{*this, "Rendezvous (as the agents')", false};
+  Flag<std::string> log_level{
+      server, {.name = "--log-level", .help = "Log level", .type = kLogLevelChoices}, "info"};
 };
 
 ServerCommand resolve(const ServeOptions& o, const EnvMap& env) {
   ServerCommand cmd;
-  if (o.port_value < 1 || o.port_value > 65535)
-    throw UsageError(fmt::format("--port {}: a port must be between 1 and 65535", o.port_value));
+  const int port = *o.server.port;
+  if (port < 1 || port > 65535)
+    throw UsageError(fmt::format("--port {}: a port must be between 1 and 65535", port));
+  const std::string& address = *o.server.host;
   boost::system::error_code ec;
-  boost::asio::ip::make_address(o.host_value, ec);
+  boost::asio::ip::make_address(address, ec);
   if (ec) {
-    throw UsageError(fmt::format(
-        "--host '{}': expected an IP address of this host (or 0.0.0.0 / ::)", o.host_value));
+    throw UsageError(
+        fmt::format("--host '{}': expected an IP address of this host (or 0.0.0.0 / ::)", address));
   }
-  const auto [min_nodes, max_nodes] = parse_nnodes(o.flags.nnodes, o.names.source(o.rdzv.nnodes));
-  check_name(o.flags.run_id, o.names.source(o.rdzv.run_id), "a run id");
-  const RendezvousTiming timing = resolve_timing(o.flags, o.rdzv, o.names);
+  const auto [min_nodes, max_nodes] = parse_nnodes(*o.rdzv.nnodes, o.rdzv.nnodes.source());
+  check_name(*o.rdzv.run_id, o.rdzv.run_id.source(), "a run id");
+  const RendezvousTiming timing = resolve_timing(o.rdzv);
   const auto host = real_host(env);
-  const auto token = resolve_given_token(o.flags, o.rdzv, o.names, *host);
-  cmd.settings = job_settings(o.flags.run_id, token ? token->value : "", min_nodes, max_nodes,
-                              resolve_max_restarts(o.flags, o.rdzv, o.names), timing);
-  cmd.options = server_options(o.host_value, o.port_value, timing);
-  cmd.log_level = parse_log_level(o.level, "--log-level");
+  const auto token = resolve_given_token(o.rdzv, *host);
+  cmd.settings = job_settings(*o.rdzv.run_id, token ? token->value : "", min_nodes, max_nodes,
+                              resolve_max_restarts(o.rdzv), timing);
+  cmd.options = server_options(address, port, timing);
+  cmd.log_level = parse_log_level(*o.log_level, "--log-level");
   return cmd;
 }
 
@@ -83,7 +89,7 @@ std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<st
   ServeOptions options;
   if (auto early = parse_options(options.app(), args, kCommand)) return *early;
   try {
-    options.names.apply_environment(env);  // NPU_RUN_RDZV_TOKEN
+    options.names().apply_environment(env);  // NPU_RUN_RDZV_TOKEN
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what(), kCommand);
   }

@@ -11,11 +11,14 @@ src=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# A fresh copy of the tracked files, configured without tests (they do not change the check).
+# A fresh copy of the checkout as it is (tracked files, and new ones git does not ignore; a file
+# deleted but not yet committed is skipped), configured without tests (they do not change the
+# check).
 fresh_copy() {
   rm -rf "$work/src" "$work/build"
   mkdir -p "$work/src"
-  git -C "$src" ls-files -z | tar -C "$src" --null -T - -cf - | tar -xf - -C "$work/src"
+  git -C "$src" ls-files -z --cached --others --exclude-standard |
+    tar -C "$src" --ignore-failed-read --null -T - -cf - 2>/dev/null | tar -xf - -C "$work/src"
 }
 configure() {
   cmake -S "$work/src" -B "$work/build" -DNPU_RUN_BUILD_TESTS=OFF -DNPU_RUN_CCACHE=OFF \

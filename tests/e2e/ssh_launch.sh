@@ -44,8 +44,13 @@ SSHD_HOSTS="1 2" make_ssh_hosts "$tag" 10.231.91 3 "$work/ssh"
 h1=10.231.91.1 h2=10.231.91.2 h3=10.231.91.3
 cd "$work"
 
-# Starts the launcher in the background; its pid in launcher_pid.
+# Starts the launcher in the background; its pid in launcher_pid. The files are emptied first,
+# here: the background job opens them only once it runs, and until then a wait for a line of
+# this launcher would find the last one's (a SIGINT sent then, before npu_run handles it, is
+# lost: a background job starts with SIGINT ignored).
 start_launcher() {
+  : >"$work/out"
+  : >"$work/err"
   NPU_RUN_TEST_MARKER=$marker "$npu_run" "${ssh_options[@]}" --master-port 29591 --rdzv-timeout 60 "$@" >"$work/out" 2>"$work/err" &
   launcher_pid=$!
 }

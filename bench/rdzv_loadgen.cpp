@@ -28,12 +28,10 @@ int64_t now_ms() {
       .count();
 }
 
+// What this process's agents went through; times in ms since the epoch, for the harness.
 struct Stats {
-  int assigned = 0;
-  int decided = 0;
-  int failed = 0;
-  int64_t first_assigned_ms = 0;
-  int64_t last_assigned_ms = 0;
+  int assigned = 0, decided = 0, failed = 0;
+  int64_t first_assigned_ms = 0, last_assigned_ms = 0;
   std::string first_failure;
 };
 

@@ -119,6 +119,15 @@ class SimulatedRank : public std::enable_shared_from_this<SimulatedRank> {
   }
 
  private:
+  // A completion handler: `then_` of this rank when the operation went through, else its
+  // failure.
+  auto then(const char* what, void (SimulatedRank::*then_)()) {
+    return [self = shared_from_this(), what, then_](boost::system::error_code ec, size_t) {
+      if (ec) return self->fail(std::string(what) + ": " + ec.message());
+      ((*self).*then_)();
+    };
+  }
+
   void next() {
     if (at_ == steps_.size()) {
       ++totals_.done;
@@ -127,11 +136,7 @@ class SimulatedRank : public std::enable_shared_from_this<SimulatedRank> {
       return;
     }
     out_ = encode_request(generation_, steps_[at_].request);
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        if (ec) return self->fail("write: " + ec.message());
-                        self->read_answer();
-                      });
+    asio::async_write(socket_, asio::buffer(out_), then("write", &SimulatedRank::read_answer));
   }
 
   void read_answer() {
@@ -142,11 +147,7 @@ class SimulatedRank : public std::enable_shared_from_this<SimulatedRank> {
                                                        : 8;
     if (size == 0) return advance();
     in_.resize(size);
-    asio::async_read(socket_, asio::buffer(in_),
-                     [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                       if (ec) return self->fail("read: " + ec.message());
-                       self->answered();
-                     });
+    asio::async_read(socket_, asio::buffer(in_), then("read", &SimulatedRank::answered));
   }
 
   void answered() {
@@ -155,11 +156,7 @@ class SimulatedRank : public std::enable_shared_from_this<SimulatedRank> {
       uint64_t length = 0;
       std::memcpy(&length, in_.data(), 8);
       in_.resize(length);
-      asio::async_read(socket_, asio::buffer(in_),
-                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                         if (ec) return self->fail("read: " + ec.message());
-                         self->advance();
-                       });
+      asio::async_read(socket_, asio::buffer(in_), then("read", &SimulatedRank::advance));
       return;
     }
     if (step.last_sets_done) {

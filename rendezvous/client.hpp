@@ -1,6 +1,17 @@
 // The agent's connection to the rendezvous server: connects with exponential backoff and jitter
-// until a deadline, says hello, then exchanges framed messages. Sends heartbeats at the
-// interval the server asks for and declares the server lost when it falls silent.
+// until a deadline (`rendezvous/server_dialer.hpp`), says hello, then exchanges framed
+// messages. Sends heartbeats at the interval the server asks for and declares the server lost
+// when it falls silent.
+//
+// Before the server's welcome, a connection that breaks or stays silent for 10 s is dropped and
+// dialled again like a refused one: a full accept queue makes half-open connections (the client
+// saw the handshake complete, the server dropped it), which only a new connection cures. After
+// the welcome, a link that is silent for max(2 intervals, timeout/3) (at most 2/3 of the
+// timeout), or breaks with an error, is replaced: the agent leaves it open (its FIN could end
+// the session before the resume arrives), dials again with a fresh SYN every second, and
+// resumes the session on the new connection, which sends again what either side missed. The
+// server closing the connection, refusing the resume, or the watchdog (the heartbeat timeout
+// plus max(interval, timeout/10), so that the server names a lost node first) is final.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,22 @@
 // The rendezvous conversation as data: what agents send the server and what it answers. The
-// state machine works on these structs only; rdzv_protocol.hpp turns them into framed JSON.
+// state machine works on these structs only; `rendezvous/protocol.hpp` turns them into framed
+// JSON.
+//
+// Agents send hello (magic, version, run id, a nonce when they have a token, a random session
+// key), auth (their HMAC proof), join (node info, optional node rank, --nnodes, --max-restarts,
+// whether they want the peer table, the command their workers run), heartbeat (the count of
+// sequenced messages received; their ranks' beats when those changed), status (a query, from an
+// agent or `npu_run status`), report (round, outcome, root cause, whether the workers
+// progressed, after a hang each rank's top frames), hang (a worker hung, sent before the node
+// stops anything), and, on a new connection instead of a join, resume. The server answers
+// challenge (its nonce and proof, when the job has a token), welcome (the heartbeat interval and
+// timeout), status, progress, assigned, stop, reform, decision, heartbeat_ack, resumed, or error
+// followed by closing the connection.
+//
+// Sessions outlive connections: join/report/hang and progress/assigned/stop/reform/decision are
+// sequenced (sequenced() below). Each end counts those it sent and received from the welcome
+// on, heartbeats and their acks carry the count received, and the sender keeps what is not
+// confirmed yet, to send again after a resume (`rendezvous/server_sessions.hpp`).
 #pragma once
 
 #include <cstdint>
@@ -70,7 +87,8 @@ struct Hello {
   std::string magic;
   int version = 0;
   std::string run_id;
-  // The agent's half of the challenge when it has a token (see rdzv_auth.hpp); empty: no token.
+  // The agent's half of the challenge when it has a token (see `rendezvous/auth.hpp`); empty:
+  // no token.
   std::string nonce;
   // Random, chosen by the agent once per run: what a later connection names to resume this
   // session (Resume). Empty: the agent never resumes.

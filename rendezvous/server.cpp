@@ -25,32 +25,13 @@ namespace npu_run::rdzv {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-namespace {
-
-double seconds(milliseconds d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-std::shared_ptr<const std::string> frame_of(const ServerMessage& message) {
-  return std::make_shared<const std::string>(encode_frame(encode(message)));
-}
-
-// Strangers together may hold this many connections: max_unjoined, else 1024 or twice the
-// job's nodes, whichever is more.
-size_t stranger_cap(const ServerOptions& options, const JobSettings& job) {
-  if (options.max_unjoined > 0) return options.max_unjoined;
-  return std::max<size_t>(1024, 2 * static_cast<size_t>(job.max_nodes));
-}
-
-}  // namespace
-
 struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, JobSettings job, ServerOptions opts)
       : io(io_context),
         options(std::move(opts)),
         state(std::move(job), now()),
         listeners(io_context),
-        admission(sessions, stranger_cap(options, state.settings()), options.other_protocol,
+        admission(sessions, Admission::rules_for(options, state.settings()), options.other_protocol,
                   [this](ClientId id) { forget(id); }),
         tick_timer(io_context),
         barrier_timer(io_context) {}
@@ -90,15 +71,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     session.handshake_deadline.expires_after(options.handshake_timeout);
     session.handshake_deadline.async_wait(
         [weak = weak_from_this(), id](boost::system::error_code ec) {
-          auto self = weak.lock();
-          if (ec || !self) return;
-          const Session* s = self->sessions.find(id);
-          if (s == nullptr || s->joined) return;
-          self->admission.retire(
-              id, fmt::format("no {} within {:.1f} s",
-                              self->state.settings().token.empty() ? "hello and join"
-                                                                   : "hello, token proof and join",
-                              seconds(self->options.handshake_timeout)));
+          if (auto self = weak.lock(); self && !ec) self->admission.handshake_over(id);
         });
   }
 
@@ -183,16 +156,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void on_closed(ClientId id, const net::ConnectionClosed& why) {
     const Session* session = sessions.find(id);
     if (session == nullptr) return;
-    using Cause = net::ConnectionClosed::Cause;
-    if (why.cause == Cause::kQueueFull) admission.note_dropped(*session, why.text());
-    // An agent with another token hangs up here: it checks the server's proof first.
-    const bool peer_left = why.cause == Cause::kPeerClosed || why.cause == Cause::kReadError;
-    if (peer_left && !session->authenticated && state.awaiting_proof(id)) {
-      admission.note_stranger(
-          fmt::format("{} hung up instead of proving the token: it has a "
-                      "different token, or is not an npu_run agent",
-                      session->connection->peer()));
-    }
+    admission.note_closed(*session, why, state.awaiting_proof(id));
     forget(id);
   }
 
@@ -224,26 +188,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (std::holds_alternative<Welcome>(o.message)) {
       for (ClientId id : o.to) admission.welcomed(id);
     }
-    // A heartbeat's answer only says "alive" and how much arrived: while anything else waits
-    // it says nothing new, and a peer that sends heartbeats without reading cannot pile them
-    // up. Each says its recipient's count.
-    if (std::holds_alternative<HeartbeatAck>(o.message)) {
-      for (ClientId id : o.to) {
-        if (Session* session = sessions.find(id))
-          session->connection->send_unless_busy(frame_of(HeartbeatAck{session->received}));
-      }
-      return;
-    }
-    // Serialized once; every recipient's queue shares the same bytes.
-    const auto frame = frame_of(o.message);
-    const bool kept = sequenced(o.message);
-    for (ClientId id : o.to) {
-      Session* session = sessions.find(id);
-      if (session == nullptr) continue;
-      if (kept) session->keep_for_resume(frame);
-      session->connection->send(frame);
-      if (o.close_after) session->connection->close_after_sending();
-    }
+    sessions.send(o);
   }
 
   void log(const Outgoing& o) {
@@ -272,7 +217,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       if (ec || !self) return;
       spdlog::warn(
           "rendezvous server: {} agent(s) still connected {:.0f} s after the job ended; closing",
-          self->sessions.size(), seconds(self->options.exit_barrier_timeout));
+          self->sessions.size(),
+          std::chrono::duration<double>(self->options.exit_barrier_timeout).count());
       self->shutdown();
     });
   }

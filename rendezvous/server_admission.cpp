@@ -7,12 +7,19 @@
 
 namespace npu_run::rdzv {
 
+Admission::Rules Admission::rules_for(const ServerOptions& options, const JobSettings& job) {
+  const size_t cap = options.max_unjoined > 0
+                         ? options.max_unjoined
+                         : std::max<size_t>(1024, 2 * static_cast<size_t>(job.max_nodes));
+  return Rules{cap, options.handshake_timeout, !job.token.empty()};
+}
+
 void Admission::connected(ClientId id) {
   handshaking_.push_back(id);
-  if (++strangers_ <= cap_) return;
+  if (++strangers_ <= rules_.cap) return;
   if (const auto oldest = oldest_stranger()) {
-    retire(*oldest,
-           fmt::format("more than {} connections that have not joined; closed the oldest", cap_));
+    retire(*oldest, fmt::format("more than {} connections that have not joined; closed the oldest",
+                                rules_.cap));
   }
 }
 
@@ -70,6 +77,14 @@ std::optional<ClientId> Admission::oldest_stranger() {
   return std::nullopt;
 }
 
+void Admission::handshake_over(ClientId id) {
+  const Session* session = sessions_.find(id);
+  if (session == nullptr || session->joined) return;
+  retire(id, fmt::format("no {} within {:.1f} s",
+                         rules_.token ? "hello, token proof and join" : "hello and join",
+                         std::chrono::duration<double>(rules_.handshake_timeout).count()));
+}
+
 // A silent one from a node of the job is the other protocol's (torch 1.13's second store
 // connection never speaks); anyone else is a stranger.
 void Admission::retire(ClientId id, const std::string& why) {
@@ -108,6 +123,20 @@ void Admission::note_dropped(const Session& session, const std::string& why) {
     spdlog::warn("rendezvous server: dropping {}: {}", session.connection->peer(), why);
   else
     note_stranger(fmt::format("dropped {}: {}", session.connection->peer(), why));
+}
+
+void Admission::note_closed(const Session& session, const net::ConnectionClosed& why,
+                            bool awaited_proof) {
+  using Cause = net::ConnectionClosed::Cause;
+  if (why.cause == Cause::kQueueFull) note_dropped(session, why.text());
+  // An agent with another token hangs up here: it checks the server's proof first.
+  const bool peer_left = why.cause == Cause::kPeerClosed || why.cause == Cause::kReadError;
+  if (peer_left && !session.authenticated && awaited_proof) {
+    note_stranger(fmt::format(
+        "{} hung up instead of proving the token: it has a different token, or is not an "
+        "npu_run agent",
+        session.connection->peer()));
+  }
 }
 
 void Admission::note_refused(const Session* session, const std::string& message) {

@@ -7,6 +7,7 @@
 // agents' are logged at once.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -21,10 +22,18 @@ namespace npu_run::rdzv {
 
 class Admission {
  public:
+  struct Rules {
+    size_t cap;                                   // strangers at most
+    std::chrono::milliseconds handshake_timeout;  // to say hello, prove the token and join
+    bool token;                                   // the job has one to prove
+  };
+  // The rules of a server: strangers together may hold max_unjoined connections, else 1024 or
+  // twice the job's nodes, whichever is more.
+  static Rules rules_for(const ServerOptions& options, const JobSettings& job);
   // `forget` ends a session for the server (the state machine hears of it).
-  Admission(Sessions& sessions, size_t cap, ProtocolSwitch::OtherProtocol other,
+  Admission(Sessions& sessions, Rules rules, ProtocolSwitch::OtherProtocol other,
             std::function<void(ClientId)> forget)
-      : sessions_(sessions), cap_(cap), switch_(std::move(other)), forget_(std::move(forget)) {}
+      : sessions_(sessions), rules_(rules), switch_(std::move(other)), forget_(std::move(forget)) {}
 
   bool serves_other_protocol() const { return switch_.enabled(); }
   // A connection arrived: a stranger; over the cap, the oldest stranger is closed.
@@ -36,14 +45,17 @@ class Admission {
   // A session ended (before forget's state machine call).
   void left(const Session& session);
 
-  // Its handshake time is up: the other protocol's, or a stranger's to drop.
-  void retire(ClientId id, const std::string& why);
+  // Its handshake deadline passed: unless it joined, the other protocol's, or a stranger's to
+  // drop.
+  void handshake_over(ClientId id);
   // Its first bytes were not a rendezvous frame.
   void hand_over(ClientId id, std::string first_bytes);
 
   // Agents are named in the log at once; strangers go through the rate-limited log.
   void note_dropped(const Session& session, const std::string& why);
   void note_stranger(const std::string& what);
+  // `session`'s connection ended by itself; `awaited_proof`: before it proved the token.
+  void note_closed(const Session& session, const net::ConnectionClosed& why, bool awaited_proof);
   // The server refused `session` (null: one of several, or one already gone).
   void note_refused(const Session* session, const std::string& message);
   // What the rate-limited log only counted so far; `all`: even within its interval.
@@ -51,10 +63,11 @@ class Admission {
 
  private:
   std::optional<ClientId> oldest_stranger();
+  void retire(ClientId id, const std::string& why);
   void drop_stranger(ClientId id, const std::string& why);
 
   Sessions& sessions_;
-  size_t cap_;
+  Rules rules_;
   ProtocolSwitch switch_;
   std::function<void(ClientId)> forget_;
   // Connections in their handshake, oldest first (welcomed or closed ones are skipped lazily).

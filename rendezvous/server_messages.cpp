@@ -15,17 +15,15 @@ json assigned_json(const Assigned& m) {
     peers.push_back(
         {{"node_rank", p.node_rank}, {"rank_offset", p.rank_offset}, {"node", to_json(p.node)}});
   }
-  return {{"type", "assigned"},
-          {"ok", true},
-          {"round", m.round},
-          {"restart_count", m.restart_count},
-          {"node_rank", m.node_rank},
-          {"nnodes", m.nnodes},
-          {"world_size", m.world_size},
-          {"rank_offset", m.rank_offset},
-          {"master_addr", m.master_addr},
-          {"master_port", m.master_port},
-          {"peers", peers}};
+  return answer("assigned", {{"round", m.round},
+                             {"restart_count", m.restart_count},
+                             {"node_rank", m.node_rank},
+                             {"nnodes", m.nnodes},
+                             {"world_size", m.world_size},
+                             {"rank_offset", m.rank_offset},
+                             {"master_addr", m.master_addr},
+                             {"master_port", m.master_port},
+                             {"peers", peers}});
 }
 
 Assigned assigned_from(const Fields& f) {
@@ -52,50 +50,42 @@ json server_json(const ServerMessage& message) {
       [](const auto& m) -> json {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Welcome>) {
-          return {{"type", "welcome"},
-                  {"ok", true},
-                  {"heartbeat_interval_ms", m.heartbeat_interval_ms},
-                  {"heartbeat_timeout_ms", m.heartbeat_timeout_ms}};
+          return answer("welcome", {{"heartbeat_interval_ms", m.heartbeat_interval_ms},
+                                    {"heartbeat_timeout_ms", m.heartbeat_timeout_ms}});
         } else if constexpr (std::is_same_v<T, ErrorReply>) {
           return {{"type", "error"},
                   {"ok", false},
                   {"error", {{"code", m.code}, {"message", m.message}}}};
         } else if constexpr (std::is_same_v<T, Progress>) {
-          return {{"type", "progress"},
-                  {"ok", true},
-                  {"joined", m.joined},
-                  {"expected", m.expected},
-                  {"missing_node_ranks", m.missing_node_ranks}};
+          return answer("progress", {{"joined", m.joined},
+                                     {"expected", m.expected},
+                                     {"missing_node_ranks", m.missing_node_ranks}});
         } else if constexpr (std::is_same_v<T, Assigned>) {
           return assigned_json(m);
         } else if constexpr (std::is_same_v<T, StopWorkers>) {
-          return {{"type", "stop"},
-                  {"ok", true},
-                  {"round", m.round},
-                  {"root_cause", to_json(m.root_cause)}};
+          return answer("stop", {{"round", m.round}, {"root_cause", to_json(m.root_cause)}});
         } else if constexpr (std::is_same_v<T, Decision>) {
-          json j{{"type", "decision"},
-                 {"ok", true},
-                 {"round", m.round},
-                 {"action", m.action},
-                 {"restart_count", m.restart_count},
-                 {"exit_code", m.exit_code},
-                 {"membership_change", m.membership_change}};
+          json j = answer("decision", {{"round", m.round},
+                                       {"action", m.action},
+                                       {"restart_count", m.restart_count},
+                                       {"exit_code", m.exit_code},
+                                       {"membership_change", m.membership_change}});
           if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
           if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
           return j;
         } else if constexpr (std::is_same_v<T, Challenge>) {
-          return {{"type", "challenge"}, {"ok", true}, {"nonce", m.nonce}, {"proof", m.proof}};
+          return answer("challenge", {{"nonce", m.nonce}, {"proof", m.proof}});
         } else if constexpr (std::is_same_v<T, Reform>) {
-          return {{"type", "reform"},         {"ok", true},
-                  {"round", m.round},         {"host", m.host},
-                  {"node_rank", m.node_rank}, {"reason", m.reason}};
+          return answer("reform", {{"round", m.round},
+                                   {"host", m.host},
+                                   {"node_rank", m.node_rank},
+                                   {"reason", m.reason}});
         } else if constexpr (std::is_same_v<T, JobStatus>) {
           return status_json(m);
         } else if constexpr (std::is_same_v<T, Resumed>) {
-          return {{"type", "resumed"}, {"ok", true}, {"received", m.received}};
+          return answer("resumed", {{"received", m.received}});
         } else {
-          return {{"type", "heartbeat_ack"}, {"ok", true}, {"received", m.received}};
+          return answer("heartbeat_ack", {{"received", m.received}});
         }
       },
       message);

@@ -15,6 +15,10 @@ constexpr size_t kMaxUnackedBytes = kSessionLimits.max_queued_bytes;
 
 }  // namespace
 
+std::shared_ptr<const std::string> frame_of(const ServerMessage& message) {
+  return std::make_shared<const std::string>(encode_frame(encode(message)));
+}
+
 std::optional<ProtocolError> Session::take(const ClientMessage& message) {
   if (const auto* hello = std::get_if<Hello>(&message)) resume_key = hello->session;
   if (const auto* heartbeat = std::get_if<Heartbeat>(&message)) {
@@ -94,6 +98,29 @@ bool Sessions::is_current(ClientId id, const net::FramedConnection* connection) 
   return session != nullptr && session->connection.get() == connection;
 }
 
+void Sessions::send(const Outgoing& o) {
+  // A heartbeat's answer only says "alive" and how much arrived: while anything else waits it
+  // says nothing new, and a peer that sends heartbeats without reading cannot pile them up.
+  // Each says its recipient's count.
+  if (std::holds_alternative<HeartbeatAck>(o.message)) {
+    for (ClientId id : o.to) {
+      if (Session* session = find(id))
+        session->connection->send_unless_busy(frame_of(HeartbeatAck{session->received}));
+    }
+    return;
+  }
+  // Serialized once; every recipient's queue shares the same bytes.
+  const auto frame = frame_of(o.message);
+  const bool kept = sequenced(o.message);
+  for (ClientId id : o.to) {
+    Session* session = find(id);
+    if (session == nullptr) continue;
+    if (kept) session->keep_for_resume(frame);
+    session->connection->send(frame);
+    if (o.close_after) session->connection->close_after_sending();
+  }
+}
+
 std::variant<ClientId, ResumeRefused> Sessions::resume(ClientId from, const Resume& resume) {
   Session& fresh = *find(from);
   if (!fresh.authenticated || fresh.joined)
@@ -119,8 +146,7 @@ std::variant<ClientId, ResumeRefused> Sessions::resume(ClientId from, const Resu
   session.connection = std::move(fresh.connection);
   *fresh.route = id;
   session.acknowledged(resume.received);
-  session.connection->send(std::make_shared<const std::string>(
-      encode_frame(encode(ServerMessage{Resumed{session.received}}))));
+  session.connection->send(frame_of(Resumed{session.received}));
   for (const auto& frame : session.unacked) session.connection->send(frame);
   spdlog::info(
       "rendezvous server: {} resumed its session on a new connection from {} ({} "

@@ -54,6 +54,9 @@ struct Session {
   bool resumable = true;  // false once the kept messages outgrew kMaxUnackedBytes
 };
 
+// `message` as it goes on the wire, in a buffer every recipient's queue can share.
+std::shared_ptr<const std::string> frame_of(const ServerMessage& message);
+
 // Why a resume was refused, as the error reply says it.
 struct ResumeRefused {
   const char* code;
@@ -75,6 +78,8 @@ class Sessions {
   void remember_resume_key(ClientId id);
   // A connection a resume replaced says nothing more about its session.
   bool is_current(ClientId id, const net::FramedConnection* connection) const;
+  // Sends `outgoing` to each of its recipients that is still here.
+  void send(const Outgoing& outgoing);
   // Moves the session `resume` names onto connection `from`'s (a fresh connection, just
   // welcomed) and sends the agent what it missed; returns the resumed session's id. `from`'s
   // own session stays, without its connection, for the caller to forget.

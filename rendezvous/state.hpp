@@ -12,6 +12,27 @@
 // which does not count as a restart. The first failure anywhere tells every other node to
 // stop its workers (STOPPING). When every node has reported, the job restarts in a new round
 // (restarts left) or ends (FINISHED) with one exit code and one root cause for all nodes.
+//
+// The rules, in detail:
+// - Seats: explicit --node-ranks keep their seat (those beyond the round's size count as
+//   automatic); the others fill the free ranks ordered by (host name, arrival). Rank offsets
+//   are prefix sums of the nodes' worker counts; node 0's address and store port are every
+//   worker's store.
+// - The root cause: the first failed report, or a lost node (its connection closed, or nothing
+//   from it for the heartbeat timeout), carrying the time it was last heard from, so that what
+//   its loss did elsewhere (a gloo "Connection reset by peer") never becomes the root cause. A
+//   stopped node's own older error replaces it (never a stop by signal or a fatal check).
+// - Elastic changes are no failures: a report with `leaving` marks its member left, and stopped
+//   nodes' errors are ignored; the decision is a restart with `membership_change` and the same
+//   restart count. Lost and left members get no decision and no seat in the next round.
+// - --max-no-progress-restarts: failed restarts in a row in which no node's report progressed
+//   are counted; at the limit the job finishes with kExitNoProgress instead of restarting.
+// - Refusals name what clashed: magic, protocol version, run id, token, --nnodes,
+//   --max-restarts, a taken or out-of-range node rank, a full job, a message out of order, and
+//   with the default run id (`none`) another command (job_mismatch): two jobs on one port.
+// - on_tick: heartbeat deadlines, progress to waiting agents every 5 s (naming the missing node
+//   ranks when every agent gave one), the last call of an elastic round, and the join timeout,
+//   which names who is missing. A restart resets the join timeout and the last call.
 #pragma once
 
 #include <chrono>
@@ -49,7 +70,8 @@ Now operator+(Now at, std::chrono::duration<Rep, Period> d) {
 
 struct JobSettings {
   std::string run_id = "none";
-  // Shared secret agents must prove they know (rdzv_auth.hpp); empty: agents must have none.
+  // Shared secret agents must prove they know (`rendezvous/auth.hpp`); empty: agents must have
+  // none.
   std::string token;
   int min_nodes = 1;
   int max_nodes = 1;

@@ -17,19 +17,17 @@ json status_json(const JobStatus& s) {
                      {"silent_ms", n.silent_ms},
                      {"ranks", to_json(n.ranks)}});
   }
-  json j{{"type", "status"},
-         {"ok", true},
-         {"query_id", s.query_id},
-         {"run_id", s.run_id},
-         {"phase", s.phase},
-         {"round", s.round},
-         {"restart_count", s.restart_count},
-         {"max_restarts", s.max_restarts},
-         {"min_nodes", s.min_nodes},
-         {"max_nodes", s.max_nodes},
-         {"nodes", std::move(nodes)},
-         {"missing_nodes", s.missing_nodes},
-         {"missing_node_ranks", s.missing_node_ranks}};
+  json j = answer("status", {{"query_id", s.query_id},
+                             {"run_id", s.run_id},
+                             {"phase", s.phase},
+                             {"round", s.round},
+                             {"restart_count", s.restart_count},
+                             {"max_restarts", s.max_restarts},
+                             {"min_nodes", s.min_nodes},
+                             {"max_nodes", s.max_nodes},
+                             {"nodes", std::move(nodes)},
+                             {"missing_nodes", s.missing_nodes},
+                             {"missing_node_ranks", s.missing_node_ranks}});
   if (s.root_cause) j["root_cause"] = to_json(*s.root_cause);
   return j;
 }

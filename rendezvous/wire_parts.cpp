@@ -4,6 +4,12 @@
 
 namespace npu_run::rdzv {
 
+json answer(const char* type, json fields) {
+  fields["type"] = type;
+  fields["ok"] = true;
+  return fields;
+}
+
 json to_json(const NodeInfo& n) {
   return {{"host", n.host},
           {"addr", n.addr},

@@ -13,6 +13,9 @@ NLOHMANN_JSON_SERIALIZE_ENUM(Outcome, {{Outcome::kSucceeded, "succeeded"},
                                        {Outcome::kStopped, "stopped"}})
 NLOHMANN_JSON_SERIALIZE_ENUM(Action, {{Action::kRestart, "restart"}, {Action::kFinish, "finish"}})
 
+// A server's answer: `fields`, its type, and "ok" (every answer but an error is ok).
+nlohmann::json answer(const char* type, nlohmann::json fields);
+
 nlohmann::json to_json(const NodeInfo& n);
 NodeInfo node_from(const nlohmann::json& j);
 nlohmann::json to_json(const FailureReport& r);

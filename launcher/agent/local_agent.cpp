@@ -20,6 +20,7 @@
 #include "agent/progress_record.hpp"
 #include "agent/status_service.hpp"
 #include "agent/worker_plan.hpp"
+#include "basics/enum_table.hpp"
 #include "basics/exit_status.hpp"
 #include "basics/usage_error.hpp"
 #include "rendezvous/describe.hpp"
@@ -39,21 +40,11 @@ constexpr std::pair<State, State> kTransitions[] = {
     {State::kRunning, State::kRendezvous},   {State::kReporting, State::kRendezvous},
 };
 
-const char* state_name(State s) {
-  switch (s) {
-    case State::kInit:
-      return "INIT";
-    case State::kRendezvous:
-      return "RENDEZVOUS";
-    case State::kRunning:
-      return "RUNNING";
-    case State::kReporting:
-      return "REPORTING";
-    case State::kDone:
-      return "DONE";
-  }
-  return "?";
-}
+constexpr EnumTable<State, 5> kStateNames({{{State::kInit, "INIT"},
+                                            {State::kRendezvous, "RENDEZVOUS"},
+                                            {State::kRunning, "RUNNING"},
+                                            {State::kReporting, "REPORTING"},
+                                            {State::kDone, "DONE"}}});
 
 // Progress of a forming round is logged no more often than this.
 constexpr std::chrono::seconds kProgressLogInterval{10};
@@ -99,8 +90,8 @@ struct LocalAgent::Impl {
 
   void move_to(State next) {
     if (!allowed(state, next)) {
-      throw std::logic_error(
-          fmt::format("agent: no move from {} to {}", state_name(state), state_name(next)));
+      throw std::logic_error(fmt::format("agent: no move from {} to {}", kStateNames.name(state),
+                                         kStateNames.name(next)));
     }
     state = next;
   }

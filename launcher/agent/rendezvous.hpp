@@ -1,16 +1,24 @@
 // The interface through which the agent takes part in a job: join a round, get an Assignment,
 // report the round's result, and hear the job's decision. The agent depends only on this; a
-// single node uses LocalRendezvous (the state machine in-process), multi-node jobs a TCP client.
+// single node takes part through the state machine in-process (agent/local_rendezvous.cpp), a
+// multi-node job through a client of node 0's server (agent/tcp_rendezvous.cpp).
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "agent/assignment.hpp"
+#include "basics/port_range.hpp"
+#include "config/launch_config.hpp"
 #include "rendezvous/messages.hpp"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace npu_run {
 
@@ -47,6 +55,15 @@ class Rendezvous {
   // "127.0.0.1:29500", or "in-process" for a single node; for messages.
   virtual std::string describe() const = 0;
 };
+
+// The two ways to take part. Each holds a worker port for the workers' store; `avoid`: ports the
+// workers' MASTER_PORT must not be (HCCL's, the rendezvous port).
+std::unique_ptr<Rendezvous> local_rendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,
+                                             const std::string& host,
+                                             const std::vector<PortRange>& avoid);
+std::unique_ptr<Rendezvous> tcp_rendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,
+                                           const std::string& host,
+                                           const std::vector<PortRange>& avoid);
 
 // Hands one message from the rendezvous to the agent's handler for it. Welcome and heartbeat
 // acknowledgements are for the connection, not the agent, and are dropped.

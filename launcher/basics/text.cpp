@@ -5,6 +5,8 @@
 
 #include <charconv>
 
+#include "basics/usage_error.hpp"
+
 namespace npu_run {
 
 std::string_view trim(std::string_view text) {
@@ -31,6 +33,12 @@ std::optional<long long> parse_integer(std::string_view text, long long min, lon
     return std::nullopt;
   }
   return value;
+}
+
+int integer_or_refuse(std::string_view text, int min, int max, const std::string& message) {
+  const auto value = parse_integer(text, min, max);
+  if (!value) throw UsageError(message);
+  return static_cast<int>(*value);
 }
 
 std::string printable(std::string_view text) {

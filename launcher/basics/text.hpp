@@ -20,6 +20,8 @@ std::string_view trim(std::string_view text);
 // The whole of `text` as a decimal integer within [min, max]; nullopt otherwise (empty text,
 // trailing characters, overflow, out of range).
 std::optional<long long> parse_integer(std::string_view text, long long min, long long max);
+// The same as an int, or a UsageError with `message` (which names the value and the fix).
+int integer_or_refuse(std::string_view text, int min, int max, const std::string& message);
 
 // `text` safe to print in a message: control characters (a NUL would cut the message short, a
 // newline or escape sequence would forge log lines) become \xNN; everything else is kept.

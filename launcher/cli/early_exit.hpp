@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -43,6 +44,17 @@ auto resolve_or_exit(Resolve resolve, const std::string& command)
   } catch (const UsageError& e) {
     return usage_error(e.what(), command);
   }
+}
+
+// A subcommand's command line: its option table (`Options`) filled from `args`, then
+// `resolve(options)`; --help, CLI11's complaints and a UsageError become `command`'s EarlyExit.
+template <typename Options, typename Resolve>
+auto parse_subcommand(const std::vector<std::string>& args, const std::string& command,
+                      Resolve resolve)
+    -> std::variant<decltype(resolve(std::declval<Options&>())), EarlyExit> {
+  Options options;
+  if (auto early = parse_options(options.app(), args, command)) return *early;
+  return resolve_or_exit([&] { return resolve(options); }, command);
 }
 
 }  // namespace npu_run

@@ -9,6 +9,7 @@
 #include "basics/environment.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/launch_options.hpp"
+#include "cli/rendezvous_options.hpp"
 #include "cluster/cluster_env.hpp"
 #include "config/hosts_launch.hpp"
 #include "config/launch_config.hpp"

@@ -84,6 +84,16 @@ void set_slurm_nodes(ClusterDefaults& d, const EnvMap& env, int nodes,
     d.facts.detected.push_back(fmt::format("node rank = {} (SLURM_NODEID)", *d.node_rank));
 }
 
+// The run id and the master port a scheduler's job implies: every node of the job derives the
+// same, and the log says from what.
+void name_job(ClusterDefaults& d, std::string run_id, const std::string& run_id_origin,
+              const std::string& job, const std::string& port_origin) {
+  d.run_id = std::move(run_id);
+  d.master_port = port_for_job(job);
+  d.facts.detected.push_back(fmt::format("run id = {}{}", *d.run_id, run_id_origin));
+  d.facts.detected.push_back(fmt::format("master port = {} ({})", *d.master_port, port_origin));
+}
+
 ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced) {
   ClusterDefaults d;
   d.kind = ClusterKind::kSlurm;
@@ -118,12 +128,9 @@ ClusterDefaults detect_slurm(const EnvMap& env, int agents_per_node, bool forced
     d.facts.detected.push_back(
         fmt::format("master = {} (first host of {}={})", *d.master_addr, nodes_var, *nodelist));
   }
-  d.run_id = fmt::format("{}.{}", *job, *step);
-  d.master_port = port_for_job(*job);
-  d.facts.detected.push_back(fmt::format("run id = {} (job.step)", *d.run_id));
-  d.facts.detected.push_back(fmt::format("master port = {} (from job id {}: {} + id mod {})",
-                                         *d.master_port, *job, kDerivedPortBase,
-                                         kDerivedPortCount));
+  name_job(
+      d, fmt::format("{}.{}", *job, *step), " (job.step)", *job,
+      fmt::format("from job id {}: {} + id mod {}", *job, kDerivedPortBase, kDerivedPortCount));
   return d;
 }
 
@@ -162,10 +169,7 @@ ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
           fmt::format("master = {} (mpirun's address in OMPI_MCA_orte_hnp_uri)", *d.master_addr));
     }
   }
-  d.run_id = fmt::format("mpi-{}", job);
-  d.master_port = port_for_job(job);
-  d.facts.detected.push_back(fmt::format("run id = {}", *d.run_id));
-  d.facts.detected.push_back(fmt::format("master port = {} (from job id {})", *d.master_port, job));
+  name_job(d, fmt::format("mpi-{}", job), "", job, fmt::format("from job id {}", job));
   return d;
 }
 

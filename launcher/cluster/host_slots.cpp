@@ -61,6 +61,13 @@ void refuse_repeats(const std::vector<HostSlots>& hosts) {
   }
 }
 
+// An item of a list, trimmed; an empty one is refused with `if_empty`.
+std::string_view nonempty(std::string_view item, const std::string& if_empty) {
+  item = trim(item);
+  if (item.empty()) throw UsageError(if_empty);
+  return item;
+}
+
 // A filter's items: host name -> the slots listed (empty: the whole host), in the order given.
 struct FilterItem {
   std::string name;
@@ -69,25 +76,20 @@ struct FilterItem {
 
 std::vector<FilterItem> parse_filter(std::string_view text, const std::string& flag) {
   std::vector<FilterItem> items;
+  const std::string if_empty =
+      fmt::format("{} '{}': an empty host between '@'s; expected HOST[:SLOT[,SLOT...]][@HOST...]",
+                  flag, printable(text));
   for (std::string_view raw : split(text, '@')) {
-    const std::string_view item = trim(raw);
-    if (item.empty()) {
-      throw UsageError(
-          fmt::format("{} '{}': an empty host between '@'s; expected "
-                      "HOST[:SLOT[,SLOT...]][@HOST...]",
-                      flag, printable(text)));
-    }
+    const std::string_view item = nonempty(raw, if_empty);
     FilterItem parsed;
     const size_t colon = item.find(':');
     parsed.name = std::string(item.substr(0, colon));
     if (colon != std::string_view::npos) {
       for (std::string_view slot : split(item.substr(colon + 1), ',')) {
-        const auto value = parse_integer(trim(slot), 0, kMaxSlots - 1);
-        if (!value) {
-          throw UsageError(fmt::format("{} '{}': slot '{}' of host '{}' is not a device number",
-                                       flag, printable(text), printable(slot), parsed.name));
-        }
-        parsed.slots.push_back(static_cast<int>(*value));
+        parsed.slots.push_back(
+            integer_or_refuse(trim(slot), 0, kMaxSlots - 1,
+                              fmt::format("{} '{}': slot '{}' of host '{}' is not a device number",
+                                          flag, printable(text), printable(slot), parsed.name)));
       }
     }
     items.push_back(std::move(parsed));
@@ -130,14 +132,12 @@ void set_devices(HostSlots& host, std::vector<int> devices) {
 
 std::vector<HostSlots> parse_hosts_list(std::string_view text, const std::string& source) {
   std::vector<HostSlots> hosts;
+  const std::string if_empty = fmt::format(
+      "{} '{}': an empty host; expected HOST[:SLOTS],... (e.g. server0:8,server1:8 or "
+      "node[01-04]:8)",
+      source, printable(text));
   for (std::string_view raw : top_level_items(text)) {
-    const std::string_view item = trim(raw);
-    if (item.empty()) {
-      throw UsageError(
-          fmt::format("{} '{}': an empty host; expected HOST[:SLOTS],... "
-                      "(e.g. server0:8,server1:8 or node[01-04]:8)",
-                      source, printable(text)));
-    }
+    const std::string_view item = nonempty(raw, if_empty);
     // The slots follow the last ':' outside brackets.
     const size_t colon = item.rfind(':');
     const bool has_slots = colon != std::string_view::npos && item.find(']', colon) == item.npos;
@@ -209,9 +209,10 @@ std::vector<HostSlots> filter_hosts(std::vector<HostSlots> hosts, std::string_vi
                                    item.name, fmt::join(known, ", ")));
     }
     if (!named.insert(item.name).second)
-      throw UsageError(fmt::format("{}: host '{}' is named twice; name it once, with all the "
-                                   "slots meant (HOST:0,1,...)",
-                                   flag, item.name));
+      throw UsageError(
+          fmt::format("{}: host '{}' is named twice; name it once, with all the "
+                      "slots meant (HOST:0,1,...)",
+                      flag, item.name));
   }
   std::vector<HostSlots> kept;
   for (HostSlots& host : hosts) {

@@ -80,9 +80,8 @@ DoctorCommand resolve(const DoctorOptions& o, const EnvMap& env) {
 
 std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
                                                             const EnvMap& env) {
-  DoctorOptions options;
-  if (auto early = parse_options(options.app(), args, kCommand)) return *early;
-  return resolve_or_exit([&] { return resolve(options, env); }, kCommand);
+  return parse_subcommand<DoctorOptions>(
+      args, kCommand, [&](const DoctorOptions& options) { return resolve(options, env); });
 }
 
 int doctor(const DoctorCommand& command) {

@@ -3,6 +3,12 @@
 // fan-out, or a tree of hosts starting hosts), brings their output back, turns Ctrl-C into a
 // stop on every host, stops the job when a host cannot be started (naming it with ssh's own
 // words), and exits with the job's root-cause code, as node 0's agent reports it.
+//
+// The exit status: a host that could not be started stops the job and gives its code (255 from
+// ssh, 127 when npu_run is not there, 2 for options the host refused); else 128+N after a
+// signal; else node 0's agent's code (every agent learns the same decision). ssh runs in its
+// own process group (a terminal's Ctrl-C reaches only this npu_run, which sends stop lines) with
+// PR_SET_PDEATHSIG, so that it dies with npu_run and the hosts see EOF.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -123,8 +129,8 @@ int print_plan(const HostsLaunch& launch, const std::vector<HostPlan>& plans, co
     const HostPlan& p = plans[i];
     text += fmt::format("node {}: {}, {} worker{}{}, {}, started by {}\n  {}\n", p.node_rank,
                         p.host.name, p.nproc, p.nproc == "1" ? "" : "s",
-                        p.host.slots ? "" : " (--nproc-per-node)", devices_text(p),
-                        started_by[i], shell_join(p.ssh));
+                        p.host.slots ? "" : " (--nproc-per-node)", devices_text(p), started_by[i],
+                        shell_join(p.ssh));
   }
   std::cout << text;
   return 0;

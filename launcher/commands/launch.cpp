@@ -14,16 +14,16 @@
 #include "agent/agent_log.hpp"
 #include "agent/job_token.hpp"
 #include "agent/local_agent.hpp"
-#include "agent/local_rendezvous.hpp"
 #include "agent/node_run.hpp"
 #include "agent/plan_printer.hpp"
+#include "agent/rendezvous.hpp"
 #include "agent/rendezvous_host.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
-#include "agent/tcp_rendezvous.hpp"
 #include "basics/kernel_features.hpp"
 #include "commands/commands.hpp"
 #include "net/address_probe.hpp"
+#include "net/held_port.hpp"
 #include "workers/child_exits.hpp"
 #include "workers/console.hpp"
 #include "workers/escaped_processes.hpp"
@@ -73,7 +73,8 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
     return 0;
   }
   require_open_files(cfg.shape.nproc_per_node);
-  if (!cfg.shape.multi_node()) net::require_local_address(cfg.rendezvous.master_addr, "--master-addr");
+  if (!cfg.shape.multi_node())
+    net::require_local_address(cfg.rendezvous.master_addr, "--master-addr");
 
   Guardian guardian;
   prepare_process();
@@ -93,9 +94,9 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
   std::unique_ptr<Rendezvous> rendezvous;
   if (cfg.shape.multi_node()) {
     server = host_rendezvous_if_node_0(io, cfg, store);
-    rendezvous = std::make_unique<TcpRendezvous>(io, cfg, host, avoid);
+    rendezvous = tcp_rendezvous(io, cfg, host, avoid);
   } else {
-    rendezvous = std::make_unique<LocalRendezvous>(io, cfg, host, avoid);
+    rendezvous = local_rendezvous(io, cfg, host, avoid);
   }
   LocalAgent agent(
       io, cfg, *rendezvous,

@@ -171,9 +171,8 @@ void write_table(const RankTable& table, const std::string& output,
 
 std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
     const std::vector<std::string>& args, const EnvMap& env) {
-  RankTableOptions options;
-  if (auto early = parse_options(options.app(), args, kCommand)) return *early;
-  return resolve_or_exit([&] { return resolve(options, env); }, kCommand);
+  return parse_subcommand<RankTableOptions>(
+      args, kCommand, [&](const RankTableOptions& options) { return resolve(options, env); });
 }
 
 int make_rank_table(const RankTableCommand& command) {

@@ -31,19 +31,6 @@ std::unique_ptr<CLI::App> serve_app() {
       kCommand);
 }
 
-struct ServerFlags : FlagGroup {
-  explicit ServerFlags(OptionSet& set) : FlagGroup(set, "Options", false) {}
-
-  Flag<int> port{
-      *this,
-      {.name = "--port", .help = "Port to listen on", .also = "--master-port,--master_port"},
-      29500};
-  Flag<std::string> host{
-      *this,
-      {.name = "--host", .help = "Address to listen on (default 0.0.0.0: every IPv4 address)"},
-      "0.0.0.0"};
-};
-
 class ServeOptions : public OptionTable, public OptionSet {
  public:
   ServeOptions() : OptionSet(serve_app()) {
@@ -54,11 +41,14 @@ class ServeOptions : public OptionTable, public OptionSet {
 
   ServerFlags server{*this};
   RendezvousFlags rdzv{*this, "Rendezvous (as the agents')", false};
-  Flag<std::string> log_level{
-      server, {.name = "--log-level", .help = "Log level", .type = kLogLevelChoices}, "info"};
 };
 
-ServerCommand resolve(const ServeOptions& o, const EnvMap& env) {
+ServerCommand resolve(ServeOptions& o, const EnvMap& env) {
+  try {
+    o.names().apply_environment(env);  // NPU_RUN_RDZV_TOKEN
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
   ServerCommand cmd;
   const int port = *o.server.port;
   if (port < 1 || port > 65535)
@@ -78,7 +68,7 @@ ServerCommand resolve(const ServeOptions& o, const EnvMap& env) {
   cmd.settings = job_settings(*o.rdzv.run_id, token ? token->value : "", min_nodes, max_nodes,
                               resolve_max_restarts(o.rdzv), timing);
   cmd.options = server_options(address, port, timing);
-  cmd.log_level = parse_log_level(*o.log_level, "--log-level");
+  cmd.log_level = parse_log_level(*o.server.log_level, "--log-level");
   return cmd;
 }
 
@@ -86,14 +76,8 @@ ServerCommand resolve(const ServeOptions& o, const EnvMap& env) {
 
 std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args,
                                                             const EnvMap& env) {
-  ServeOptions options;
-  if (auto early = parse_options(options.app(), args, kCommand)) return *early;
-  try {
-    options.names().apply_environment(env);  // NPU_RUN_RDZV_TOKEN
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what(), kCommand);
-  }
-  return resolve_or_exit([&] { return resolve(options, env); }, kCommand);
+  return parse_subcommand<ServeOptions>(
+      args, kCommand, [&](ServeOptions& options) { return resolve(options, env); });
 }
 
 int serve(const ServerCommand& command) {

@@ -1,6 +1,13 @@
 // `npu_run status`: the job as the rendezvous sees it. On a node of the job it asks the agent
 // there (its status socket, this user's only: no token needed); with --master-addr/
 // --master-port it asks the rendezvous itself, proving the job's token as an agent does.
+//
+// The agents are found in their private directories under $TMPDIR (or /tmp when it is unset;
+// with --pid, /tmp too, where an agent whose TMPDIR was unusable made its own). Several agents
+// of one job on a host are shown once; several jobs need --pid. The answer: round, phase,
+// restarts, each node with its state and how long it has been silent, each rank's last beat
+// aged to now (this node's as of now, the others' from their agents' heartbeats), the nodes
+// waiting and missing, and the root cause.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -135,9 +142,8 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
 
 std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
                                                             const EnvMap& env) {
-  StatusOptions options;
-  if (auto early = parse_options(options.app(), args, kCommand)) return *early;
-  return resolve_or_exit([&] { return resolve(options, env); }, kCommand);
+  return parse_subcommand<StatusOptions>(
+      args, kCommand, [&](const StatusOptions& options) { return resolve(options, env); });
 }
 
 int show_status(const StatusCommand& command) {

@@ -10,14 +10,11 @@ namespace {
 
 int parse_field(std::string_view token, int max, const std::string& text, const std::string& flag,
                 const char* what) {
-  const auto value = parse_integer(token, 0, max);
-  if (!value) {
-    throw UsageError(fmt::format(
-        "{} '{}': '{}' is not a valid {}; use 0 (none), 1 (stdout), 2 (stderr), 3 (both), or a "
-        "per-local-rank map like 0:3,12:1",
-        flag, text, token, what));
-  }
-  return static_cast<int>(*value);
+  return integer_or_refuse(
+      token, 0, max,
+      fmt::format("{} '{}': '{}' is not a valid {}; use 0 (none), 1 (stdout), 2 (stderr), 3 "
+                  "(both), or a per-local-rank map like 0:3,12:1",
+                  flag, text, token, what));
 }
 
 }  // namespace

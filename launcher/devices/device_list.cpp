@@ -15,14 +15,10 @@ namespace {
 constexpr int kMaxDeviceId = 4095;
 
 int parse_id(std::string_view token, const std::string& text, const std::string& what) {
-  const auto value = parse_integer(token, 0, kMaxDeviceId);
-  if (!value) {
-    throw UsageError(fmt::format(
-        "{} '{}': '{}' is not a device id (expected an integer 0-{}); write lists like 4-7 or "
-        "0,2,4,6",
-        what, text, token, kMaxDeviceId));
-  }
-  return static_cast<int>(*value);
+  return integer_or_refuse(token, 0, kMaxDeviceId,
+                           fmt::format("{} '{}': '{}' is not a device id (expected an integer "
+                                       "0-{}); write lists like 4-7 or 0,2,4,6",
+                                       what, text, token, kMaxDeviceId));
 }
 
 }  // namespace

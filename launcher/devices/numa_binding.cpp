@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "basics/enum_table.hpp"
 #include "basics/text.hpp"
 #include "devices/device_list.hpp"
 
@@ -149,25 +150,11 @@ std::set<int> core_complex_share(const fs::path& sys, const std::set<int>& cpus,
 }  // namespace
 
 std::optional<NumaMode> parse_numa_mode(std::string_view text) {
-  if (text == "node") return NumaMode::kNode;
-  if (text == "socket") return NumaMode::kSocket;
-  if (text == "exclusive") return NumaMode::kExclusive;
-  if (text == "core-complex") return NumaMode::kCoreComplex;
-  return std::nullopt;
-}
-
-const char* numa_mode_name(NumaMode mode) {
-  switch (mode) {
-    case NumaMode::kNode:
-      return "node";
-    case NumaMode::kSocket:
-      return "socket";
-    case NumaMode::kExclusive:
-      return "exclusive";
-    case NumaMode::kCoreComplex:
-      return "core-complex";
-  }
-  return "?";
+  static constexpr EnumTable<NumaMode, 4> kModes({{{NumaMode::kNode, "node"},
+                                                   {NumaMode::kSocket, "socket"},
+                                                   {NumaMode::kExclusive, "exclusive"},
+                                                   {NumaMode::kCoreComplex, "core-complex"}}});
+  return kModes.find(text);
 }
 
 std::set<int> parse_cpu_list(std::string_view text) {

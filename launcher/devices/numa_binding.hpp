@@ -26,7 +26,6 @@ enum class NumaMode {
 };
 
 std::optional<NumaMode> parse_numa_mode(std::string_view text);
-const char* numa_mode_name(NumaMode mode);
 inline constexpr const char* kNumaModeChoices = "{node,socket,exclusive,core-complex}";
 
 struct NumaPlacement {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/core/noncopyable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -45,12 +46,10 @@ struct ProxyCounters {
   uint64_t batched_adds = 0;     // adds that went as part of a sum
 };
 
-class StoreProxy {
+class StoreProxy : boost::noncopyable {
  public:
   StoreProxy(boost::asio::io_context& io, StoreProxyOptions options = {});
   ~StoreProxy();
-  StoreProxy(const StoreProxy&) = delete;
-  StoreProxy& operator=(const StoreProxy&) = delete;
 
   // Serves this host's clients on `acceptor` (bound, kept open by its owner while this proxy
   // runs). Requests that come before the upstream is attached wait for it.

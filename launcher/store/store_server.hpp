@@ -5,9 +5,16 @@
 //
 // Bounded against any peer: requests are checked before anything is buffered (StoreLimits), the
 // store's size is capped, and replies wait in a queue of at most max_queued_bytes; a peer that
-// breaks a rule loses its connection, never the store or the agent.
+// breaks a rule loses its connection, never the store or the agent. Replies to the requests of
+// one read go out together; WATCH_KEY (which torch 1.13's Python API cannot send) is refused.
+//
+// torch 2.6's env:// against it: Debian's 2.6 is built without libuv and its agent-store branch
+// asks for libuv regardless; the suite's torch 2.6 environment defaults use_libuv to False for
+// that name (tests/torch2/site/sitecustomize.py), as a PyPI build would need no help. Users of
+// such a build pick --worker-store torch.
 #pragma once
 
+#include <boost/core/noncopyable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -35,12 +42,10 @@ struct StoreServerOptions {
   std::chrono::milliseconds silent_timeout{10'000};
 };
 
-class StoreServer {
+class StoreServer : boost::noncopyable {
  public:
   StoreServer(boost::asio::io_context& io, StoreServerOptions options = {});
   ~StoreServer();
-  StoreServer(const StoreServer&) = delete;
-  StoreServer& operator=(const StoreServer&) = delete;
 
   // Serves a started connection another protocol's reader handed over; `first_bytes` were read
   // from it already.

@@ -6,6 +6,8 @@
 #include <array>
 #include <stdexcept>
 
+#include "basics/enum_table.hpp"
+
 namespace npu_run::store {
 
 namespace {
@@ -52,56 +54,32 @@ std::optional<Command> command_of(Generation generation, uint8_t number) {
   return std::nullopt;
 }
 
-const char* generation_name(Generation generation) {
-  switch (generation) {
-    case Generation::kTorch1:
-      return "torch 1.x";
-    case Generation::kTorch2:
-      return "torch 2.x";
-    case Generation::kTier:
-      return "npu_run tier";
-  }
-  return "unknown";
+std::string_view generation_name(Generation generation) {
+  static constexpr EnumTable<Generation, 3> kNames({{{Generation::kTorch1, "torch 1.x"},
+                                                     {Generation::kTorch2, "torch 2.x"},
+                                                     {Generation::kTier, "npu_run tier"}}});
+  return kNames.name(generation);
 }
 
-const char* command_name(Command command) {
-  switch (command) {
-    case Command::kValidate:
-      return "validate";
-    case Command::kSet:
-      return "set";
-    case Command::kCompareSet:
-      return "compare_set";
-    case Command::kGet:
-      return "get";
-    case Command::kAdd:
-      return "add";
-    case Command::kCheck:
-      return "check";
-    case Command::kWait:
-      return "wait";
-    case Command::kNumKeys:
-      return "num_keys";
-    case Command::kWatchKey:
-      return "watch_key";
-    case Command::kDeleteKey:
-      return "delete_key";
-    case Command::kAppend:
-      return "append";
-    case Command::kMultiGet:
-      return "multi_get";
-    case Command::kMultiSet:
-      return "multi_set";
-    case Command::kCancelWait:
-      return "cancel_wait";
-    case Command::kPing:
-      return "ping";
-    case Command::kWaitTagged:
-      return "wait_tagged";
-    case Command::kCancelTagged:
-      return "cancel_tagged";
-  }
-  return "unknown";
+std::string_view command_name(Command command) {
+  static constexpr EnumTable<Command, 17> kNames({{{Command::kValidate, "validate"},
+                                                   {Command::kSet, "set"},
+                                                   {Command::kCompareSet, "compare_set"},
+                                                   {Command::kGet, "get"},
+                                                   {Command::kAdd, "add"},
+                                                   {Command::kCheck, "check"},
+                                                   {Command::kWait, "wait"},
+                                                   {Command::kNumKeys, "num_keys"},
+                                                   {Command::kWatchKey, "watch_key"},
+                                                   {Command::kDeleteKey, "delete_key"},
+                                                   {Command::kAppend, "append"},
+                                                   {Command::kMultiGet, "multi_get"},
+                                                   {Command::kMultiSet, "multi_set"},
+                                                   {Command::kCancelWait, "cancel_wait"},
+                                                   {Command::kPing, "ping"},
+                                                   {Command::kWaitTagged, "wait_tagged"},
+                                                   {Command::kCancelTagged, "cancel_tagged"}}});
+  return kNames.name(command);
 }
 
 bool tier_answers(Command command) {

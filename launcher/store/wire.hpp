@@ -46,7 +46,7 @@ std::optional<Generation> detect_generation(std::string_view first);
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 constexpr uint32_t kTierMagic = 0x4E505531;
 // "torch 1.x", "torch 2.x", "npu_run tier" for messages.
-const char* generation_name(Generation generation);
+std::string_view generation_name(Generation generation);
 
 enum class Command {
   kValidate,
@@ -69,7 +69,7 @@ enum class Command {
 };
 
 // "set", "compare_set", ... for messages.
-const char* command_name(Command command);
+std::string_view command_name(Command command);
 // The command a generation numbers `number`; nothing for a number it does not use.
 std::optional<Command> command_of(Generation generation, uint8_t number);
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <boost/core/noncopyable.hpp>
 #include <boost/system/error_code.hpp>
 #include <string>
 #include <vector>
@@ -17,12 +18,10 @@ namespace npu_run {
 
 // Blocks every signal of this thread for a scope: around fork, so that the child starts with
 // none pending against the parent's handlers (restore_signals_in_child resets them first).
-class AllSignalsBlocked {
+class AllSignalsBlocked : boost::noncopyable {
  public:
   AllSignalsBlocked();
   ~AllSignalsBlocked();
-  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
-  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
 
  private:
   sigset_t saved_{};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/core/noncopyable.hpp>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -84,12 +85,10 @@ ConsoleStream& console_out();
 ConsoleStream& console_err();
 
 // Queues both console streams for as long as it lives; declared around the event loop.
-class QueuedConsole {
+class QueuedConsole : boost::noncopyable {
  public:
   QueuedConsole();
   ~QueuedConsole();
-  QueuedConsole(const QueuedConsole&) = delete;
-  QueuedConsole& operator=(const QueuedConsole&) = delete;
 };
 
 }  // namespace npu_run

@@ -5,16 +5,16 @@
 
 #include <sys/types.h>
 
+#include <boost/core/noncopyable.hpp>
+
 namespace npu_run {
 
-class Guardian {
+class Guardian : boost::noncopyable {
  public:
   // Forks the guardian. Call while the agent is single-threaded (before any resolver thread).
   Guardian();
   // Closes the pipe, so the guardian kills whatever is still registered and exits; reaps it.
   ~Guardian();
-  Guardian(const Guardian&) = delete;
-  Guardian& operator=(const Guardian&) = delete;
 
   // The pipe a new worker writes its own process group id to (4 bytes, in the child before
   // exec): registering from the parent after spawn would leave a window in which the worker

@@ -1,6 +1,19 @@
 // One worker's process: its output (log files, relays to the console), the spawn with what the
 // child does before exec, and how it ended. It does what it is told; when to start, stop and
 // kill the workers of an attempt is WorkerGroup's policy (worker_group.cpp).
+//
+// The spawn: Boost.Process v2's fork_and_forget_launcher, so the agent never waits for an exec
+// (ExecReport says later whether it happened); Boost's own pidfd is compiled out (its
+// constructor throws before Linux 5.3) and its handle detached at once, ChildExits reaps. The
+// launcher is handed an io_context that never runs: Asio's fork notification would otherwise
+// make every child rebuild the agent's epoll set before exec. Signals are blocked around fork.
+// Between fork and exec, async-signal-safe only (child_setup.hpp): its own process group (the
+// parent calls setpgid too, as shells do, so a stop signalled early is not lost),
+// PR_SET_PDEATHSIG, a check that the agent did not die first, the signal mask and handlers
+// reset, --numa-binding's CPUs and preferred memory node, every descriptor from 3 up
+// close-on-exec. When its first process ends, its process group is SIGKILLed at once: leftovers
+// go with it, before the group id can be reused (pid_max may be 32768). Exits are decoded from
+// the raw wait status, since Boost's reports exit code and signal number in one int.
 #pragma once
 
 #include <sys/types.h>

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/local_rendezvous.hpp"
+#include "agent/assignment.hpp"
 #include "agent/plan_printer.hpp"
 
 using namespace npu_run;

@@ -1,0 +1,435 @@
+// Every option of npu_run's commands, each declared once, as a Flag member of its --help group
+// (cli/option_set.hpp): its row (spellings, PET_ variable, help, value name, who reads it in a
+// launch over ssh) and its value. --help lists a group's rows in the order declared here.
+// `npu_run` composes the launch groups (cli/launch_options.hpp); `npu_run rdzv-server` and the
+// load generator share the rendezvous group; the server has its own few.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "basics/token_file.hpp"
+#include "cli/option_set.hpp"
+#include "cli/value_parsers.hpp"
+#include "devices/numa_binding.hpp"
+
+namespace npu_run {
+
+// The job's identity (--nnodes, --run-id, --max-restarts, the token) and its timing: the same
+// for every command that runs or joins a rendezvous.
+struct RendezvousFlags : FlagGroup {
+  // `pet` false: the token's NPU_RUN_RDZV_TOKEN only (a server has no PET_ variables).
+  RendezvousFlags(OptionSet& set, const char* group, bool pet) : FlagGroup(set, group, pet) {}
+
+  Flag<std::string> nnodes{
+      *this, {.name = "--nnodes", .help = "Number of nodes, N or MIN:MAX (default 1)"}, "1"};
+  Flag<std::string> run_id{
+      *this,
+      {.name = "--run-id",
+       .help = "Job id shared by all nodes; names the log directory (default none)",
+       .also = "--rdzv-id,--rdzv_id",
+       .variable = variable_named("PET_RDZV_ID")},
+      "none"};
+  Flag<int> max_restarts{
+      *this,
+      {.name = "--max-restarts",
+       .help = "Restart the worker group up to N times after a failure (default 0)"}};
+  Flag<std::string> token{
+      *this,
+      {.name = "--rdzv-token",
+       .help = "Shared secret every node proves it knows (HMAC challenge; never sent). Prefer the "
+               "NPU_RUN_RDZV_TOKEN variable or --rdzv-token-file: a flag shows in ps until "
+               "npu_run has read it",
+       .variable = variable_named(kTokenVariable),
+       .reach = Reach::kLauncher}};
+  Flag<std::string> token_file{
+      *this,
+      {.name = "--rdzv-token-file",
+       .help = "File whose first line is the rendezvous token (mode 600, yours). Inside a Slurm "
+               "step a per-job token is derived when none is given",
+       .type = "FILE",
+       .reach = Reach::kLauncher}};
+  Flag<double> join_timeout{
+      *this,
+      {.name = "--rdzv-timeout",
+       .help = "Seconds to wait for all nodes to join (default 900; also rdzv-conf join_timeout)"},
+      900};
+  Flag<double> last_call{
+      *this,
+      {.name = "--rdzv-last-call",
+       .help = "Elastic --nnodes MIN:MAX: seconds to wait for more nodes once MIN have joined "
+               "(default 30; also rdzv-conf last_call_timeout)"},
+      30};
+  Flag<int> backlog{
+      *this,
+      {.name = "--rdzv-backlog",
+       .help = "Listen backlog of the rendezvous server (default: net.core.somaxconn)"}};
+  Flag<double> heartbeat_interval{
+      *this,
+      {.name = "--heartbeat-interval",
+       .help = "Seconds between heartbeats to the rendezvous (default 5)"},
+      5};
+  Flag<double> heartbeat_timeout{
+      *this,
+      {.name = "--heartbeat-timeout",
+       .help = "Seconds of silence after which a node or the server counts as lost (default 30)"},
+      30};
+  Flag<double> exit_barrier_timeout{
+      *this,
+      {.name = "--exit-barrier-timeout",
+       .help = "Seconds node 0 waits, after the job ended, for every node to hear it (default "
+               "300)"},
+      300};
+  Flag<double> handshake_timeout{
+      *this,
+      {.name = "--handshake-timeout",
+       .help = "Seconds a new rendezvous connection has to say hello, prove the token and join "
+               "(default 10; also rdzv-conf read_timeout)"},
+      10};
+};
+
+struct ShapeFlags : FlagGroup {
+  explicit ShapeFlags(OptionSet& set) : FlagGroup(set, "Job shape") {}
+
+  // Each host of a launch over ssh gets its own, from its slots.
+  Flag<std::string> nproc_per_node{
+      *this,
+      {.name = "--nproc-per-node",
+       .help = "Workers per node: N, auto (detected NPUs, else GPUs, else one per CPU), npu, "
+               "gpu, or cpu (one per core)",
+       .also = "--nproc",
+       .reach = Reach::kLauncher},
+      "1"};
+  Flag<std::string> devices{
+      *this,
+      {.name = "--devices",
+       .help = "Physical device id per local rank, e.g. 4-7 or 0,2,4,6 (default 0..N-1)"}};
+  Flag<int> node_rank{*this, {.name = "--node-rank", .help = "Rank of this node (default 0)"}};
+  Flag<std::string> master_addr{
+      *this,
+      {.name = "--master-addr",
+       .help = "Address of the rendezvous host, node 0 (default 127.0.0.1)"},
+      "127.0.0.1"};
+  Flag<int> master_port{
+      *this,
+      {.name = "--master-port",
+       .help = "Rendezvous port on the master (default 29500); workers get another port"},
+      29500};
+  Flag<std::string> local_addr{
+      *this,
+      {.name = "--local-addr",
+       .help = "Address of this node that peers should use (multi-NIC hosts)"}};
+  Flag<std::string> rdzv_backend{
+      *this,
+      {.name = "--rdzv-backend",
+       .help = "static or c10d (torchrun's names; npu_run always uses its own TCP rendezvous, and "
+               "c10d's default port is 29400); etcd and etcd-v2 are refused",
+       .type = "{static,c10d,etcd,etcd-v2}"},
+      "static"};
+  Flag<std::string> rdzv_endpoint{
+      *this,
+      {.name = "--rdzv-endpoint",
+       .help = "HOST[:PORT] of the rendezvous; decides over --master-addr/--master-port; port 0 "
+               "picks a free one (single-node jobs)"}};
+  Flag<std::string> rdzv_conf{
+      *this,
+      {.name = "--rdzv-conf",
+       .help = "Rendezvous settings key=value,... (timeout, join_timeout, last_call_timeout, "
+               "close_timeout, read_timeout: seconds a new connection has to finish its "
+               "handshake, default 10; keep_alive_interval and keep_alive_max_attempt: the "
+               "heartbeat; is_host=true|false: whether this agent hosts the rendezvous (default: "
+               "node 0's does); use_libuv: accepted, no effect, npu_run's store is its own)"}};
+  Flag<bool> standalone{
+      *this, {.name = "--standalone", .help = "Single-node job with its own local rendezvous"}};
+  Flag<std::string> role{
+      *this,
+      {.name = "--role", .help = "Worker role name (ROLE_NAME; default 'default')"},
+      "default"};
+  Flag<std::string> cluster{
+      *this,
+      {.name = "--cluster",
+       .help = "Read nnodes, node rank, master and run id from this launcher's environment: auto "
+               "(default: Slurm step, mpirun or Kubernetes pod if found), slurm, mpi, k8s, none",
+       .type = "{auto,slurm,mpi,k8s,none}"},
+      "auto"};
+  Flag<std::string> worker_store{
+      *this,
+      {.name = "--worker-store",
+       .help = "Who serves the workers' TCPStore (MASTER_ADDR:MASTER_PORT): agent (default: the "
+               "rendezvous host serves it on --master-port, as torchrun 2.x shares its store; a "
+               "single node on --master-port when given, else on a free port) or torch (worker "
+               "rank 0 hosts torch's own store, as torchrun 1.13 does; also "
+               "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1) or tiered (as agent, and each node's agent "
+               "serves its own workers through one connection to node 0's store; the default "
+               "above 1024 nodes)",
+       .type = "{agent,tiered,torch}"},
+      "agent"};
+  Flag<int> agents_per_node{
+      *this,
+      {.name = "--agents-per-node",
+       .help = "Agents allowed on one node (default 1: a second srun/mpirun task on a node is "
+               "refused); with more, each agent is a node of its own on its own devices"},
+      1};
+};
+
+struct WorkerFlags : FlagGroup {
+  explicit WorkerFlags(OptionSet& set) : FlagGroup(set, "What workers run") {}
+
+  Flag<bool> module{
+      *this,
+      {.name = "--module", .help = "Run SCRIPT as a module: python -u -m SCRIPT", .also = "-m"}};
+  Flag<bool> no_python{
+      *this,
+      {.name = "--no-python", .help = "Run SCRIPT directly as an executable, without python"}};
+  Flag<bool> run_path{
+      *this,
+      {.name = "--run-path",
+       .help = "Accepted for torchrun compatibility; the script runs as python -u SCRIPT"}};
+  Flag<std::string> start_method{
+      *this,
+      {.name = "--start-method",
+       .help = "Accepted for torchrun compatibility (spawn, fork, forkserver); ignored",
+       .type = "{spawn,fork,forkserver}"},
+      "spawn"};
+  Flag<bool> virtual_local_rank{
+      *this,
+      {.name = "--virtual-local-rank",
+       .help = "LOCAL_RANK=0 in every worker, with ASCEND_RT_VISIBLE_DEVICES (NPUs) or "
+               "CUDA_VISIBLE_DEVICES (GPUs) narrowed to the worker's own device (torchrun 2.x)"}};
+  Flag<std::string> numa_binding{
+      *this,
+      {.name = "--numa-binding",
+       .help = "Bind each worker to the CPUs near its NPU or GPU, memory preferred from that NUMA "
+               "node (torchrun 2.x): node, socket, exclusive (the node's cores split among its "
+               "devices) or core-complex (one last-level cache each)",
+       .type = kNumaModeChoices}};
+};
+
+struct SupervisionFlags : FlagGroup {
+  explicit SupervisionFlags(OptionSet& set) : FlagGroup(set, "Supervision") {}
+
+  Flag<double> monitor_interval{
+      *this,
+      {.name = "--monitor-interval",
+       .help = "Accepted for torchrun compatibility; npu_run reacts to exits at once"},
+      0.1};
+  Flag<double> term_timeout{
+      *this,
+      {.name = "--term-timeout",
+       .help = "Seconds between SIGTERM and SIGKILL when stopping workers (default 30)",
+       .also = "--shutdown-timeout,--shutdown_timeout"},
+      30.0};
+  Flag<std::string> hang_timeout{
+      *this,
+      {.name = "--hang-timeout",
+       .help = "A worker that sent a progress beat (NPU_RUN_PROGRESS) and then none for S seconds "
+               "is hung: every worker's stacks are dumped and the job fails (a restart if any "
+               "are left). 'auto' learns it: 5 times the longest silence between beats seen, at "
+               "least 300 s (auto:S for another floor)",
+       .type = "S|auto[:S]"}};
+  Flag<double> exit_timeout{
+      *this,
+      {.name = "--exit-timeout",
+       .help = "A worker still running S seconds after every other local worker exited 0 is hung "
+               "(a straggler that never exits); 0, the default, waits forever",
+       .type = "S"}};
+  Flag<int> max_no_progress_restarts{
+      *this,
+      {.name = "--max-no-progress-restarts",
+       .help = "Stop restarting, and exit 123 (do not requeue), once N restarts in a row ended "
+               "before any rank beat (NPU_RUN_PROGRESS) past its best so far; 0, the default, "
+               "never",
+       .type = "N"}};
+  Flag<std::string> signals_to_handle{
+      *this,
+      {.name = "--signals-to-handle",
+       .help = "Signals that stop the job after forwarding them to workers (default "
+               "SIGTERM,SIGINT,SIGHUP,SIGQUIT); SIGUSR1/SIGUSR2 are otherwise forwarded only"},
+      "SIGTERM,SIGINT,SIGHUP,SIGQUIT"};
+};
+
+struct OutputFlags : FlagGroup {
+  explicit OutputFlags(OptionSet& set) : FlagGroup(set, "Worker output") {}
+
+  Flag<std::string> log_dir{
+      *this,
+      {.name = "--log-dir",
+       .help = "Each run gets <dir>/<run_id>_XXXXXX/attempt_<n>/<local_rank>/ with error files, "
+               "and {stdout,stderr}.log for the streams -r/-t name",
+       .type = "DIR"}};
+  Flag<std::string> redirects{
+      *this,
+      {.name = "--redirects",
+       .help = "Streams sent only to log files: 0 none, 1 stdout, 2 stderr, 3 both, or per local "
+               "rank like 0:3,12:1",
+       .also = "-r"},
+      "0"};
+  Flag<std::string> tee{*this,
+                        {.name = "--tee",
+                         .help = "Streams written to log files and the console (same syntax as -r)",
+                         .also = "-t"},
+                        "0"};
+  Flag<std::string> local_ranks_filter{
+      *this,
+      {.name = "--local-ranks-filter",
+       .help = "Only these local ranks reach the console, e.g. 0 or 0,1 (others: log files or "
+               "nothing)"}};
+  Flag<std::string> stdout_filters{
+      *this,
+      {.name = "--duplicate-stdout-filters",
+       .help = "Copy the console-bound stdout lines that contain any of these strings "
+               "(comma-separated; ',,' is a comma) to attempt_<n>/filtered_stdout.log in the "
+               "run's log directory (torchrun 2.x)",
+       .type = "TEXT,..."}};
+  Flag<std::string> stderr_filters{
+      *this,
+      {.name = "--duplicate-stderr-filters",
+       .help = "The same for stderr lines, into attempt_<n>/filtered_stderr.log",
+       .type = "TEXT,..."}};
+  Flag<std::string> event_log_handler{
+      *this,
+      {.name = "--event-log-handler",
+       .help = "Accepted for torchrun 2.x compatibility; npu_run has no event handlers: its log "
+               "lines record the job's events"},
+      "null"};
+  Flag<std::string> logs_specs{
+      *this,
+      {.name = "--logs-specs",
+       .help = "Accepted for torchrun 2.x compatibility; npu_run loads no logging plugins: "
+               "--log-dir, -r and -t choose the files"}};
+  // A launch over ssh puts each host's name before the user's template.
+  Flag<std::string> prefix_template{
+      *this,
+      {.name = "--log-line-prefix-template",
+       .help = "Prefix of relayed console lines; ${rank} ${local_rank} ${node_rank} ${role_name} "
+               "${host} (default '[${role_name}${local_rank}]:' when teeing, as torchrun; '' for "
+               "none; also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)",
+       .reach = Reach::kLauncher}};
+};
+
+struct AscendFlags : FlagGroup {
+  explicit AscendFlags(OptionSet& set) : FlagGroup(set, "Ascend") {}
+
+  Flag<std::string> soc{
+      *this,
+      {.name = "--soc",
+       .help = "Enforce the device topology rules of a server series: atlas-training, atlas-a2, "
+               "atlas-a3, none (default)",
+       .type = "{atlas-training,atlas-a2,atlas-a3,none}"},
+      "none"};
+  Flag<std::string> rank_table{
+      *this,
+      {.name = "--rank-table",
+       .help = "HCCL rank table: a file to check against the job and export as RANK_TABLE_FILE, "
+               "or auto to build one through the rendezvous",
+       .type = "FILE"}};
+  Flag<std::string> hccn_conf{
+      *this,
+      {.name = "--hccn-conf",
+       .help = "Device addresses for --rank-table auto (default $NPU_RUN_HCCN_CONF, else "
+               "/etc/hccn.conf)",
+       .type = "FILE"}};
+};
+
+struct AgentFlags : FlagGroup {
+  explicit AgentFlags(OptionSet& set) : FlagGroup(set, "Agent") {}
+
+  Flag<std::string> log_level{
+      *this,
+      {.name = "--log-level",
+       .help = "Agent log level: trace, debug, info, warn, error, critical, off",
+       .type = kLogLevelChoices},
+      "info"};
+  // The launcher of a launch over ssh plans (or runs) every host itself.
+  Flag<bool> dry_run{
+      *this,
+      {.name = "--dry-run",
+       .help = "Print the resolved plan (nodes, ranks, commands, environment) and exit",
+       .reach = Reach::kLauncher}};
+  Flag<bool> json{*this,
+                  {.name = "--json",
+                   .help = "With --dry-run: print the plan as JSON",
+                   .reach = Reach::kLauncher}};
+};
+
+// --hosts/--hostfile: the launching npu_run starts one agent per host over ssh. Read by the
+// launcher only; none has a PET_ variable (torchrun has no such options).
+struct HostsFlags : FlagGroup {
+  explicit HostsFlags(OptionSet& set) : FlagGroup(set, "Many hosts (ssh)") {}
+
+  static constexpr OptionRow own(OptionRow row) {
+    row.variable = kNoVariable;
+    row.reach = Reach::kLauncher;
+    return row;
+  }
+
+  Flag<std::string> hosts{
+      *this,
+      own({.name = "--hosts",
+           .help = "Start the job on these hosts over ssh, one agent each: HOST[:SLOTS],... "
+                   "(horovodrun's -H; Slurm hostlists such as node[01-04]:8); the first is node "
+                   "0. SLOTS sets the host's workers (default --nproc-per-node)",
+           .type = "HOSTS"})};
+  Flag<std::string> hostfile{
+      *this, own({.name = "--hostfile",
+                  .help = "As --hosts, from a DeepSpeed hostfile: 'HOST slots=N' lines, # comments",
+                  .type = "FILE"})};
+  Flag<std::string> include{
+      *this,
+      own({.name = "--include",
+           .help = "Use only these hosts or devices: HOST[:SLOT,...]@HOST... (DeepSpeed's syntax)",
+           .type = "FILTER"})};
+  Flag<std::string> exclude{
+      *this, own({.name = "--exclude",
+                  .help = "Leave out these hosts or devices: HOST[:SLOT,...]@HOST...",
+                  .type = "FILTER"})};
+  Flag<int> ssh_port{
+      *this, own({.name = "--ssh-port", .help = "ssh's -p for every host (default: ssh's)"})};
+  Flag<std::vector<std::string>> ssh_options{
+      *this,
+      own({.name = "--ssh-option",
+           .help = "ssh's -o OPTION=VALUE for every host; repeatable (~/.ssh/config applies too)",
+           .type = "OPT=VALUE"})};
+  Flag<std::vector<std::string>> env{
+      *this, own({.name = "--env",
+                  .help = "Pass this variable to every host: NAME (its value here) or NAME=VALUE; "
+                          "repeatable. PATH, PYTHONPATH, PYTHON_EXEC and NPU_RUN_* pass by default",
+                  .type = "NAME[=VALUE]"})};
+  Flag<std::vector<std::string>> env_files{
+      *this, own({.name = "--env-file",
+                  .help = "NAME=VALUE lines passed to every host, as DeepSpeed's .deepspeed_env "
+                          "(default: .npu_run_env here, then in $HOME, if present); repeatable",
+                  .type = "FILE"})};
+  Flag<bool> ship_binary{
+      *this,
+      own({.name = "--ship-binary",
+           .help = "Copy this npu_run to each host first (~/.cache/npu_run), instead of running "
+                   "the same path there"})};
+  Flag<int> ssh_fanout{*this,
+                       own({.name = "--ssh-fanout",
+                            .help = "ssh connections being opened at once (default 32, as pdsh)"}),
+                       32};
+  Flag<bool> ssh_tree{
+      *this,
+      own({.name = "--ssh-tree",
+           .help = "Where hosts can ssh to each other: each host started here starts others in "
+                   "turn, --ssh-fanout at a time (1,000 hosts in 2 rounds)"})};
+};
+
+// `npu_run rdzv-server`'s own; no PET_ variables (torchrun has no such command).
+struct ServerFlags : FlagGroup {
+  explicit ServerFlags(OptionSet& set) : FlagGroup(set, "Options", false) {}
+
+  Flag<int> port{
+      *this,
+      {.name = "--port", .help = "Port to listen on", .also = "--master-port,--master_port"},
+      29500};
+  Flag<std::string> host{
+      *this,
+      {.name = "--host", .help = "Address to listen on (default 0.0.0.0: every IPv4 address)"},
+      "0.0.0.0"};
+  Flag<std::string> log_level{
+      *this, {.name = "--log-level", .help = "Log level", .type = kLogLevelChoices}, "info"};
+};
+
+}  // namespace npu_run

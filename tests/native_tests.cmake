@@ -51,6 +51,12 @@ add_test(NAME "build: a layer that includes an undeclared layer fails to configu
 set_tests_properties("build: a layer that includes an undeclared layer fails to configure"
                      PROPERTIES LABELS build TIMEOUT 300 PASS_REGULAR_EXPRESSION "layer check: all passed")
 
+# Every file the docs and the code's comments name exists; the architecture page stays short.
+add_test(NAME "build: every file the docs name exists"
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/doc_paths.py ${PROJECT_SOURCE_DIR})
+set_tests_properties("build: every file the docs name exists"
+                     PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION " 0 missing")
+
 # End to end, with the binary and behind the Linux 3.10 wrapper (need root / mpirun; skipped
 # otherwise): across two network namespaces, a real Slurm (controller and two slurmd on this
 # machine) running the sbatch templates, and Open MPI's mpirun starting two agents.

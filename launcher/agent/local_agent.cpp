@@ -160,7 +160,10 @@ struct LocalAgent::Impl {
         io,
         HangResponse::Context{cfg, attempt->assignment, beats.get(), *attempt->group, rendezvous},
         [this](const Hang& h) { on_hang(h); });
-    attempt->group->start([this](GroupResult result) { on_group_done(std::move(result)); });
+    // The end of this attempt's workers, not of an earlier attempt's that a decision overtook.
+    attempt->group->start([this, mine = attempt.get()](GroupResult result) {
+      if (attempt.get() == mine && state == State::kRunning) on_group_done(std::move(result));
+    });
     attempt->hangs->start();
   }
 
@@ -253,6 +256,11 @@ struct LocalAgent::Impl {
   // ---- REPORTING -> RENDEZVOUS, or DONE ----
 
   void on_decided(const rdzv::Decision& d) {
+    // Decisions go to the members of a round; this node is one only once it was assigned.
+    if (state != State::kRunning && state != State::kReporting) {
+      spdlog::debug("a decision for round {} while not in a round: ignored", d.round);
+      return;
+    }
     if (state == State::kRunning) {
       // Only possible if this node's report was lost; the decision still binds every node.
       spdlog::warn("the job was decided while this node's workers still run; stopping them");

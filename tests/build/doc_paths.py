@@ -7,9 +7,9 @@ one of the checkout's top-level folders or a layer's folder. It is looked up fro
 root and from launcher/ (where the layers live: `workers/guardian.cpp`). A bare file name
 (`messages.hpp`) is checked against the checkout's file names where code is described
 (docs/ARCHITECTURE.md, comments); in the user's docs a bare name is often the user's own file
-(`train.py`). What is not a file of the checkout is left alone: absolute paths (/proc,
-/etc/hccn.conf), ~, $VARIABLES, placeholders (<run dir>, attempt_<n>, *), and build outputs
-(build/, build-*/, dist/).
+(`train.py`). What is not a file of the checkout is left alone: paths outside it (../shared),
+absolute paths (/proc, /etc/hccn.conf), ~, $VARIABLES, placeholders (<run dir>, attempt_<n>, *),
+and build outputs (build/, build-*/, dist/).
 
 docs/ARCHITECTURE.md also stays what a newcomer reads in ten minutes: at most 300 lines, none
 wider than 100 characters.
@@ -29,7 +29,9 @@ FENCED_PATH = re.compile(r"(?<![\w./-])([\w.-]+/[\w./-]+\.(?:%s))(?![\w/])" % "|
 
 
 def is_path(word, top_level):
-    if word.startswith(("/", "~", "$", "-", "http")) or any(c in word for c in "<>*{}()=,;:"):
+    if word.startswith(("/", "~", "$", "-", "http", "../")):
+        return False
+    if any(c in "<>*{}()=,;:" for c in word):
         return False
     if word.split("/")[0] in ("build", "dist") or word.startswith("build-"):
         return False

@@ -57,10 +57,7 @@ void check_assignments(const std::vector<Outgoing>& out, const JobSettings& s) {
   }
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  FuzzedDataProvider in(data, size);
+JobSettings settings_from(FuzzedDataProvider& in) {
   JobSettings s;
   s.run_id = "fuzz";
   s.min_nodes = in.ConsumeIntegralInRange(1, 4);
@@ -70,76 +67,91 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s.heartbeat_timeout = std::chrono::seconds(30);
   s.last_call = std::chrono::seconds(in.ConsumeIntegralInRange(0, 5));
   s.join_timeout = std::chrono::seconds(120);
+  return s;
+}
+
+Join join_from(FuzzedDataProvider& in, ClientId from, const JobSettings& s) {
+  Join j;
+  j.node.host = "h" + std::to_string(in.ConsumeIntegralInRange(0, 3));
+  j.node.addr = "10.0.0." + std::to_string(from);
+  j.node.nproc = in.ConsumeIntegralInRange(1, 3);
+  for (int i = 0; i < j.node.nproc; ++i) j.node.devices.push_back(i);
+  j.node.worker_port = 40000;
+  if (in.ConsumeBool()) j.node_rank = in.ConsumeIntegralInRange(0, s.max_nodes);
+  j.min_nodes = in.ConsumeBool() ? s.min_nodes : 1;
+  j.max_nodes = s.max_nodes;
+  j.max_restarts = s.max_restarts;
+  j.want_peers = true;
+  return j;
+}
+
+Report report_from(FuzzedDataProvider& in, uint64_t current_round) {
+  Report r;
+  r.round = in.ConsumeBool() ? current_round : in.ConsumeIntegral<uint8_t>();
+  r.outcome = static_cast<Outcome>(in.ConsumeIntegralInRange(0, 2));
+  if (r.outcome != Outcome::kSucceeded) {
+    FailureReport f;
+    f.host = "h";
+    f.exit_code = in.ConsumeIntegralInRange(0, 255);
+    f.time_ms = in.ConsumeIntegralInRange<int64_t>(0, 1000);
+    r.failure = f;
+  }
+  if (r.outcome == Outcome::kStopped && in.ConsumeBool()) {
+    r.stop_signal = 15;
+    r.leaving = in.ConsumeBool();
+  }
+  r.fatal = in.ConsumeBool();
+  return r;
+}
+
+// One step of the fuzzed sequence: a message from one client, a disconnect or a clock tick.
+struct Driver {
+  FuzzedDataProvider& in;
+  const JobSettings& s;
+  RendezvousState& state;
+  Now& now;
+  std::map<ClientId, std::string> challenges;  // the nonce each client was challenged with
+
+  std::vector<Outgoing> step() {
+    const ClientId from = in.ConsumeIntegralInRange<ClientId>(1, kClients);
+    switch (in.ConsumeIntegralInRange(0, 6)) {
+      case 0:
+        return state.on_message(
+            from, Hello{kMagic, kProtocolVersion, "fuzz", in.ConsumeBool() ? kAgentNonce : ""},
+            now);
+      case 1: {
+        const std::string& nonce = challenges[from];
+        const bool honest = in.ConsumeBool();
+        return state.on_message(
+            from, Auth{agent_proof(honest ? kToken : "guess", "fuzz", nonce, kAgentNonce)}, now);
+      }
+      case 2: return state.on_message(from, join_from(in, from, s), now);
+      case 3: return state.on_message(from, Heartbeat{}, now);
+      case 4: return state.on_message(from, report_from(in, state.round()), now);
+      case 5: return state.on_disconnect(from, now);
+      default:
+        now = now + std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
+        return state.on_tick(now);
+    }
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  const JobSettings s = settings_from(in);
   Now now{Clock::time_point{}, 1'700'000'000'000};
   RendezvousState state(s, now);
   int nonces = 0;
   state.set_nonce_source([&] { return "nonce-" + std::to_string(++nonces); });
-  std::map<ClientId, std::string> challenges;  // the nonce each client was challenged with
+  Driver driver{in, s, state, now, {}};
   bool finished = false;
-
   while (in.remaining_bytes() > 0) {
-    const ClientId from = in.ConsumeIntegralInRange<ClientId>(1, kClients);
-    std::vector<Outgoing> out;
-    switch (in.ConsumeIntegralInRange(0, 6)) {
-      case 0:
-        out = state.on_message(
-            from, Hello{kMagic, kProtocolVersion, "fuzz", in.ConsumeBool() ? kAgentNonce : ""},
-            now);
-        break;
-      case 1: {
-        const std::string& nonce = challenges[from];
-        const bool honest = in.ConsumeBool();
-        out = state.on_message(
-            from, Auth{agent_proof(honest ? kToken : "guess", "fuzz", nonce, kAgentNonce)}, now);
-        break;
-      }
-      case 2: {
-        Join j;
-        j.node.host = "h" + std::to_string(in.ConsumeIntegralInRange(0, 3));
-        j.node.addr = "10.0.0." + std::to_string(from);
-        j.node.nproc = in.ConsumeIntegralInRange(1, 3);
-        for (int i = 0; i < j.node.nproc; ++i) j.node.devices.push_back(i);
-        j.node.worker_port = 40000;
-        if (in.ConsumeBool()) j.node_rank = in.ConsumeIntegralInRange(0, s.max_nodes);
-        j.min_nodes = in.ConsumeBool() ? s.min_nodes : 1;
-        j.max_nodes = s.max_nodes;
-        j.max_restarts = s.max_restarts;
-        j.want_peers = true;
-        out = state.on_message(from, j, now);
-        break;
-      }
-      case 3:
-        out = state.on_message(from, Heartbeat{}, now);
-        break;
-      case 4: {
-        Report r;
-        r.round = in.ConsumeBool() ? state.round() : in.ConsumeIntegral<uint8_t>();
-        r.outcome = static_cast<Outcome>(in.ConsumeIntegralInRange(0, 2));
-        if (r.outcome != Outcome::kSucceeded) {
-          FailureReport f;
-          f.host = "h";
-          f.exit_code = in.ConsumeIntegralInRange(0, 255);
-          f.time_ms = in.ConsumeIntegralInRange<int64_t>(0, 1000);
-          r.failure = f;
-        }
-        if (r.outcome == Outcome::kStopped && in.ConsumeBool()) {
-          r.stop_signal = 15;
-          r.leaving = in.ConsumeBool();
-        }
-        r.fatal = in.ConsumeBool();
-        out = state.on_message(from, r, now);
-        break;
-      }
-      case 5:
-        out = state.on_disconnect(from, now);
-        break;
-      default:
-        now = now + std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
-        out = state.on_tick(now);
-        break;
-    }
+    const std::vector<Outgoing> out = driver.step();
     for (const Outgoing& o : out) {
-      if (const auto* c = std::get_if<Challenge>(&o.message)) challenges[o.to.front()] = c->nonce;
+      if (const auto* c = std::get_if<Challenge>(&o.message))
+        driver.challenges[o.to.front()] = c->nonce;
       if (finished) require(!std::holds_alternative<Assigned>(o.message));
     }
     check_assignments(out, s);

@@ -38,7 +38,7 @@ struct Session {
   // Sent a sequenced message: kept for a resume until the agent confirms it.
   void keep_for_resume(const std::shared_ptr<const std::string>& frame);
   // The agent received everything up to `received`: no need to keep it.
-  void acknowledged(uint64_t received);
+  void acknowledged(uint64_t confirmed);
 
   std::shared_ptr<net::FramedConnection> connection;
   // Where the connection's frames go: this session's id, or the one it resumed.

@@ -8,6 +8,8 @@
 # aarch64 is cross-built (cmake/toolchains/aarch64-linux-gnu.cmake); its man page and completion
 # come from running it under qemu-aarch64-static. Build trees: build-dist-x86_64/ and
 # build-dist-aarch64/ (the latter also holds the aarch64 unit tests, for scripts/portability.sh).
+# Compiled as the test build is (RelWithDebInfo: -O2 -g, the -g stripped from what ships), so that
+# ccache hands the x86_64 release every object scripts/build.sh already compiled.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dist=${NPU_RUN_DIST_DIR:-$root/dist}
@@ -19,7 +21,7 @@ build_arch() {  # arch [extra cmake options]
   shift
   echo "release: building $arch in $dir"
   # Installing (and so cpack) must not wait for every test target: only what ships is built.
-  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DNPU_RUN_STATIC=ON -DNPU_RUN_WERROR=ON \
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPU_RUN_STATIC=ON -DNPU_RUN_WERROR=ON \
     -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON "$@" >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target npu_run npu_run_man_page npu_run_completion
   (cd "$dir" && cpack >/dev/null)

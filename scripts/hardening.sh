@@ -5,9 +5,15 @@
 #   tsan  clang build with TSan in build-tsan/; the tests of the rendezvous server, client and
 #         agent, where Asio handlers, the resolver thread and signals meet
 #   tidy  clang-tidy with .clang-tidy on every C++ source of the project (scripts/tidy.py: only
-#         files whose preprocessed text, flags or configuration changed since a clean check)
+#         files whose preprocessed text, flags or configuration changed since a clean check);
+#         if `tidy-start` ran before, it waits for that run and reports it instead
 #   fuzz  every libFuzzer target for $NPU_RUN_FUZZ_SECONDS (default 60) s, from fuzz/corpus/
 # Usage: scripts/hardening.sh [asan] [tsan] [tidy] [fuzz]   (default: all, in this order)
+#        scripts/hardening.sh tidy-start | tidy-stop
+#   tidy-start  starts clang-tidy in the background at idle priority (SCHED_IDLE: it runs only on
+#               a core nothing else wants) and returns; .ci/run starts it first, so that the test
+#               stages' waiting time checks the sources, and its tidy stage finds most of it done
+#   tidy-stop   stops that run if it is still going (.ci/run on exit, whatever happened)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 stages=("$@")
@@ -42,13 +48,68 @@ stage_tsan() {
     -R 'rdzv|protocol|multi-node|elastic|hostile|auth|supervision|signals|child exits|console|logs|remote|--hosts')
 }
 
-stage_tidy() {
-  # The compile commands of the clang build: clang-tidy understands exactly its flags.
+configure_for_tidy() {
+  # The compile commands of the clang build: clang-tidy understands exactly its flags. It needs
+  # the generated headers, not the objects.
   [ -f "$root/build-asan/compile_commands.json" ] ||
     configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
-  # Every tracked source in that build; a file is re-checked only when what clang-tidy would
-  # see of it changed (scripts/tidy.py keeps a cache of clean results outside the checkout).
-  python3 "$root/scripts/tidy.py" "$root/build-asan"
+  cmake --build "$root/build-asan" --target npu_run_build_info >/dev/null
+}
+
+# Every tracked source in that build; a file is re-checked only when what clang-tidy would see
+# of it changed (scripts/tidy.py keeps a cache of clean results outside the checkout).
+run_tidy() { python3 "$root/scripts/tidy.py" "$root/build-asan"; }
+
+# The background run's files: pgid (to stop it), writer (the shell that writes rc), log, rc.
+background="$root/build-asan/tidy-background"
+
+stage_tidy-start() {
+  configure_for_tidy
+  rm -rf "$background"
+  mkdir -p "$background"
+  (
+    start=$SECONDS
+    # setsid: its own process group, so that tidy-stop reaches the clang-tidy processes too.
+    chrt --idle 0 setsid python3 "$root/scripts/tidy.py" "$root/build-asan" &
+    echo $! >"$background/pgid"
+    rc=0
+    wait $! || rc=$?
+    echo "hardening: the background clang-tidy ran for $((SECONDS - start)) s"
+    echo $rc >"$background/rc.new"
+    mv "$background/rc.new" "$background/rc"
+  ) </dev/null >"$background/log" 2>&1 &
+  echo $! >"$background/writer"
+}
+
+stage_tidy-stop() {
+  [ -f "$background/writer" ] || return 0
+  if [ ! -f "$background/rc" ]; then
+    local pgid writer
+    pgid=$(cat "$background/pgid" 2>/dev/null) && kill -TERM -- "-$pgid" 2>/dev/null || true
+    writer=$(cat "$background/writer")
+    while kill -0 "$writer" 2>/dev/null; do sleep 0.2; done
+  fi
+  rm -rf "$background"  # a stopped run has nothing to report
+}
+
+stage_tidy() {
+  if [ ! -f "$background/writer" ]; then
+    configure_for_tidy
+    run_tidy
+    return
+  fi
+  local writer rc
+  writer=$(cat "$background/writer")
+  # The writer ends only after writing rc: once it is gone, rc is there or the run was lost.
+  until [ -f "$background/rc" ]; do
+    kill -0 "$writer" 2>/dev/null || [ -f "$background/rc" ] ||
+      { echo "hardening: the background clang-tidy (shell $writer) ended without a result" >&2; return 1; }
+    sleep 2
+  done
+  cat "$background/log"
+  rc=$(cat "$background/rc")
+  rm -rf "$background"  # reported once: a later tidy stage checks afresh
+  return "$rc"
 }
 
 stage_fuzz() {

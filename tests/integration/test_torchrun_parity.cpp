@@ -217,7 +217,9 @@ TEST_CASE(
   const std::string script =
       dir.write("debug_me.py",
                 "import os\nx = 41\nif os.environ['LOCAL_RANK'] == '0':\n    breakpoint()\n"
-                "print('rank', os.environ['RANK'], 'done', x, flush=True)\n");
+                // One write: under -u (npu_run's, as torchrun's) print() writes each piece on
+                // its own, and rank 1's could straddle rank 0's pdb prompt on the shared console.
+                "import sys\nsys.stdout.write(f\"rank {os.environ['RANK']} done {x}\\n\")\n");
   const std::string marker = "pdb-" + std::to_string(::getpid());
   ScopedEnv env({{kMarkerVariable, marker}, {"PYTHON_EXEC", "/usr/bin/python3"}});
   // pdb stops rank 0; what is typed changes x and continues.

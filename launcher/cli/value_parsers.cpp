@@ -51,6 +51,31 @@ std::chrono::milliseconds seconds_option(double value, double min, double max,
   return std::chrono::milliseconds(std::llround(value * 1000));
 }
 
+HealthRunSettings parse_health_timeout(const std::string& value, const std::string& source) {
+  HealthRunSettings settings;
+  const auto parts = split(value, ',');
+  const auto seconds = [&](std::string_view text) {
+    const std::string whole(text);
+    char* end = nullptr;
+    const double number = std::strtod(whole.c_str(), &end);
+    if (whole.empty() || end != whole.c_str() + whole.size()) {
+      throw UsageError(
+          fmt::format("{} '{}': expected seconds, as 60 or 60,15 (all checks, each "
+                      "call)",
+                      source, value));
+    }
+    return seconds_option(number, 0.1, 3600, source);
+  };
+  if (parts.size() > 2) {
+    throw UsageError(fmt::format(
+        "{} '{}': expected seconds, as 60 or 60,15 (all checks, each call)", source, value));
+  }
+  settings.budget = seconds(parts[0]);
+  settings.call_timeout =
+      parts.size() == 2 ? seconds(parts[1]) : std::min(settings.budget, settings.call_timeout);
+  return settings;
+}
+
 HangPolicy parse_hang_timeout(const std::string& value, const std::string& source) {
   constexpr double kMax = 7 * 24 * 3600.0;
   constexpr double kLearnedFloor = 300.0;

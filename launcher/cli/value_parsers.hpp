@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/launch_config.hpp"
+#include "health/gate_settings.hpp"
 
 namespace npu_run {
 
@@ -28,6 +29,9 @@ std::pair<int, int> parse_nnodes(const std::string& text, const std::string& sou
 // Seconds within [min, max], as milliseconds.
 std::chrono::milliseconds seconds_option(double value, double min, double max,
                                          const std::string& source);
+
+// --health-timeout: "S" (the budget of a node's checks) or "S,CALL_S" (and each call's).
+HealthRunSettings parse_health_timeout(const std::string& value, const std::string& source);
 
 // --hang-timeout: "" or "0" (off), seconds, "auto" or "auto:<floor seconds>".
 HangPolicy parse_hang_timeout(const std::string& value, const std::string& source);

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "agent/node_health.hpp"
 #include "agent/node_run.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "basics/environment.hpp"
@@ -90,6 +91,10 @@ int make_rank_table(const RankTableCommand& command);
 struct DoctorCommand {
   DoctorSettings settings;
   bool json = false;
+  // --devices[=LIST]: run the health gate's node checks on these devices instead (all found when
+  // no list is given), with the same words as the gate.
+  std::optional<NodeHealthOptions> devices;
+  HealthRunSettings health_run;
 };
 std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
                                                             const EnvMap& env);

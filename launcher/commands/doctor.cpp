@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <boost/asio/ip/host_name.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "ascend/hccn_conf.hpp"
 #include "cli/value_parsers.hpp"
 #include "cluster/cluster_env.hpp"
 #include "commands/commands.hpp"
+#include "devices/device_list.hpp"
+#include "health/verdict.hpp"
 
 namespace npu_run {
 
@@ -38,6 +42,20 @@ class DoctorOptions : public OptionTable {
     app_.add_option("--proc-root", proc_root, "Read kernel settings under this /proc (tests)")
         ->type_name("DIR");
     app_.add_flag("--json", cmd.json, "Print the checks as JSON");
+    devices = app_.add_option("--devices", device_list,
+                              "Run the health gate's node checks (npu-smi, hccn_tool, nvidia-smi, "
+                              "--health-check-cmd) on these devices, or on every device found")
+                  ->expected(0, 1)
+                  ->type_name("[LIST]");
+    app_.add_option("--health-check-cmd", health_check_cmd,
+                    "With --devices: also run this command (sh -c); exit 0 passes")
+        ->type_name("CMD");
+    app_.add_option("--health-flap-window", flap_window,
+                    "With --devices: warn of a link that went down this many minutes ago")
+        ->type_name("MIN");
+    app_.add_option("--health-timeout", health_timeout,
+                    "With --devices: seconds for all checks, and each call's own timeout")
+        ->type_name("S[,CALL_S]");
   }
   CLI::App& app() override { return app_; }
 
@@ -46,8 +64,31 @@ class DoctorOptions : public OptionTable {
   std::string nnodes = "1";
   std::string hccn_conf;
   std::string proc_root;
-  CLI::Option *nnodes_option, *master_addr, *master_port;
+  CLI::Option *nnodes_option, *master_addr, *master_port, *devices;
+  std::string device_list, health_check_cmd, health_timeout = "60,15";
+  int flap_window = 10;
 };
+
+// --devices[=LIST]: the listed physical ids, or those discovery finds; NPUs unless GPUs are found.
+NodeHealthOptions device_checks(const DoctorOptions& o, const EnvMap& env) {
+  const DiscoveredDevices found = discover_devices(env);
+  NodeHealthOptions options;
+  options.host = boost::asio::ip::host_name();
+  options.kind = found.kind == DeviceKind::kNone ? DeviceKind::kAscend : found.kind;
+  options.devices =
+      o.device_list.empty() ? found.physical_ids : parse_device_list(o.device_list, "--devices");
+  if (options.devices.empty()) {
+    throw UsageError(
+        "--devices: no NPU or GPU found on this host; name the devices to check (--devices 0-7)");
+  }
+  options.user_check = o.health_check_cmd;
+  if (o.flap_window < 1 || o.flap_window > 24 * 60) {
+    throw UsageError(
+        fmt::format("--health-flap-window {}: give minutes between 1 and 1440", o.flap_window));
+  }
+  options.flap_window_min = o.flap_window;
+  return options;
+}
 
 DoctorCommand resolve(const DoctorOptions& o, const EnvMap& env) {
   DoctorCommand cmd = o.cmd;
@@ -73,6 +114,10 @@ DoctorCommand resolve(const DoctorOptions& o, const EnvMap& env) {
     throw UsageError(fmt::format("--master-port {}: a port must be between 1 and 65535",
                                  cmd.settings.master_port));
   }
+  if (o.devices->count() > 0) {
+    cmd.devices = device_checks(o, env);
+    cmd.health_run = parse_health_timeout(o.health_timeout, "--health-timeout");
+  }
   return cmd;
 }
 
@@ -85,6 +130,17 @@ std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<st
 }
 
 int doctor(const DoctorCommand& command) {
+  if (command.devices) {
+    const EnvMap env = current_environment();
+    const NodeVerdict verdict =
+        run_node_checks(node_check_settings(env, *command.devices), command.health_run);
+    if (command.json) {
+      std::cout << nlohmann::json(verdict).dump(2) << "\n";
+    } else {
+      std::cout << format_verdict_text(verdict);
+    }
+    return verdict.failed() ? 1 : 0;
+  }
   const auto results = run_doctor(command.settings);
   std::cout << (command.json ? format_doctor_json(command.settings, results)
                              : format_doctor_text(command.settings, results));

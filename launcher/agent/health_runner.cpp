@@ -1,0 +1,135 @@
+#include "agent/health_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/tool_call.hpp"
+
+namespace npu_run {
+
+namespace asio = boost::asio;
+
+struct HealthRunner::Timers {
+  explicit Timers(asio::io_context& io) : budget(io) {}
+  asio::steady_timer budget;
+  std::map<HealthTool, std::unique_ptr<asio::steady_timer>> pauses;  // before a busy call's retry
+};
+
+HealthRunner::HealthRunner(asio::io_context& io, ChildExits& exits, NodeCheckSettings checks,
+                           HealthRunSettings settings)
+    : io_(io),
+      exits_(exits),
+      plan_(std::move(checks)),
+      settings_(settings),
+      timers_(std::make_unique<Timers>(io)) {}
+
+HealthRunner::~HealthRunner() = default;
+
+void HealthRunner::start(Done done) {
+  done_ = std::move(done);
+  started_ = std::chrono::steady_clock::now();
+  timers_->budget.expires_after(settings_.budget);
+  timers_->budget.async_wait([weak = weak_from_this()](boost::system::error_code cancelled) {
+    if (auto self = weak.lock(); self && !cancelled) self->budget_ran_out();
+  });
+  enqueue(plan_.first_calls());
+  maybe_done();
+}
+
+void HealthRunner::cancel() {
+  done_ = nullptr;
+  timers_->budget.cancel();
+  for (auto& [tool, queue] : queues_) {
+    queue.waiting.clear();
+    if (queue.running) queue.running->cancel();
+  }
+}
+
+void HealthRunner::enqueue(std::vector<PlannedCall> calls) {
+  for (PlannedCall& call : calls) {
+    const HealthTool tool = call.tool;
+    queues_[tool].waiting.push_back(std::move(call));
+    if (!queues_[tool].running) next(tool);
+  }
+}
+
+void HealthRunner::next(HealthTool tool) {
+  Queue& queue = queues_[tool];
+  if (queue.running || queue.waiting.empty() || !done_) return;
+  if (out_of_budget_) {
+    for (const PlannedCall& call : queue.waiting) {
+      plan_.never_ran(call, fmt::format("not run: the health checks' budget of {:.1f} s ran out",
+                                        settings_.budget.count() / 1000.0));
+    }
+    queue.waiting.clear();
+    return;
+  }
+  const PlannedCall call = queue.waiting.front();
+  ++queue.tries;
+  queue.running = ToolCall::start(io_, exits_, call.argv, settings_.call_timeout,
+                                  [weak = weak_from_this(), tool, call](ToolRun run) {
+                                    if (auto self = weak.lock())
+                                      self->answered(tool, call, std::move(run));
+                                  });
+}
+
+void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun run) {
+  Queue& queue = queues_[tool];
+  queue.running.reset();
+  if (!done_) return;
+  const bool busy = run.end == ToolRun::End::kExited && run.code == 11 &&
+                    run.out.find("busy") != std::string::npos;
+  if (busy && queue.tries < settings_.busy_tries && !out_of_budget_) {
+    auto& pause = timers_->pauses[tool];
+    if (!pause) pause = std::make_unique<asio::steady_timer>(io_);
+    pause->expires_after(settings_.busy_pause);
+    pause->async_wait([weak = weak_from_this(), tool](boost::system::error_code cancelled) {
+      if (auto self = weak.lock(); self && !cancelled) self->next(tool);
+    });
+    // `running` stays empty and the call stays first: next() runs it again.
+    queue.running = nullptr;
+    return;
+  }
+  run.attempts = queue.tries;
+  queue.tries = 0;
+  queue.waiting.pop_front();
+  if (out_of_budget_ && run.end == ToolRun::End::kTimedOut) {
+    plan_.never_ran(call, fmt::format("{}: stopped when the health checks' budget of {:.1f} s ran out",
+                                      run.command_line(), settings_.budget.count() / 1000.0));
+  } else {
+    enqueue(plan_.record(call, run));
+  }
+  next(tool);
+  maybe_done();
+}
+
+void HealthRunner::budget_ran_out() {
+  out_of_budget_ = true;
+  for (auto& [tool, queue] : queues_) {
+    if (queue.running) {
+      queue.running->cancel();
+    } else {
+      next(tool);  // reports what waits as not run
+    }
+  }
+  maybe_done();
+}
+
+void HealthRunner::maybe_done() {
+  if (!done_) return;
+  for (const auto& [tool, queue] : queues_) {
+    if (queue.running || !queue.waiting.empty()) return;
+  }
+  timers_->budget.cancel();
+  NodeVerdict verdict = plan_.verdict();
+  verdict.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - started_)
+                           .count();
+  auto done = std::move(done_);
+  done_ = nullptr;
+  done(std::move(verdict));
+}
+
+}  // namespace npu_run

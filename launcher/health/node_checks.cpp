@@ -1,0 +1,165 @@
+// The plan of a node's checks: which calls, in which order, and what each answer adds.
+#include "health/node_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "basics/text.hpp"
+#include "health/nvidia_smi_output.hpp"
+
+namespace npu_run {
+
+namespace {
+
+bool has(const std::vector<int>& devices, int device) {
+  return std::find(devices.begin(), devices.end(), device) != devices.end();
+}
+
+// hccn_tool's per-device commands, in the order FaultDiag's collector runs them.
+constexpr std::pair<const char*, const char*> kHccnChecks[] = {
+    {"link", "-link"}, {"net_health", "-net_health"}, {"ip", "-ip"},
+    {"tls", "-tls"},   {"optical", "-optical"},       {"link_stat", "-link_stat"},
+};
+
+const char* const kGpuQuery = "--query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total";
+const char* const kRemapQuery =
+    "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure";
+const char* const kAppsQuery = "--query-compute-apps=pid,gpu_bus_id,used_memory";
+
+}  // namespace
+
+NodeCheckPlan::NodeCheckPlan(NodeCheckSettings settings) : settings_(std::move(settings)) {
+  verdict_.host = settings_.host;
+}
+
+std::vector<PlannedCall> NodeCheckPlan::first_calls() {
+  std::vector<PlannedCall> calls;
+  if (settings_.kind == NodeCheckSettings::Devices::kAscend) calls = ascend_calls();
+  if (settings_.kind == NodeCheckSettings::Devices::kNvidia) calls = nvidia_calls();
+  if (settings_.kind == NodeCheckSettings::Devices::kNone) {
+    add({"devices", -1, HealthStatus::kSkipped, "no NPUs or GPUs on this node", {}});
+  }
+  if (!settings_.user_check.empty()) {
+    calls.push_back(
+        {HealthTool::kUserCheck, "user_check", -1, {"/bin/sh", "-c", settings_.user_check}});
+  }
+  return calls;
+}
+
+std::vector<PlannedCall> NodeCheckPlan::ascend_calls() {
+  std::vector<PlannedCall> calls;
+  const std::string& npu_smi = settings_.tools.npu_smi;
+  const std::string& hccn = settings_.tools.hccn_tool;
+  if (npu_smi.empty()) {
+    add({"npu-smi",
+         -1,
+         HealthStatus::kSkipped,
+         "npu-smi is not on PATH nor in /usr/local/bin or /usr/local/sbin: the NPUs' health and "
+         "the processes on them are not checked",
+         {}});
+  } else {
+    calls.push_back({HealthTool::kNpuSmi, "npu_map", -1, {npu_smi, "info", "-m"}});
+    calls.push_back({HealthTool::kNpuSmi, "npu_processes", -1, {npu_smi, "info"}});
+  }
+  if (hccn.empty()) {
+    add({"hccn_tool",
+         -1,
+         HealthStatus::kSkipped,
+         "hccn_tool is not on PATH nor in /usr/local/Ascend/driver/tools: links, device "
+         "addresses, TLS and optics are not checked",
+         {}});
+    return calls;
+  }
+  for (const int device : settings_.devices) {
+    for (const auto& [check, flag] : kHccnChecks) {
+      calls.push_back(
+          {HealthTool::kHccnTool, check, device, {hccn, "-i", std::to_string(device), flag, "-g"}});
+    }
+  }
+  pending_ip_ = settings_.devices.size();
+  return calls;
+}
+
+std::vector<PlannedCall> NodeCheckPlan::nvidia_calls() {
+  const std::string& smi = settings_.tools.nvidia_smi;
+  if (smi.empty()) {
+    add({"nvidia-smi",
+         -1,
+         HealthStatus::kSkipped,
+         "nvidia-smi is not on PATH: the GPUs' ECC errors, row remapping and processes are not "
+         "checked",
+         {}});
+    return {};
+  }
+  const std::string csv = "--format=csv,noheader";
+  return {{HealthTool::kNvidiaSmi, "gpu_ecc", -1, {smi, kGpuQuery, csv + ",nounits"}},
+          {HealthTool::kNvidiaSmi, "gpu_remap", -1, {smi, kRemapQuery, csv}},
+          {HealthTool::kNvidiaSmi, "gpu_processes", -1, {smi, kAppsQuery, csv}}};
+}
+
+std::vector<PlannedCall> NodeCheckPlan::chip_health_calls(const ToolRun& map_run) {
+  if (auto none = unanswered("npu_health", -1, map_run)) {
+    add(*none);
+    return {};
+  }
+  for (const ChipMapRow& row : parse_chip_map(map_run.out)) {
+    if (has(settings_.devices, row.physical_id)) chips_[row.physical_id] = row;
+  }
+  std::vector<PlannedCall> calls;
+  for (const int device : settings_.devices) {
+    const auto chip = chips_.find(device);
+    if (chip == chips_.end()) {
+      add({"npu_health", device, HealthStatus::kFail,
+           fmt::format("device {} is not in `npu-smi info -m` ({})", device, map_run.describe()),
+           "`npu-smi info -m` lists the chips the driver sees; check the driver and the device"});
+      continue;
+    }
+    calls.push_back({HealthTool::kNpuSmi,
+                     "npu_health",
+                     device,
+                     {settings_.tools.npu_smi, "info", "-t", "health", "-i",
+                      std::to_string(chip->second.npu), "-c", std::to_string(chip->second.chip)}});
+  }
+  return calls;
+}
+
+std::vector<PlannedCall> NodeCheckPlan::record(const PlannedCall& call, const ToolRun& run) {
+  if (call.check == "npu_map") return chip_health_calls(run);
+  if (call.check == "npu_health") add(judge_chip_health(call.device, chips_[call.device], run));
+  if (call.check == "npu_processes") judge_npu_processes(run);
+  if (call.check == "user_check") add(judge_user_check(run));
+  if (call.tool == HealthTool::kHccnTool) judge_hccn(call, run);
+  if (call.tool == HealthTool::kNvidiaSmi) judge_nvidia(call, run);
+  return {};
+}
+
+void NodeCheckPlan::never_ran(const PlannedCall& call, const std::string& why) {
+  add({call.check == "npu_map" ? "npu_health" : call.check,
+       call.device,
+       HealthStatus::kNotRun,
+       why,
+       {}});
+  if (call.check == "ip" && --pending_ip_ == 0) judge_mixed_families();
+}
+
+NodeVerdict NodeCheckPlan::verdict() const {
+  // The node's own findings first, then device by device, each in the order of kCheckOrder, so
+  // that what a node reports does not depend on which tool answered first.
+  static const std::vector<std::string> kCheckOrder = {
+      "devices",       "npu-smi", "hccn_tool",  "nvidia-smi",   "user_check", "npu_health",
+      "npu_processes", "link",    "net_health", "ip",           "tls",        "optical",
+      "link_stat",     "gpu_ecc", "gpu_remap",  "gpu_processes"};
+  const auto order = [](const std::string& check) {
+    return std::find(kCheckOrder.begin(), kCheckOrder.end(), check) - kCheckOrder.begin();
+  };
+  NodeVerdict sorted = verdict_;
+  std::stable_sort(sorted.findings.begin(), sorted.findings.end(),
+                   [&](const HealthFinding& a, const HealthFinding& b) {
+                     if (a.device != b.device) return a.device < b.device;
+                     return order(a.check) < order(b.check);
+                   });
+  return sorted;
+}
+
+}  // namespace npu_run

@@ -1,0 +1,67 @@
+# Shared by the fake npu-smi, hccn_tool and nvidia-smi: reads the scenario file named by
+# $NPU_RUN_FAKE_SCENARIO (one fact per line, '#' comments; see README.md beside this file) into
+# shell variables, and applies the delays, hangs and "busy" answers it asks for.
+# Sourced, never run. Bash only: a fake is called dozens of times per check.
+
+declare -A fake_link fake_health fake_codes fake_process fake_netlth fake_noip fake_ipv6 fake_tls \
+  fake_nocert fake_optical fake_flap fake_ping fake_hang fake_ecc fake_remap fake_gpu_process
+fake_devices="0 1 2 3 4 5 6 7"
+fake_delay=0
+fake_tls_all=0
+fake_a3=0
+fake_style=narrow
+fake_busy_once=0
+
+if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
+  while read -r key a b rest; do
+    case $key in
+      ''|'#'*) ;;
+      devices) fake_devices="${a//,/ } $b $rest" ;;
+      delay) fake_delay=$a ;;
+      style) fake_style=$a ;;
+      a3) fake_a3=1 ;;
+      busy_once) fake_busy_once=1 ;;
+      link_down) fake_link[$a]=DOWN ;;
+      net_health) fake_netlth[$a]="$b${rest:+ $rest}" ;;
+      no_ip) fake_noip[$a]=1 ;;
+      ipv6) fake_ipv6[$a]=1 ;;
+      tls_all) fake_tls_all=$a ;;
+      tls) fake_tls[$a]=$b ;;
+      no_cert) fake_nocert[$a]=1 ;;
+      health) fake_health[$a]=$b; fake_codes[$a]=$rest ;;
+      process) fake_process[$a]="$b $rest" ;;
+      optical) fake_optical[$a]=$b ;;
+      link_flap) fake_flap[$a]=$b ;;
+      ping_fail) fake_ping[$a]=$b ;;
+      hang) fake_hang[$a]=1 ;;
+      ecc) fake_ecc[$a]=$b ;;
+      remap) fake_remap[$a]=$b ;;
+      gpu_process) fake_gpu_process[$a]="$b $rest" ;;
+    esac
+  done <"$NPU_RUN_FAKE_SCENARIO"
+fi
+
+# "hang npu-smi", "hang hccn_tool:-link" or "hang hccn_tool:-link:5": sleep as the real tool does
+# while it retries a device that is not ready (the caller's timeout must end it).
+fake_maybe_hang() {  # TOOL COMMAND DEVICE
+  local key
+  for key in "$1" "$1:$2" "$1:$2:$3"; do
+    if [[ -n ${fake_hang[$key]:-} ]]; then exec sleep 600; fi
+  done
+}
+
+# The first call of the scenario (across every tool call of the node) answers busy, exit 11.
+fake_maybe_busy() {
+  [[ $fake_busy_once == 1 ]] || return 0
+  local marker="$NPU_RUN_FAKE_SCENARIO.busy-answered"
+  if [[ ! -e $marker ]]; then
+    : >"$marker"
+    echo "hccn_tool is busy, please try again."
+    exit 11
+  fi
+}
+
+fake_pause() { [[ $fake_delay == 0 ]] || sleep "$fake_delay"; }
+
+# Column padding: the two styles differ in width, so no parser may depend on positions.
+fake_pad() { if [[ $fake_style == wide ]]; then echo 31; else echo 26; fi; }

@@ -52,18 +52,18 @@ expect_refusal "agent including remote" \
 
 # A layer no list knows of, declared the way every layer is, and an older layer including it.
 fresh_copy
-mkdir "$work/src/launcher/health"
-printf 'int health_answer() { return 42; }\n' >"$work/src/launcher/health/answer.cpp"
-printf 'int health_answer();\n' >"$work/src/launcher/health/answer.hpp"
-printf 'npu_run_layer(health USES basics SOURCES answer.cpp)\n' \
-  >"$work/src/launcher/health/CMakeLists.txt"
-sed -i 's|^add_subdirectory(launcher/cli)|add_subdirectory(launcher/health)\n&|' \
+mkdir "$work/src/launcher/probe"
+printf 'int probe_answer() { return 42; }\n' >"$work/src/launcher/probe/answer.cpp"
+printf 'int probe_answer();\n' >"$work/src/launcher/probe/answer.hpp"
+printf 'npu_run_layer(probe USES basics SOURCES answer.cpp)\n' \
+  >"$work/src/launcher/probe/CMakeLists.txt"
+sed -i 's|^add_subdirectory(launcher/cli)|add_subdirectory(launcher/probe)\n&|' \
   "$work/src/CMakeLists.txt"
 configure || { echo "FAIL: a new layer does not configure:" >&2; cat "$work/out" >&2; exit 1; }
 echo "ok: a new layer configures"
-echo '#include "health/answer.hpp"' >>"$work/src/launcher/net/frames.cpp"
+echo '#include "probe/answer.hpp"' >>"$work/src/launcher/net/frames.cpp"
 expect_refusal "net including the new layer" \
-  "launcher/net/frames.cpp: '#include \"health/answer.hpp\"' reaches into the health layer"
+  "launcher/net/frames.cpp: '#include \"probe/answer.hpp\"' reaches into the probe layer"
 
 # A layer may use only layers below it.
 fresh_copy

@@ -23,7 +23,8 @@ json client_json(const ClientMessage& message) {
                  {"max_nodes", m.max_nodes},
                  {"max_restarts", m.max_restarts},
                  {"want_peers", m.want_peers},
-                 {"command", m.command}};
+                 {"command", m.command},
+                 {"health", health_mode_name(m.health)}};
           if (m.node_rank) j["node_rank"] = *m.node_rank;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
@@ -36,10 +37,12 @@ json client_json(const ClientMessage& message) {
           return {{"type", "resume"}, {"session", m.session}, {"received", m.received}};
         } else if constexpr (std::is_same_v<T, HangNotice>) {
           return {{"type", "hang"}, {"round", m.round}, {"failure", to_json(m.failure)}};
+        } else if constexpr (std::is_same_v<T, HealthReport>) {
+          return {{"type", "health"}, {"verdict", verdict_json(m.verdict)}};
         } else {
-          json j{{"type", "report"},     {"round", m.round},
-                 {"outcome", m.outcome}, {"stop_signal", m.stop_signal},
-                 {"fatal", m.fatal},     {"leaving", m.leaving},
+          json j{{"type", "report"},          {"round", m.round},
+                 {"outcome", m.outcome},      {"stop_signal", m.stop_signal},
+                 {"fatal", m.fatal},          {"leaving", m.leaving},
                  {"progressed", m.progressed}};
           if (m.failure) j["failure"] = to_json(*m.failure);
           if (!m.stacks.empty()) {
@@ -72,6 +75,8 @@ ClientMessage client_from(const json& j) {
     m.max_restarts = static_cast<int>(f.integer("max_restarts", 0, 1'000'000));
     m.want_peers = f.boolean("want_peers");
     m.command = f.text("command", Limits::kMaxText, false);
+    const std::string health = f.text("health", 8, false);
+    m.health = health.empty() ? HealthMode::kOff : health_mode_from(health);
     return m;
   }
   if (type == "heartbeat") {
@@ -88,6 +93,7 @@ ClientMessage client_from(const json& j) {
     m.failure = failure_from(f.object("failure"));
     return m;
   }
+  if (type == "health") return HealthReport{verdict_from(f.object("verdict"))};
   if (type == "report") {
     Report m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));

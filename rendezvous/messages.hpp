@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "basics/exit_status.hpp"  // kExitRendezvous
+#include "health/gate_settings.hpp"
+#include "health/verdict.hpp"
 
 namespace npu_run::rdzv {
 
@@ -37,7 +39,9 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 //    say how many sequenced messages arrived (see Sequenced below).
 // 6: hung workers: "hang", reports with each rank's stack, heartbeats with the ranks' progress,
 //    and "status" (npu_run status).
-inline constexpr int kProtocolVersion = 6;
+// 7: the health gate: joins say whether the agent gates on its node checks, "health" carries
+//    its verdict, and a round forms only once every gating joiner's verdict is in.
+inline constexpr int kProtocolVersion = 7;
 
 // Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
 // compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
@@ -110,6 +114,15 @@ struct Join {
   // What the workers run (entrypoint and arguments, not the interpreter's path). With the
   // default run id it is what tells two jobs on one port apart.
   std::string command;
+  // kGate: the round waits for this agent's HealthReport, and a failed one keeps it out (an
+  // elastic job) or ends the job (a static one). kWarn: its verdict is only shown.
+  HealthMode health = HealthMode::kOff;
+};
+
+// The node checks' verdict (health/verdict.hpp, compact()ed), sent once they are done and again
+// after each recheck of a node its verdict kept out of an elastic job.
+struct HealthReport {
+  NodeVerdict verdict;
 };
 
 // A rank's progress beats (NPU_RUN_PROGRESS) as its agent last saw them.
@@ -169,8 +182,8 @@ struct HangNotice {
   FailureReport failure;
 };
 
-using ClientMessage =
-    std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice, StatusQuery>;
+using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice,
+                                   StatusQuery, HealthReport>;
 
 // ---- server -> agent ----
 
@@ -207,6 +220,9 @@ struct Assigned {
   std::string master_addr;  // workers' store: node 0's address and held port
   int master_port = 0;
   std::vector<PeerInfo> peers;  // only when the Join asked for them
+  // What the health gate says to every node of the round, once: the job checks' warnings
+  // (settings that differ), and the failures of nodes whose checks only warn (--health-check warn).
+  std::vector<std::string> health_notes{};
 };
 
 // A failure elsewhere: stop this node's workers, then Report.
@@ -265,10 +281,13 @@ struct NodeStatus {
   std::string addr;
   int nproc = 0;
   int rank_offset = 0;
-  // "running", "reported" (its workers are done), "lost", "left", "waiting" (for a round).
+  // "running", "reported" (its workers are done), "lost", "left", "waiting" (for a round),
+  // "checking" (its health checks run), "excluded" (it failed its health gate; it rechecks).
   std::string state;
   int64_t silent_ms = 0;        // since the server last heard from it
   std::vector<RankBeat> ranks;  // age_ms as of the answer; empty: no beats heard
+  // Its last health verdict (compact: passes counted); none without the health gate.
+  std::optional<NodeVerdict> health{};
 };
 
 struct JobStatus {
@@ -291,8 +310,8 @@ using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, Stop
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello", "join",   "heartbeat", "report",
-                                       "auth",  "resume", "hang",      "status"};
+  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report", "auth",
+                                       "resume", "hang", "status",    "health"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
@@ -308,7 +327,8 @@ inline const char* message_name(const ServerMessage& message) {
 // (handshake, liveness, the resume itself, and errors, after which the connection closes).
 inline bool sequenced(const ClientMessage& message) {
   return std::holds_alternative<Join>(message) || std::holds_alternative<Report>(message) ||
-         std::holds_alternative<HangNotice>(message);
+         std::holds_alternative<HangNotice>(message) ||
+         std::holds_alternative<HealthReport>(message);
 }
 inline bool sequenced(const ServerMessage& message) {
   return std::holds_alternative<Progress>(message) || std::holds_alternative<Assigned>(message) ||

@@ -34,6 +34,7 @@ struct Limits {
   static constexpr size_t kMaxFrameText = 256;  // one frame
   static constexpr size_t kMaxBeatText = 200;   // a progress beat's text (as the agent keeps it)
   static constexpr size_t kMaxOddRanks = 1024;  // Decision::odd_ranks
+  static constexpr size_t kMaxHealthNotes = 64;  // Assigned::health_notes
 };
 
 // The frames are net's; a bad frame or message is a ProtocolError with a stable code

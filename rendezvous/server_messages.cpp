@@ -23,7 +23,8 @@ json assigned_json(const Assigned& m) {
                              {"rank_offset", m.rank_offset},
                              {"master_addr", m.master_addr},
                              {"master_port", m.master_port},
-                             {"peers", peers}});
+                             {"peers", peers},
+                             {"health_notes", m.health_notes}});
 }
 
 Assigned assigned_from(const Fields& f) {
@@ -41,6 +42,11 @@ Assigned assigned_from(const Fields& f) {
     m.peers.push_back(PeerInfo{static_cast<int>(pf.integer("node_rank", 0, Limits::kMaxNodes)),
                                static_cast<int>(pf.integer("rank_offset", 0, INT32_MAX)),
                                node_from(pf.object("node"))});
+  }
+  for (const json& note : f.array("health_notes", Limits::kMaxHealthNotes, false)) {
+    if (!note.is_string() || note.get_ref<const std::string&>().size() > Limits::kMaxText)
+      f.fail("'health_notes' holds a bad entry");
+    m.health_notes.push_back(note.get<std::string>());
   }
   return m;
 }

@@ -63,6 +63,7 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
     return {reject(from, "protocol_order", "'resume' from an agent that has joined")};
   }
   if (const auto* hang = std::get_if<HangNotice>(&message)) return on_hang_notice(from, *hang);
+  if (const auto* health = std::get_if<HealthReport>(&message)) return on_health(from, *health);
   return on_report(from, std::get<Report>(message));
 }
 

@@ -30,6 +30,13 @@
 // - Refusals name what clashed: magic, protocol version, run id, token, --nnodes,
 //   --max-restarts, a taken or out-of-range node rank, a full job, a message out of order, and
 //   with the default run id (`none`) another command (job_mismatch): two jobs on one port.
+// - The health gate: a joiner with Join::health kGate counts for a round only once its
+//   HealthReport is in and passed; the round waits while any such verdict is missing (its
+//   agent's time budget bounds that). A static job with a failed verdict ends before any worker
+//   starts (kExitHealth, naming each node, device and check); an elastic one forms without the
+//   failed joiners, which stay waiting and re-form the job when a recheck passes. The job
+//   checks (the TLS switch everywhere the same; settings that must agree) run over the verdicts
+//   when the round could start, and fail the odd ones out as a node check would.
 // - on_tick: heartbeat deadlines, progress to waiting agents every 5 s (naming the missing node
 //   ranks when every agent gave one), the last call of an elastic round, and the join timeout,
 //   which names who is missing. A restart resets the join timeout and the last call.
@@ -88,6 +95,9 @@ struct JobSettings {
   // default run id: a job whose nodes run different commands names itself with --rdzv-id.
   std::string command;
   bool check_command = false;
+  // Settings that differ between nodes fail the odd ones out of the health gate instead of
+  // being warned of (--strict-consistency).
+  bool strict_consistency = false;
 };
 
 struct Outgoing {
@@ -137,7 +147,10 @@ class RendezvousState {
     ClientId id;
     Join join;
     uint64_t arrival;
+    std::optional<NodeVerdict> verdict{};  // its last HealthReport for this round
   };
+  // Where a joiner stands with the health gate (state_health.cpp).
+  enum class Gate { kReady, kChecking, kFailed };
   struct Member {
     ClientId id;
     NodeInfo node;
@@ -146,9 +159,11 @@ class RendezvousState {
     bool reported = false;
     bool lost = false;
     bool left = false;  // left on purpose (elastic): not told the decision, not in the next round
-    std::vector<RankStack> stacks{};  // from its report, after a hang's stack dump
-    std::vector<RankBeat> beats{};    // from its last heartbeat that carried them
-    Clock::time_point beats_at{};     // when that heartbeat came
+    std::vector<RankStack> stacks{};      // from its report, after a hang's stack dump
+    std::vector<RankBeat> beats{};        // from its last heartbeat that carried them
+    Clock::time_point beats_at{};         // when that heartbeat came
+    std::optional<NodeVerdict> health{};  // its verdict for this round
+    HealthMode health_mode = HealthMode::kOff;
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
@@ -159,14 +174,23 @@ class RendezvousState {
   std::optional<Outgoing> refuse_join(ClientId from, const Join& join) const;
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
+  // ---- the health gate (state_health.cpp) ----
+  std::vector<Outgoing> on_health(ClientId from, const HealthReport& report);
+  static Gate gate_of(const Joiner& joiner);
+  // Starts the round when the joiners allow it: enough of them, every gating joiner's verdict
+  // in, none failed in a static job (which then ends: fail_health_gate()).
+  std::vector<Outgoing> maybe_start_round();
+  // The job checks over the joiners whose verdicts are in: TLS and settings (job_health.hpp);
+  // failures are added to those joiners' verdicts; the notes every member is told.
+  std::vector<std::string> apply_job_health();
+  std::vector<Outgoing> fail_health_gate();
+  std::string joiner_label(const Joiner& joiner) const;
   bool elastic() const { return settings_.min_nodes < settings_.max_nodes; }
   // Members that will be in the next round: neither lost nor leaving.
   size_t staying_members() const;
   // Elastic: stops every running node so that the job re-forms (a node joined or left); not a
   // failure, so no restart is counted.
   void begin_reform(Reform reform, std::vector<Outgoing>& out);
-  // Elastic: MIN have joined and the last call passed, or MAX have joined.
-  bool round_can_start() const;
   // The join timeout passed: every waiting agent is told who is missing; the job ends.
   std::vector<Outgoing> time_out_joining();
   // Records `failure` as the root cause if it is the first, and stops the other nodes.
@@ -189,7 +213,7 @@ class RendezvousState {
   Phase phase_ = Phase::kJoining;
   uint64_t round_ = 0;
   int restart_count_ = 0;
-  int no_progress_restarts_ = 0;  // restarts in a row that ended without progress
+  int no_progress_restarts_ = 0;   // restarts in a row that ended without progress
   bool round_progressed_ = false;  // some node of this round reported progress
   // Every per-message operation is O(1) or O(log n): a 16k-node job joins, reports and leaves
   // without any quadratic scan.
@@ -208,7 +232,8 @@ class RendezvousState {
   Clock::time_point joining_since_;
   Clock::time_point next_progress_;
   std::optional<Decision> final_;
-  std::string job_command_;  // what every agent must run (check_command)
+  std::string job_command_;                // what every agent must run (check_command)
+  std::vector<std::string> health_notes_;  // for the round about to start
 };
 
 }  // namespace npu_run::rdzv

@@ -113,7 +113,8 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
   pending_.emplace(from, Joiner{from, join, arrivals_++});
   if (room_while_running) {
     std::vector<Outgoing> out;
-    if (phase_ == Phase::kRunning) {
+    // One that gates on its health checks re-forms the job once they pass (on_health).
+    if (phase_ == Phase::kRunning && join.health != HealthMode::kGate) {
       const size_t nodes =
           std::min<size_t>(staying_members() + pending_.size(), settings_.max_nodes);
       begin_reform(Reform{round_, join.node.host, -1,
@@ -123,10 +124,7 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
     }
     return out;  // otherwise the round is stopping already: the joiner is in the next one
   }
-  if (static_cast<int>(pending_.size()) == settings_.max_nodes) return start_round();
-  if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes && !min_reached_at_)
-    min_reached_at_ = now_.steady;
-  return {};
+  return maybe_start_round();
 }
 
 size_t RendezvousState::staying_members() const {
@@ -135,14 +133,17 @@ size_t RendezvousState::staying_members() const {
   return n;
 }
 
-bool RendezvousState::round_can_start() const {
-  const auto joined = static_cast<int>(pending_.size());
-  if (joined >= settings_.max_nodes) return true;
-  return elastic() && joined >= settings_.min_nodes && min_reached_at_ &&
-         now_.steady - *min_reached_at_ >= settings_.last_call;
-}
-
 std::vector<Outgoing> RendezvousState::start_round() {
+  // Joiners kept out by their health gate stay for the next round (an elastic job only: a
+  // static one ends first).
+  std::unordered_map<ClientId, Joiner> kept_out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (gate_of(it->second) == Gate::kReady) {
+      ++it;
+    } else {
+      kept_out.insert(pending_.extract(it++));
+    }
+  }
   const int n = static_cast<int>(pending_.size());
   // Explicit node ranks stay; the other agents fill the free ranks in (host, arrival) order, so
   // the same cluster gives the same ranks every time.
@@ -170,6 +171,8 @@ std::vector<Outgoing> RendezvousState::start_round() {
   bool peers_wanted = false;
   for (int rank = 0; rank < n; ++rank) {
     members_.push_back(Member{by_rank[rank]->id, by_rank[rank]->join.node, rank, offset});
+    members_.back().health = by_rank[rank]->verdict;
+    members_.back().health_mode = by_rank[rank]->join.health;
     member_rank_.emplace(by_rank[rank]->id, rank);
     offset += by_rank[rank]->join.node.nproc;
     peers_wanted = peers_wanted || by_rank[rank]->join.want_peers;
@@ -186,11 +189,15 @@ std::vector<Outgoing> RendezvousState::start_round() {
     out.push_back(Outgoing{{m.id},
                            Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
                                     members_[0].node.addr, members_[0].node.worker_port,
-                                    wants ? peers : std::vector<PeerInfo>{}},
+                                    wants ? peers : std::vector<PeerInfo>{}, health_notes_},
                            false});
   }
-  pending_.clear();
+  health_notes_.clear();
+  pending_ = std::move(kept_out);
   claimed_ranks_.clear();
+  for (const auto& [id, joiner] : pending_) {
+    if (joiner.join.node_rank) claimed_ranks_.emplace(*joiner.join.node_rank, id);
+  }
   root_cause_.reset();
   deliberate_stop_ = false;
   round_progressed_ = false;
@@ -252,9 +259,9 @@ std::vector<Outgoing> RendezvousState::on_tick(Now now) {
                std::make_move_iterator(lost.end()));
   }
   if (phase_ != Phase::kJoining || pending_.empty()) return out;
-  std::vector<Outgoing> more;
-  if (round_can_start()) {
-    more = start_round();
+  std::vector<Outgoing> more = maybe_start_round();
+  if (!more.empty() || phase_ != Phase::kJoining) {
+    // started, or ended by the health gate
   } else if (now.steady - joining_since_ > settings_.join_timeout) {
     more = time_out_joining();
   } else if (now.steady >= next_progress_) {

@@ -68,6 +68,7 @@ JobStatus RendezvousState::status(Now now) const {
       n.state = m.lost ? "lost" : m.left ? "left" : m.reported ? "reported" : "running";
       n.silent_ms = m.lost ? 0 : silent(m.id);
       n.ranks = m.beats;
+      n.health = m.health;
       const int64_t since = ms_between(m.beats_at, now.steady);
       for (RankBeat& b : n.ranks) {
         if (b.age_ms >= 0) b.age_ms += since;
@@ -84,7 +85,9 @@ JobStatus RendezvousState::status(Now now) const {
     n.host = j->join.node.host;
     n.addr = j->join.node.addr;
     n.nproc = j->join.node.nproc;
-    n.state = "waiting";
+    const Gate gate = gate_of(*j);
+    n.state = gate == Gate::kChecking ? "checking" : gate == Gate::kFailed ? "excluded" : "waiting";
+    n.health = j->verdict;
     n.silent_ms = silent(j->id);
   }
   if (phase_ == Phase::kJoining) {

@@ -8,14 +8,16 @@ namespace npu_run::rdzv {
 json status_json(const JobStatus& s) {
   json nodes = json::array();
   for (const NodeStatus& n : s.nodes) {
-    nodes.push_back({{"node_rank", n.node_rank},
-                     {"host", n.host},
-                     {"addr", n.addr},
-                     {"nproc", n.nproc},
-                     {"rank_offset", n.rank_offset},
-                     {"state", n.state},
-                     {"silent_ms", n.silent_ms},
-                     {"ranks", to_json(n.ranks)}});
+    json node = {{"node_rank", n.node_rank},
+                 {"host", n.host},
+                 {"addr", n.addr},
+                 {"nproc", n.nproc},
+                 {"rank_offset", n.rank_offset},
+                 {"state", n.state},
+                 {"silent_ms", n.silent_ms},
+                 {"ranks", to_json(n.ranks)}};
+    if (n.health) node["health"] = verdict_json(*n.health);
+    nodes.push_back(std::move(node));
   }
   json j = answer("status", {{"query_id", s.query_id},
                              {"run_id", s.run_id},
@@ -53,6 +55,7 @@ JobStatus status_from(const Fields& f) {
     n.state = nf.text("state", 32);
     n.silent_ms = nf.integer("silent_ms", 0, INT64_MAX);
     n.ranks = beats_from(nf.array("ranks", Limits::kMaxWorkersPerNode, false));
+    if (nf.find("health") != nullptr) n.health = verdict_from(nf.object("health"));
     s.nodes.push_back(std::move(n));
   }
   s.missing_nodes = static_cast<int>(f.integer("missing_nodes", 0, Limits::kMaxNodes));

@@ -1,5 +1,6 @@
 #include "rendezvous/wire_parts.hpp"
 
+#include "basics/text.hpp"
 #include "rendezvous/json_fields.hpp"
 
 namespace npu_run::rdzv {
@@ -120,6 +121,98 @@ std::vector<RankBeat> beats_from(const json& array) {
   std::vector<RankBeat> out;
   for (const json& b : array) out.push_back(beat_from(b));
   return out;
+}
+
+const char* health_mode_name(HealthMode mode) {
+  switch (mode) {
+    case HealthMode::kWarn:
+      return "warn";
+    case HealthMode::kGate:
+      return "gate";
+    case HealthMode::kOff:
+      break;
+  }
+  return "off";
+}
+
+HealthMode health_mode_from(const std::string& name) {
+  for (HealthMode mode : {HealthMode::kOff, HealthMode::kWarn, HealthMode::kGate}) {
+    if (name == health_mode_name(mode)) return mode;
+  }
+  throw BadMessage{fmt::format("has an unknown health mode '{}'", name)};
+}
+
+json verdict_json(const NodeVerdict& v) {
+  json findings = json::array();
+  for (const HealthFinding& f : v.findings) {
+    findings.push_back({{"check", f.check},
+                        {"device", f.device},
+                        {"status", to_string(f.status)},
+                        {"detail", f.detail},
+                        {"fix", f.fix}});
+  }
+  json tls = json::object();
+  for (const auto& [device, value] : v.tls_switch) tls[std::to_string(device)] = value;
+  return {{"host", v.host},
+          {"elapsed_ms", v.elapsed_ms},
+          {"passed", v.omitted_passes},
+          {"findings", std::move(findings)},
+          {"tls_switch", std::move(tls)},
+          {"settings", v.settings}};
+}
+
+namespace {
+
+HealthFinding finding_from(const json& j) {
+  const Fields f(j, "health finding");
+  HealthFinding finding;
+  finding.check = f.text("check", 32);
+  finding.device = static_cast<int>(f.integer("device", -1, Limits::kMaxDevices));
+  const std::string status = f.text("status", 16);
+  bool known = false;
+  for (HealthStatus s : {HealthStatus::kPass, HealthStatus::kWarn, HealthStatus::kFail,
+                         HealthStatus::kSkipped, HealthStatus::kNotRun}) {
+    if (status == to_string(s)) {
+      finding.status = s;
+      known = true;
+    }
+  }
+  if (!known) f.fail(fmt::format("has an unknown status '{}'", status));
+  finding.detail = f.text("detail", kMaxSentText);
+  finding.fix = f.text("fix", kMaxSentText, false);
+  return finding;
+}
+
+// Settings that must agree: a few dozen names at most, each value a version or a hash.
+constexpr size_t kMaxSettings = 64;
+constexpr size_t kMaxSettingText = 256;
+
+}  // namespace
+
+NodeVerdict verdict_from(const json& j) {
+  const Fields f(j, "health verdict");
+  NodeVerdict v;
+  v.host = f.text("host", Limits::kMaxName);
+  v.elapsed_ms = f.integer("elapsed_ms", 0, INT64_MAX);
+  v.omitted_passes = static_cast<int>(f.integer("passed", 0, 1'000'000));
+  for (const json& finding : f.array("findings", kMaxSentFindings))
+    v.findings.push_back(finding_from(finding));
+  const json& tls = f.object("tls_switch");
+  if (tls.size() > Limits::kMaxDevices) f.fail("'tls_switch' has too many devices");
+  for (const auto& [device, value] : tls.items()) {
+    const auto id = parse_integer(device, 0, static_cast<long long>(Limits::kMaxDevices));
+    if (!id || !value.is_number_integer()) f.fail("'tls_switch' holds a bad entry");
+    v.tls_switch[static_cast<int>(*id)] = value.get<int>();
+  }
+  const json& settings = f.object("settings");
+  if (settings.size() > kMaxSettings) f.fail("'settings' has too many entries");
+  for (const auto& [name, value] : settings.items()) {
+    if (name.size() > kMaxSettingText || !value.is_string() ||
+        value.get_ref<const std::string&>().size() > kMaxSettingText)
+      f.fail("'settings' holds a bad entry");
+    v.settings[name] = value.get<std::string>();
+  }
+  return v;
 }
 
 }  // namespace npu_run::rdzv

@@ -26,5 +26,11 @@ nlohmann::json to_json(const RankBeat& b);
 RankBeat beat_from(const nlohmann::json& j);
 nlohmann::json to_json(const std::vector<RankBeat>& ranks);
 std::vector<RankBeat> beats_from(const nlohmann::json& array);
+// "off", "warn", "gate" (HealthMode lives outside this namespace, out of nlohmann's reach).
+const char* health_mode_name(HealthMode mode);
+HealthMode health_mode_from(const std::string& name);  // throws BadMessage for others
+// A node's health verdict, every field checked and bounded (kMaxSentFindings findings).
+nlohmann::json verdict_json(const NodeVerdict& v);
+NodeVerdict verdict_from(const nlohmann::json& j);
 
 }  // namespace npu_run::rdzv

@@ -13,6 +13,9 @@ inline constexpr int kExitRendezvous = 125;
 // A worker hung (--hang-timeout, --exit-timeout) and no restart was left: 124, as timeout(1)
 // exits when its command ran out of time.
 inline constexpr int kExitHang = 124;
+// A node failed its health gate (a bad NPU, link, TLS switch or setting; --health-check): no
+// worker started anywhere. Requeue elsewhere: the hosts named are the problem, not the job.
+inline constexpr int kExitHealth = 122;
 // --max-no-progress-restarts: that many restarts in a row ended before any rank beat past its
 // best of the attempts before. Restarting (or requeueing) again would only repeat it.
 inline constexpr int kExitNoProgress = 123;

@@ -3,14 +3,30 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 namespace npu_run {
+
+// --health-check: gate (a failing node stops a static job and stays out of an elastic one),
+// warn (failures are logged, nothing stops), off. The default, auto, is gate where a health
+// tool or --health-check-cmd exists and off elsewhere.
+enum class HealthMode { kOff, kWarn, kGate };
 
 struct HealthRunSettings {
   std::chrono::milliseconds call_timeout{15000};  // each tool call (hccn_tool blocks for minutes)
   std::chrono::milliseconds budget{60000};        // all of a node's checks
   int busy_tries = 5;                             // of a call that answers "busy"
   std::chrono::milliseconds busy_pause{200};
+};
+
+struct HealthGateSettings {
+  HealthMode mode = HealthMode::kOff;
+  bool mode_chosen = false;  // --health-check given; else auto: gate where the tools exist
+  HealthRunSettings run;
+  std::string user_check;                    // --health-check-cmd
+  int flap_window_min = 10;                  // --health-flap-window
+  std::chrono::milliseconds recheck{30000};  // --health-recheck: an excluded node again
+  bool strict_consistency = false;           // --strict-consistency
 };
 
 }  // namespace npu_run

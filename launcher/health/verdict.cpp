@@ -75,11 +75,36 @@ std::string format_verdict_text(const NodeVerdict& verdict) {
     if (!finding->fix.empty()) text += fmt::format(" (fix: {})", finding->fix);
     text += '\n';
   }
-  const auto passed = verdict.with_status(HealthStatus::kPass).size();
-  text += fmt::format("{} of {} checks passed in {:.1f} s", passed, verdict.findings.size(),
-                      verdict.elapsed_ms / 1000.0);
+  const auto passed = verdict.with_status(HealthStatus::kPass).size() + verdict.omitted_passes;
+  text +=
+      fmt::format("{} of {} checks passed in {:.1f} s", passed,
+                  verdict.findings.size() + verdict.omitted_passes, verdict.elapsed_ms / 1000.0);
   text += verdict.failed() ? "; the node fails its health gate\n" : "\n";
   return text;
+}
+
+NodeVerdict compact(const NodeVerdict& verdict) {
+  NodeVerdict sent = verdict;
+  sent.findings.clear();
+  sent.omitted_passes = verdict.omitted_passes;
+  std::vector<HealthFinding> rest;
+  for (const HealthFinding& finding : verdict.findings) {
+    if (finding.status == HealthStatus::kPass) {
+      ++sent.omitted_passes;
+    } else {
+      rest.push_back(finding);
+    }
+  }
+  std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) {
+    return rank_of(a.status) < rank_of(b.status);
+  });
+  if (rest.size() > kMaxSentFindings) rest.resize(kMaxSentFindings);
+  for (HealthFinding& finding : rest) {
+    if (finding.detail.size() > kMaxSentText) finding.detail.resize(kMaxSentText);
+    if (finding.fix.size() > kMaxSentText) finding.fix.resize(kMaxSentText);
+  }
+  sent.findings = std::move(rest);
+  return sent;
 }
 
 std::string first_failure_line(const NodeVerdict& verdict) {
@@ -116,6 +141,7 @@ void to_json(nlohmann::json& json, const NodeVerdict& verdict) {
   json = {{"host", verdict.host},
           {"failed", verdict.failed()},
           {"elapsed_ms", verdict.elapsed_ms},
+          {"omitted_passes", verdict.omitted_passes},
           {"findings", verdict.findings},
           {"tls_switch", tls},
           {"settings", verdict.settings}};
@@ -124,6 +150,7 @@ void to_json(nlohmann::json& json, const NodeVerdict& verdict) {
 void from_json(const nlohmann::json& json, NodeVerdict& verdict) {
   verdict.host = json.at("host").get<std::string>();
   verdict.elapsed_ms = json.value("elapsed_ms", int64_t{0});
+  verdict.omitted_passes = json.value("omitted_passes", 0);
   verdict.findings = json.at("findings").get<std::vector<HealthFinding>>();
   verdict.tls_switch.clear();
   const nlohmann::json tls = json.value("tls_switch", nlohmann::json::object());

@@ -38,10 +38,18 @@ struct NodeVerdict {
   // "" for unset.
   std::map<std::string, std::string> settings;
   int64_t elapsed_ms = 0;  // how long the node checks took
+  // Passes left out of `findings` (compact()): counted, not listed.
+  int omitted_passes = 0;
 
   bool failed() const;
   std::vector<HealthFinding> with_status(HealthStatus status) const;
 };
+
+// The verdict as it travels to the rendezvous: passes counted instead of listed, at most
+// kMaxSentFindings findings (worst first) with their texts cut to kMaxSentText bytes.
+NodeVerdict compact(const NodeVerdict& verdict);
+inline constexpr size_t kMaxSentFindings = 64;
+inline constexpr size_t kMaxSentText = 480;
 
 // One line per finding that is not a pass, worst first: "fail link device 5: link status: DOWN
 // (fix: hccn_tool -i 5 -link -g; check the cable and the switch port)". Then one line counting

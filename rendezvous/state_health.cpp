@@ -1,0 +1,165 @@
+// The health gate in the rendezvous: verdicts in, rounds formed only from the joiners that
+// passed, the job checks over all of them, and the end of a static job a node failed.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "health/job_health.hpp"
+#include "rendezvous/protocol.hpp"
+#include "rendezvous/state.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+// A failed gate names this many nodes, each with this many findings; enough to act on.
+constexpr size_t kNodesNamed = 8;
+constexpr size_t kFindingsPerNode = 3;
+
+std::string finding_line(const HealthFinding& f) {
+  std::string line = f.device < 0 ? f.check : fmt::format("{} device {}", f.check, f.device);
+  line += ": " + f.detail;
+  if (!f.fix.empty()) line += " (fix: " + f.fix + ")";
+  return line;
+}
+
+}  // namespace
+
+RendezvousState::Gate RendezvousState::gate_of(const Joiner& joiner) {
+  if (joiner.join.health != HealthMode::kGate) return Gate::kReady;
+  if (!joiner.verdict) return Gate::kChecking;
+  return joiner.verdict->failed() ? Gate::kFailed : Gate::kReady;
+}
+
+std::string RendezvousState::joiner_label(const Joiner& joiner) const {
+  if (joiner.join.node_rank)
+    return fmt::format("node {} ({})", *joiner.join.node_rank, joiner.join.node.host);
+  return fmt::format("{} ({})", joiner.join.node.host, joiner.join.node.addr);
+}
+
+std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthReport& report) {
+  if (Member* member = member_of(from)) {
+    member->health = report.verdict;  // a verdict that only warns, arriving once it runs
+    return {};
+  }
+  const auto joiner = pending_.find(from);
+  if (joiner == pending_.end()) {
+    clients_.erase(from);
+    return {reject(from, "protocol_order", "'health' from an agent that has not joined")};
+  }
+  const Gate before = gate_of(joiner->second);
+  joiner->second.verdict = report.verdict;
+  const bool passed_now = before != Gate::kReady && gate_of(joiner->second) == Gate::kReady;
+  if (phase_ == Phase::kJoining) return maybe_start_round();
+  // Elastic, while a round runs: a node that passed (a recheck after a failure) re-forms the
+  // job to take it in, as a node that joins does.
+  std::vector<Outgoing> out;
+  if (passed_now && phase_ == Phase::kRunning && elastic() &&
+      staying_members() < static_cast<size_t>(settings_.max_nodes)) {
+    const size_t nodes = std::min<size_t>(staying_members() + 1, settings_.max_nodes);
+    begin_reform(Reform{round_, joiner->second.join.node.host, -1,
+                        fmt::format("the job re-forms as round {} to add {} ({} nodes), which "
+                                    "passed its health checks",
+                                    round_ + 1, joiner->second.join.node.host, nodes)},
+                 out);
+  }
+  return out;
+}
+
+std::vector<Outgoing> RendezvousState::maybe_start_round() {
+  if (phase_ != Phase::kJoining || pending_.empty()) return {};
+  const auto count = [&](Gate gate) {
+    return static_cast<int>(std::count_if(pending_.begin(), pending_.end(), [&](const auto& p) {
+      return gate_of(p.second) == gate;
+    }));
+  };
+  if (count(Gate::kChecking) > 0) return {};  // every verdict is in before a round forms
+  if (!elastic()) {
+    if (static_cast<int>(pending_.size()) < settings_.max_nodes) return {};
+    health_notes_ = apply_job_health();
+    if (count(Gate::kFailed) > 0) return fail_health_gate();
+    return start_round();
+  }
+  if (count(Gate::kReady) >= settings_.min_nodes) health_notes_ = apply_job_health();
+  const int ready = count(Gate::kReady);
+  if (ready < settings_.min_nodes) {
+    min_reached_at_.reset();
+    return {};
+  }
+  if (!min_reached_at_) min_reached_at_ = now_.steady;
+  if (ready >= settings_.max_nodes || now_.steady - *min_reached_at_ >= settings_.last_call)
+    return start_round();
+  return {};
+}
+
+std::vector<std::string> RendezvousState::apply_job_health() {
+  std::vector<Joiner*> judged;
+  std::vector<JobNode> nodes;
+  for (auto& [id, joiner] : pending_) {
+    if (!joiner.verdict || gate_of(joiner) == Gate::kFailed) continue;
+    judged.push_back(&joiner);
+  }
+  std::sort(judged.begin(), judged.end(),
+            [](const Joiner* a, const Joiner* b) { return a->arrival < b->arrival; });
+  for (Joiner* joiner : judged) nodes.push_back({joiner_label(*joiner), &*joiner->verdict});
+  const JobHealth job = check_job_health(nodes, settings_.strict_consistency);
+  std::vector<std::string> notes = job.warnings;
+  for (const auto& [index, reasons] : job.failures) {
+    Joiner& joiner = *judged[index];
+    for (const std::string& reason : reasons) {
+      const size_t colon = reason.find(": ");
+      joiner.verdict->findings.push_back(
+          {reason.substr(0, colon), -1, HealthStatus::kFail, reason.substr(colon + 2), {}});
+    }
+  }
+  // Nodes whose checks only warn (--health-check warn) are told of, not kept out.
+  for (Joiner* joiner : judged) {
+    if (joiner->join.health != HealthMode::kWarn || !joiner->verdict->failed()) continue;
+    notes.push_back(fmt::format("{} fails its health checks (--health-check warn: it runs): {}",
+                                joiner_label(*joiner), first_failure_line(*joiner->verdict)));
+  }
+  if (notes.size() > Limits::kMaxHealthNotes) {
+    const size_t more = notes.size() - (Limits::kMaxHealthNotes - 1);
+    notes.resize(Limits::kMaxHealthNotes - 1);
+    notes.push_back(fmt::format("and {} more health notes", more));
+  }
+  return notes;
+}
+
+std::vector<Outgoing> RendezvousState::fail_health_gate() {
+  std::vector<const Joiner*> failed;
+  for (const auto& [id, joiner] : pending_) {
+    if (gate_of(joiner) == Gate::kFailed) failed.push_back(&joiner);
+  }
+  std::sort(failed.begin(), failed.end(), [](const Joiner* a, const Joiner* b) {
+    return std::tie(a->join.node_rank, a->join.node.host, a->arrival) <
+           std::tie(b->join.node_rank, b->join.node.host, b->arrival);
+  });
+  std::string text = fmt::format(
+      "{} of {} nodes failed the health gate; no worker started:", failed.size(), pending_.size());
+  for (size_t i = 0; i < failed.size() && i < kNodesNamed; ++i) {
+    size_t shown = 0;
+    for (const HealthFinding& f : failed[i]->verdict->findings) {
+      if (f.status != HealthStatus::kFail || shown++ == kFindingsPerNode) continue;
+      text += fmt::format("\n  {}: {}", joiner_label(*failed[i]), finding_line(f));
+    }
+  }
+  if (failed.size() > kNodesNamed)
+    text += fmt::format("\n  and {} more nodes", failed.size() - kNodesNamed);
+  FailureReport root;
+  root.host = failed.front()->join.node.host;
+  root.node_rank = failed.front()->join.node_rank.value_or(-1);
+  root.exit_code = kExitHealth;
+  root.description = "failed its health gate: " + first_failure_line(*failed.front()->verdict);
+  root.time_ms = now_.wall_ms;
+  Outgoing refusal{{}, ErrorReply{"health_gate", text}, true};
+  for (const auto& [id, joiner] : pending_) refusal.to.push_back(id);
+  pending_.clear();
+  claimed_ranks_.clear();
+  phase_ = Phase::kFinished;
+  root_cause_ = root;
+  final_ = Decision{round_, Action::kFinish, restart_count_, kExitHealth, root};
+  return {std::move(refusal)};
+}
+
+}  // namespace npu_run::rdzv

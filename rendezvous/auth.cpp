@@ -53,6 +53,15 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
   return to_hex(digest.data(), size);
 }
 
+std::string sha256_hex(std::string_view data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (EVP_Digest(data.data(), data.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("OpenSSL could not compute a SHA-256");
+  }
+  return to_hex(digest.data(), size);
+}
+
 std::string server_proof(std::string_view token, std::string_view run_id,
                          std::string_view agent_nonce, std::string_view server_nonce) {
   return hmac_sha256_hex(token, message_of("server", run_id, agent_nonce, server_nonce));

@@ -29,5 +29,7 @@ bool proofs_match(std::string_view expected, std::string_view received);
 
 // HMAC-SHA256(key, message) as hex; also derives per-job tokens from a user's secret.
 std::string hmac_sha256_hex(std::string_view key, std::string_view message);
+// SHA-256 of `data` as hex: what the health gate compares of every node's training script.
+std::string sha256_hex(std::string_view data);
 
 }  // namespace npu_run::rdzv

@@ -307,6 +307,12 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
     }
     const ServerMessage& message = std::get<ServerMessage>(decoded);
     if (const auto* error = std::get_if<ErrorReply>(&message)) {
+      // The health gate's end of a static job is the job's outcome, not a refusal of this agent:
+      // the agent prints it and exits with its own code.
+      if (error->code == "health_gate" && handlers.message) {
+        handlers.message(message);
+        return;
+      }
       fail(fmt::format("the rendezvous server at {} {}: {}", endpoint(),
                        resuming ? "refused to resume this agent's session" : "refused this agent",
                        error->message));

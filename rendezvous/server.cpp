@@ -193,7 +193,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   void log(const Outgoing& o) {
     log_milestone(o.message, state.settings().max_restarts);
-    if (const auto* refusal = std::get_if<ErrorReply>(&o.message))
+    const auto* refusal = std::get_if<ErrorReply>(&o.message);
+    // The health gate's end of the job is logged by every agent, node 0's too.
+    if (refusal != nullptr && refusal->code != "health_gate")
       admission.note_refused(o.to.size() == 1 ? sessions.find(o.to.front()) : nullptr,
                              refusal->message);
   }

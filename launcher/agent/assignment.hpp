@@ -26,6 +26,7 @@ struct Assignment {
   int worker_master_port = 0;
   std::vector<rdzv::PeerInfo> peers;  // every node, when asked for (rank tables)
   std::string rank_table_file;        // RANK_TABLE_FILE for the workers; empty: none
+  std::vector<std::string> health_notes;  // the health gate's word to every node, once a round
 };
 
 // Turns the server's answer into the agent's Assignment.

@@ -15,6 +15,7 @@
 #include "agent/attempt_log.hpp"
 #include "agent/failure_reports.hpp"
 #include "agent/failure_summary.hpp"
+#include "agent/health_gate.hpp"
 #include "agent/job_checks.hpp"
 #include "agent/parent_watch.hpp"
 #include "agent/progress_record.hpp"
@@ -75,7 +76,8 @@ struct LocalAgent::Impl {
         rendezvous(rdzv),
         ctx(std::move(context)),
         signals(io_context),
-        parent_watch(io_context) {
+        parent_watch(io_context),
+        health(io_context, config, ctx.host, ctx.agent_env) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();
@@ -110,9 +112,26 @@ struct LocalAgent::Impl {
         [this](const rdzv::Decision& d) { on_decided(d); },
         [this](const rdzv::Progress& p) { on_progress(p); },
         [this](const std::string& why) { on_rendezvous_failed(why); },
+        [this](const std::string& why) { on_health_gate_failed(why); },
         [this] { return status ? status->changed_beats() : std::nullopt; },
     });
+    join_round();
+  }
+
+  // Joins the next round; the node's health checks run while the rendezvous waits for the
+  // others, and their verdict follows the join.
+  void join_round() {
     rendezvous.join();
+    health.check([this](const NodeVerdict& verdict) {
+      if (state == State::kRendezvous || state == State::kRunning)
+        rendezvous.send_health(rdzv::HealthReport{compact(verdict)});
+    });
+  }
+
+  void on_health_gate_failed(const std::string& why) {
+    spdlog::error("{}", why);
+    health.stop();
+    finish(kExitHealth);
   }
 
   void on_progress(const rdzv::Progress& p) {
@@ -126,6 +145,10 @@ struct LocalAgent::Impl {
 
   void on_assigned(const Assignment& assigned) {
     if (state != State::kRendezvous) return;
+    // A gating node was assigned once its verdict passed; no recheck is due. (One that only
+    // warns may still be checking: its verdict is still shown.)
+    if (cfg.health.mode == HealthMode::kGate) health.stop();
+    for (const std::string& note : assigned.health_notes) spdlog::warn("health gate: {}", note);
     set_agent_log_identity(assigned.node_rank, assigned.host);
     attempt = std::make_unique<Attempt>(assigned);
     std::optional<std::string> refusal = job_refusal(cfg, assigned);
@@ -268,7 +291,7 @@ struct LocalAgent::Impl {
     if (d.action == rdzv::Action::kRestart) {
       log_restart(cfg, d, *attempt);
       move_to(State::kRendezvous);
-      rendezvous.join();
+      join_round();
       return;
     }
     if (d.exit_code == 0) {
@@ -287,6 +310,7 @@ struct LocalAgent::Impl {
     boost::system::error_code ignored;
     signals.cancel(ignored);
     parent_watch.cancel();
+    health.stop();
     rendezvous.close();
     if (on_finished) asio::post(io, [handler = std::move(on_finished), code] { handler(code); });
   }
@@ -354,6 +378,7 @@ struct LocalAgent::Impl {
   AgentContext ctx;
   asio::signal_set signals;
   ParentWatch parent_watch;
+  HealthGate health;  // the node's checks before each round (--health-check)
   State state = State::kInit;
   std::unique_ptr<Attempt> attempt;       // this round's; a fresh one for every round
   std::unique_ptr<ProgressBeats> beats;   // NPU_RUN_PROGRESS; null if it could not be made

@@ -31,6 +31,7 @@ class LocalRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override;
   void report(const rdzv::Report& report) override;
+  void send_health(const rdzv::HealthReport& report) override;
   void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override { closed_ = true; }
   std::string describe() const override { return "in-process"; }
@@ -138,6 +139,10 @@ void LocalRendezvous::join() {
 }
 
 void LocalRendezvous::report(const rdzv::Report& report) {
+  deliver(state_.on_message(kSelf, report, rdzv::now()));
+}
+
+void LocalRendezvous::send_health(const rdzv::HealthReport& report) {
   deliver(state_.on_message(kSelf, report, rdzv::now()));
 }
 

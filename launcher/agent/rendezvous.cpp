@@ -18,7 +18,11 @@ void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMe
         } else if constexpr (std::is_same_v<T, rdzv::Progress>) {
           handlers.progress(m);
         } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
-          handlers.failed(m.message);
+          if (m.code == "health_gate" && handlers.health_failed) {
+            handlers.health_failed(m.message);
+          } else {
+            handlers.failed(m.message);
+          }
         }
       },
       message);

@@ -31,6 +31,8 @@ class Rendezvous {
     std::function<void(const rdzv::Decision&)> decided;            // restart, or finish with a code
     std::function<void(const rdzv::Progress&)> progress;           // while waiting for others
     std::function<void(const std::string&)> failed;                // fatal: timeout, refused, lost
+    // Fatal: a node failed the health gate of a static job; no worker starts anywhere.
+    std::function<void(const std::string&)> health_failed;
     // This node's ranks' beats when they changed since the last call: sent with heartbeats, for
     // `npu_run status` anywhere. Unset: none.
     std::function<std::optional<std::vector<rdzv::RankBeat>>()> beats{};
@@ -44,6 +46,8 @@ class Rendezvous {
   // Joins the next round: the first one, and again after a restart decision.
   virtual void join() = 0;
   virtual void report(const rdzv::Report& report) = 0;
+  // This node's health verdict for the round it joined (after join(); again after a recheck).
+  virtual void send_health(const rdzv::HealthReport& report) = 0;
   // A worker of this node hung: the other nodes are told at once (rdzv::HangNotice). One node
   // alone has nobody to tell.
   virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}

@@ -98,6 +98,7 @@ rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   join.max_restarts = cfg.supervision.max_restarts;
   join.want_peers = cfg.wants_peers();
   join.command = job_command(cfg);
+  join.health = cfg.health.mode;
   return join;
 }
 

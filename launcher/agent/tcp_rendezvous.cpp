@@ -31,6 +31,7 @@ class TcpRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override;
   void report(const rdzv::Report& report) override;
+  void send_health(const rdzv::HealthReport& report) override;
   void notice_hang(const rdzv::HangNotice& notice) override;
   void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override;
@@ -52,6 +53,9 @@ class TcpRendezvous : public Rendezvous {
   Handlers handlers_;
   bool connected_ = false;
   bool join_wanted_ = false;
+  // A verdict ready before the join could be sent goes right after it (the server takes
+  // verdicts from joiners only).
+  std::optional<rdzv::HealthReport> health_waiting_;
   // Status queries sent on the session, by id (an answer lost with a connection the session
   // moved from never comes: the asker's own timeout covers it); failed all at once if it ends.
   std::map<uint64_t, std::function<void(StatusAnswer)>> status_waiting_;
@@ -144,9 +148,21 @@ void TcpRendezvous::join() {
 void TcpRendezvous::send_join() {
   join_wanted_ = false;
   client_.send(join_message(cfg_, this_node(cfg_, host_, addr_, worker_port_.port())));
+  if (health_waiting_) {
+    client_.send(*health_waiting_);
+    health_waiting_.reset();
+  }
 }
 
 void TcpRendezvous::report(const rdzv::Report& report) {
+  client_.send(report);
+}
+
+void TcpRendezvous::send_health(const rdzv::HealthReport& report) {
+  if (join_wanted_) {
+    health_waiting_ = report;
+    return;
+  }
   client_.send(report);
 }
 

@@ -331,6 +331,52 @@ struct AscendFlags : FlagGroup {
        .type = "FILE"}};
 };
 
+// The health gate (issue 29): each node's checks before every round, and what a failure does.
+struct HealthFlags : FlagGroup {
+  explicit HealthFlags(OptionSet& set) : FlagGroup(set, "Health gate") {}
+
+  Flag<std::string> health_check{
+      *this,
+      {.name = "--health-check",
+       .help = "Before every round each node checks its NPUs (npu-smi), links (hccn_tool), GPUs "
+               "(nvidia-smi) and runs --health-check-cmd: gate stops a static job (exit 122) and "
+               "keeps a failing node out of an elastic one; warn only logs; off. Default auto: "
+               "gate where a tool or --health-check-cmd exists, else off",
+       .type = "{auto,gate,warn,off}"},
+      "auto"};
+  Flag<std::string> health_check_cmd{
+      *this,
+      {.name = "--health-check-cmd",
+       .help = "A command (sh -c) every node runs with its checks: exit 0 passes, otherwise its "
+               "last output line is the reason",
+       .type = "CMD"}};
+  Flag<std::string> health_timeout{
+      *this,
+      {.name = "--health-timeout",
+       .help = "Seconds for a node's checks, and for each tool call (hccn_tool can block for "
+               "minutes); what they cut off is reported as not run (default 60,15)",
+       .type = "S[,CALL_S]"},
+      "60,15"};
+  Flag<double> health_recheck{
+      *this,
+      {.name = "--health-recheck",
+       .help = "An elastic job: a node that failed its checks runs them again every S seconds, "
+               "and rejoins once they pass (default 30)",
+       .type = "S"},
+      30.0};
+  Flag<int> health_flap_window{
+      *this,
+      {.name = "--health-flap-window",
+       .help = "Warn of a device link that went down in the last MIN minutes (default 10)",
+       .type = "MIN"},
+      10};
+  Flag<bool> strict_consistency{
+      *this,
+      {.name = "--strict-consistency",
+       .help = "Settings that must agree on every node (HCCL_*, versions, the script's hash) fail "
+               "the nodes that differ, instead of a warning"}};
+};
+
 struct AgentFlags : FlagGroup {
   explicit AgentFlags(OptionSet& set) : FlagGroup(set, "Agent") {}
 

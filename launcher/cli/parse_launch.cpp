@@ -47,6 +47,7 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   resolve_rendezvous(in, cfg.shape, cfg.rendezvous, parsed.cluster.warnings);
   resolve_supervision(in, cfg.supervision, cfg.agent);
   resolve_ascend(in, cfg.shape, cfg.ascend);
+  resolve_health(in, cfg.health);
   resolve_outputs(in, cfg.shape.nproc_per_node, cfg.output);
   resolve_worker(in, script_and_args, cfg.worker);
   resolve_numa(in, cfg.shape, cfg.worker);

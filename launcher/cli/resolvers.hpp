@@ -34,6 +34,9 @@ void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
                          AgentOptions& agent);
 // --soc, --rank-table, --hccn-conf (cli/resolve_ascend.cpp).
 void resolve_ascend(const LaunchInputs& in, const JobShape& shape, AscendConfig& ascend);
+// --health-check and its settings; auto becomes gate or off where the agent runs
+// (cli/resolve_health.cpp).
+void resolve_health(const LaunchInputs& in, HealthGateSettings& health);
 // -r, -t, --log-dir, --local-ranks-filter, the console prefix (cli/resolve_outputs.cpp).
 void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& output);
 // --numa-binding: each local rank's CPUs and memory node, from sysfs (cli/resolve_worker.cpp).

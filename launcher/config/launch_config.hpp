@@ -15,6 +15,7 @@
 #include "ascend/topology.hpp"
 #include "config/rank_stream_map.hpp"
 #include "devices/numa_binding.hpp"
+#include "health/gate_settings.hpp"
 
 namespace npu_run {
 
@@ -194,6 +195,7 @@ struct LaunchConfig {
   JobShape shape;
   RendezvousConfig rendezvous;
   AscendConfig ascend;
+  HealthGateSettings health;
   SupervisionConfig supervision;
   OutputConfig output;
   AgentOptions agent;

@@ -19,6 +19,7 @@ class FakeRendezvous : public Rendezvous {
   void start(Handlers h) override { handlers = std::move(h); }
   void join() override { ++joins; }
   void report(const rdzv::Report& r) override { reports.push_back(r); }
+  void send_health(const rdzv::HealthReport& r) override { verdicts.push_back(r.verdict); }
   void query_status(std::function<void(StatusAnswer)> done) override {
     done(std::string("no status in this test"));
   }
@@ -28,6 +29,7 @@ class FakeRendezvous : public Rendezvous {
   Handlers handlers;
   int joins = 0;
   std::vector<rdzv::Report> reports;
+  std::vector<NodeVerdict> verdicts;
   bool closed = false;
 };
 

@@ -1,0 +1,124 @@
+#include "agent/health_gate.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "agent/health_runner.hpp"
+#include "agent/node_health.hpp"
+#include "workers/child_exits.hpp"
+
+namespace npu_run {
+
+namespace asio = boost::asio;
+
+struct HealthGate::Impl {
+  Impl(asio::io_context& io_context, const LaunchConfig& config, std::string host_name,
+       EnvMap environment)
+      : io(io_context), cfg(config), host(std::move(host_name)), env(std::move(environment)),
+        recheck(io_context) {}
+
+  NodeCheckSettings checks() const {
+    NodeHealthOptions options;
+    options.host = host;
+    options.kind = discover_devices(env).kind;
+    options.devices = cfg.shape.devices;
+    options.user_check = cfg.health.user_check;
+    options.flap_window_min = cfg.health.flap_window_min;
+    NodeCheckSettings settings = node_check_settings(env, options);
+    // Devices named without any found (--devices on a host whose /dev the agent cannot see,
+    // as in some containers): the tools that exist say which kind they are.
+    if (options.kind == DeviceKind::kNone) {
+      if (!settings.tools.npu_smi.empty() || !settings.tools.hccn_tool.empty()) {
+        settings.kind = NodeCheckSettings::Devices::kAscend;
+      } else if (!settings.tools.nvidia_smi.empty()) {
+        settings.kind = NodeCheckSettings::Devices::kNvidia;
+      }
+    }
+    return settings;
+  }
+
+  void run(Report report) {
+    if (!exits) exits = std::make_unique<ChildExits>(io);
+    runner = std::make_shared<HealthRunner>(io, *exits, checks(), cfg.health.run);
+    runner->start([this, report](NodeVerdict verdict) {
+      verdict.settings = consistency_settings(cfg, env);
+      log(verdict);
+      last = verdict;
+      report(verdict);
+      const bool elastic = cfg.shape.min_nodes < cfg.shape.max_nodes;
+      if (verdict.failed() && elastic && cfg.health.mode == HealthMode::kGate) {
+        spdlog::warn("this node stays out of the job until its checks pass; checking again in "
+                     "{:.0f} s",
+                     std::chrono::duration<double>(cfg.health.recheck).count());
+        recheck.expires_after(cfg.health.recheck);
+        recheck.async_wait([this, report](boost::system::error_code cancelled) {
+          if (!cancelled) run(report);
+        });
+      }
+    });
+  }
+
+  void log(const NodeVerdict& verdict) const {
+    for (const HealthFinding& f : verdict.findings) {
+      const std::string subject =
+          f.device < 0 ? f.check : fmt::format("{} device {}", f.check, f.device);
+      const std::string fix = f.fix.empty() ? "" : fmt::format(" (fix: {})", f.fix);
+      if (f.status == HealthStatus::kFail) {
+        spdlog::error("health check failed: {}: {}{}", subject, f.detail, fix);
+      } else if (f.status == HealthStatus::kWarn) {
+        spdlog::warn("health check: {}: {}{}", subject, f.detail, fix);
+      } else if (f.status == HealthStatus::kNotRun || f.status == HealthStatus::kSkipped) {
+        spdlog::info("health check {}: {}: {}", to_string(f.status), subject, f.detail);
+      }
+    }
+    const size_t passed = verdict.with_status(HealthStatus::kPass).size();
+    spdlog::info("health checks: {} of {} passed in {:.1f} s{}", passed, verdict.findings.size(),
+                 verdict.elapsed_ms / 1000.0,
+                 verdict.failed() ? (cfg.health.mode == HealthMode::kGate
+                                         ? "; this node fails its health gate"
+                                         : "; --health-check warn: the node runs anyway")
+                                  : "");
+  }
+
+  asio::io_context& io;
+  const LaunchConfig& cfg;
+  std::string host;
+  EnvMap env;
+  asio::steady_timer recheck;
+  std::unique_ptr<ChildExits> exits;
+  std::shared_ptr<HealthRunner> runner;
+  std::optional<NodeVerdict> last;
+};
+
+HealthGate::HealthGate(asio::io_context& io, const LaunchConfig& cfg, std::string host,
+                       EnvMap env)
+    : impl_(std::make_unique<Impl>(io, cfg, std::move(host), std::move(env))) {}
+
+HealthGate::~HealthGate() {
+  stop();
+}
+
+bool HealthGate::enabled() const {
+  return impl_->cfg.health.mode != HealthMode::kOff;
+}
+
+void HealthGate::check(Report report) {
+  if (!enabled()) return;
+  stop();
+  impl_->run(std::move(report));
+}
+
+void HealthGate::stop() {
+  impl_->recheck.cancel();
+  if (impl_->runner) impl_->runner->cancel();
+  impl_->runner.reset();
+}
+
+const std::optional<NodeVerdict>& HealthGate::last() const {
+  return impl_->last;
+}
+
+}  // namespace npu_run

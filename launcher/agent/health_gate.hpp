@@ -1,0 +1,50 @@
+// This node's part of the health gate (--health-check): before every round it runs the node
+// checks (agent/health_runner.hpp) while the rendezvous waits, adds the settings that must agree
+// across nodes, logs one line per failure and warning, and hands the verdict to the rendezvous;
+// a node kept out of an elastic job checks again every --health-recheck seconds.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "basics/environment.hpp"
+#include "config/launch_config.hpp"
+#include "health/verdict.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run {
+
+class HealthGate {
+ public:
+  using Report = std::function<void(const NodeVerdict&)>;
+  HealthGate(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host, EnvMap env);
+  ~HealthGate();
+
+  bool enabled() const;
+  // Runs the checks for the next round; `report` gets the verdict (whole; the rendezvous is
+  // sent compact()). An elastic job's failed gate runs them again every --health-recheck
+  // seconds, reporting each verdict, until stop().
+  void check(Report report);
+  // No more checks or rechecks (a round was assigned, or the agent ends).
+  void stop();
+  // The last verdict, for `npu_run status` on this host.
+  const std::optional<NodeVerdict>& last() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What must agree on every node, as this node has it: HCCL's settings, the visible devices'
+// count, the driver and CANN versions (their version.info files), the python executable, and the
+// SHA-256 of the training script. "" for what is unset or unreadable.
+std::map<std::string, std::string> consistency_settings(const LaunchConfig& cfg,
+                                                        const EnvMap& env);
+
+}  // namespace npu_run

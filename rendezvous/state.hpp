@@ -184,6 +184,8 @@ class RendezvousState {
   // failures are added to those joiners' verdicts; the notes every member is told.
   std::vector<std::string> apply_job_health();
   std::vector<Outgoing> fail_health_gate();
+  // The job ended: the joiners its health gate kept out are told so, and leave with kExitHealth.
+  void release_kept_out(const Decision& decision, std::vector<Outgoing>& out);
   std::string joiner_label(const Joiner& joiner) const;
   bool elastic() const { return settings_.min_nodes < settings_.max_nodes; }
   // Members that will be in the next round: neither lost nor leaving.

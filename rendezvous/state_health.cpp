@@ -162,4 +162,22 @@ std::vector<Outgoing> RendezvousState::fail_health_gate() {
   return {std::move(refusal)};
 }
 
+void RendezvousState::release_kept_out(const Decision& decision, std::vector<Outgoing>& out) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (gate_of(it->second) != Gate::kFailed) {
+      ++it;
+      continue;
+    }
+    out.push_back(Outgoing{
+        {it->first},
+        ErrorReply{"health_gate",
+                   fmt::format("the job ended (exit {}) without this node, which failed its "
+                               "health gate: {}",
+                               decision.exit_code, first_failure_line(*it->second.verdict))},
+        true});
+    if (it->second.join.node_rank) claimed_ranks_.erase(*it->second.join.node_rank);
+    it = pending_.erase(it);
+  }
+}
+
 }  // namespace npu_run::rdzv

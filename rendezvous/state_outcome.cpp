@@ -166,6 +166,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   } else {
     phase_ = Phase::kFinished;
     final_ = decision;
+    release_kept_out(decision, out);
   }
 }
 

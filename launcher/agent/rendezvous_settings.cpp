@@ -38,6 +38,7 @@ rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
                    cfg.shape.max_nodes, cfg.supervision.max_restarts, cfg.rendezvous.timing);
   s.command = job_command(cfg);
   s.max_no_progress_restarts = cfg.supervision.max_no_progress_restarts;
+  s.strict_consistency = cfg.health.strict_consistency;
   return s;
 }
 

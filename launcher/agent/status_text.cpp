@@ -19,9 +19,11 @@ std::string node_line(const rdzv::NodeStatus& n) {
   std::string line = n.node_rank >= 0 ? fmt::format("  node {}  {}", n.node_rank, n.host)
                                       : fmt::format("  {}", n.host);
   if (!n.addr.empty()) line += "  " + n.addr;
-  if (n.state == "waiting") {
-    line +=
-        fmt::format("  {} worker{}, waiting for the next round", n.nproc, n.nproc == 1 ? "" : "s");
+  if (n.state == "waiting" || n.state == "checking" || n.state == "excluded") {
+    const char* why = n.state == "waiting"    ? "waiting for the next round"
+                      : n.state == "checking" ? "running its health checks"
+                                              : "excluded: it failed its health gate, rechecking";
+    line += fmt::format("  {} worker{}, {}", n.nproc, n.nproc == 1 ? "" : "s", why);
   } else {
     line += n.nproc == 1 ? fmt::format("  rank {}", n.rank_offset)
                          : fmt::format("  ranks {}-{}", n.rank_offset, n.rank_offset + n.nproc - 1);
@@ -30,6 +32,21 @@ std::string node_line(const rdzv::NodeStatus& n) {
   if (n.state != "lost" && n.state != "left" && n.silent_ms >= kSilentMs)
     line += fmt::format("  (not heard from for {})", seconds(n.silent_ms));
   return line + "\n";
+}
+
+// The node's health verdict: one summary line, then each finding that did not pass.
+std::string health_lines(const NodeVerdict& v) {
+  const size_t passed = v.with_status(HealthStatus::kPass).size() + v.omitted_passes;
+  std::string out = fmt::format("    health: {} of {} checks passed in {}{}\n", passed,
+                                v.findings.size() + v.omitted_passes, seconds(v.elapsed_ms),
+                                v.failed() ? "; failed" : "");
+  for (const HealthFinding& f : v.findings) {
+    if (f.status == HealthStatus::kPass) continue;
+    const std::string subject =
+        f.device < 0 ? f.check : fmt::format("{} device {}", f.check, f.device);
+    out += fmt::format("      {} {}: {}\n", to_string(f.status), subject, f.detail);
+  }
+  return out;
 }
 
 std::string rank_line(const rdzv::NodeStatus& n, const rdzv::RankBeat& b) {
@@ -44,7 +61,8 @@ std::string rank_line(const rdzv::NodeStatus& n, const rdzv::RankBeat& b) {
 
 std::string format_job_status(const rdzv::JobStatus& s) {
   size_t members = 0;
-  for (const auto& n : s.nodes) members += n.state != "waiting" ? 1 : 0;
+  for (const auto& n : s.nodes)
+    members += n.state != "waiting" && n.state != "checking" && n.state != "excluded" ? 1 : 0;
   std::string out = fmt::format(
       "job '{}': {}, round {}, restart {} of {}, {} node{}{}\n", s.run_id, s.phase, s.round,
       s.restart_count, s.max_restarts, members, members == 1 ? "" : "s",
@@ -52,7 +70,8 @@ std::string format_job_status(const rdzv::JobStatus& s) {
                                  : fmt::format(" ({}..{} wanted)", s.min_nodes, s.max_nodes));
   for (const auto& n : s.nodes) {
     out += node_line(n);
-    if (n.state == "waiting") continue;
+    if (n.health) out += health_lines(*n.health);
+    if (n.state == "waiting" || n.state == "checking" || n.state == "excluded") continue;
     if (n.ranks.empty() && n.state == "running") out += "    (no beats heard from its ranks yet)\n";
     for (const auto& b : n.ranks) out += rank_line(n, b);
   }

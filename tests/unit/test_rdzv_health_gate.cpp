@@ -118,7 +118,7 @@ TEST_CASE("health gate: passing verdicts start the round, with the job checks' w
   CHECK(job.state.status(t0).nodes[1].health->omitted_passes == 48);
 }
 
-TEST_CASE("health gate: --strict-consistency fails the odd node; a TLS switch always does",
+TEST_CASE("health gate: --strict-consistency fails the odd node, and a TLS switch always does",
           "[rdzv][health]") {
   GateJob strict(3, 3, /*strict=*/true);
   strict.join(1, "a");

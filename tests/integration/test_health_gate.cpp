@@ -1,0 +1,192 @@
+// The health gate in launches: nodes on loopback, each with the fake npu-smi, hccn_tool and
+// nvidia-smi (tests/tools/fake_tools) and a scenario of its own. A failed gate starts no worker
+// anywhere; an elastic job forms without the failed node.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+
+#include "support/harness.hpp"
+#include "support/nodes.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace npu_run::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Workers record that they started, then wait for `go` (or end at once without it).
+const char* const kWorker =
+    "touch \"$OUT/started.$RANK\"; while [ -n \"$WAIT\" ] && [ ! -e \"$OUT/go\" ]; do sleep 0.05; "
+    "done";
+
+struct GateNodes {
+  TempDir dir;
+  int port = unused_port();
+  std::vector<std::unique_ptr<NpuRunProcess>> nodes;
+
+  GateNodes() {
+    for (int i = 0; i < 8; ++i) dir.write("dev/davinci" + std::to_string(i), "");
+  }
+  // Node `index` with `scenario`, running `nproc` workers on devices 0..nproc-1.
+  NpuRunProcess& start(int index, const std::string& nnodes, const std::string& scenario,
+                       std::vector<std::string> flags = {}, bool wait = false,
+                       const EnvOverrides& extra = {}) {
+    const int nproc = 2;
+    const std::string file = dir.write("scenario." + std::to_string(index), scenario);
+    std::vector<std::string> args = {"--nnodes",         nnodes,
+                                     "--nproc-per-node", std::to_string(nproc),
+                                     "--master-port",    std::to_string(port)};
+    args.insert(args.end(), kFastHeartbeats.begin(), kFastHeartbeats.end());
+    args.insert(args.end(), flags.begin(), flags.end());
+    for (const char* a : {"--no-python", "/bin/sh", "-c", kWorker}) args.emplace_back(a);
+    EnvOverrides env = {{"NPU_RUN_DEV_ROOT", dir.path() + "/dev"},
+                        {"NPU_RUN_FAKE_SCENARIO", file},
+                        {"PATH", source_dir() + "/tests/tools/fake_tools:" + std::getenv("PATH")},
+                        {"OUT", dir.path()},
+                        {"WAIT", wait ? "1" : ""}};
+    for (const auto& [name, value] : extra) env[name] = value;
+    nodes.push_back(std::make_unique<NpuRunProcess>(args, env));
+    return *nodes.back();
+  }
+  std::vector<Finished> wait_all() {
+    std::vector<NpuRunProcess*> all;
+    for (auto& n : nodes) all.push_back(n.get());
+    auto done = NpuRunProcess::wait_all(all, 60s);
+    for (auto& n : nodes) require_no_strays(*n);
+    return done;
+  }
+  size_t workers_started() const {
+    size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+      n += entry.path().filename().string().rfind("started.", 0) == 0 ? 1 : 0;
+    return n;
+  }
+  Finished status() {
+    return run_npu_run(
+        {"status", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)}, {}, 30s);
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "health gate: a link DOWN on node 2 of a static job: no worker starts, every node "
+    "exits 122 naming it",
+    "[integration][health]") {
+  GateNodes job;
+  for (int i = 0; i < 4; ++i) {
+    job.start(i, "4", i == 2 ? "link_down 1\n" : "", {"--node-rank", std::to_string(i)});
+  }
+  const auto done = job.wait_all();
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.exit_code == 122);
+    CHECK_THAT(f.err, Contains("1 of 4 nodes failed the health gate; no worker started") &&
+                          Contains("node 2 (") && Contains("link device 1: link status: DOWN"));
+    CHECK(f.seconds < 20);
+  }
+  CHECK(job.workers_started() == 0);
+}
+
+TEST_CASE(
+    "health gate: an elastic job runs without the failed node, which status shows "
+    "excluded",
+    "[integration][health]") {
+  GateNodes job;
+  std::vector<std::string> flags = {"--rdzv-conf", "last_call_timeout=1", "--health-recheck", "60"};
+  for (int i = 0; i < 4; ++i) job.start(i, "3:4", i == 2 ? "link_down 1\n" : "", flags, true);
+  Finished status;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    status = job.status();
+    if (status.out.find("excluded") != std::string::npos &&
+        status.out.find("running") != std::string::npos)
+      break;
+    ::usleep(200'000);
+  }
+  INFO(status.out << status.err);
+  CHECK_THAT(status.out, Contains("3 nodes (3..4 wanted)"));
+  CHECK_THAT(status.out, Contains("excluded: it failed its health gate, rechecking"));
+  CHECK_THAT(status.out, Contains("fail link device 1: link status: DOWN"));
+  CHECK_THAT(status.out, Contains("health: 16 of 16 checks passed"));
+  job.dir.write("go", "");
+  const auto done = job.wait_all();
+  int succeeded = 0;
+  for (const Finished& f : done) {
+    INFO(f.err);
+    succeeded += f.exit_code == 0 ? 1 : 0;
+    if (f.exit_code != 0) {
+      CHECK(f.exit_code == 122);
+      CHECK_THAT(f.err, Contains("the job ended (exit 0) without this node, which failed its "
+                                 "health gate: link device 1"));
+    }
+  }
+  CHECK(succeeded == 3);
+  CHECK(job.workers_started() == 6);
+}
+
+TEST_CASE(
+    "health gate: a TLS switch that differs, a foreign process and the user's check are "
+    "named",
+    "[integration][health]") {
+  GateNodes tls;
+  for (int i = 0; i < 3; ++i) tls.start(i, "3", i == 1 ? "tls_all 1\n" : "");
+  for (const Finished& f : tls.wait_all()) {
+    INFO(f.err);
+    CHECK(f.exit_code == 122);
+    CHECK_THAT(f.err, Contains("tls: the TLS switch is 1 on devices 0,1 of this node but 0 on 4 "
+                               "other devices of the job"));
+  }
+  GateNodes busy;
+  busy.start(0, "1", "process 1 31337 python3\n");
+  Finished f = busy.wait_all()[0];
+  CHECK(f.exit_code == 122);
+  CHECK_THAT(f.err, Contains("npu_processes device 1: device 1 is held by pid 31337 (python3)"));
+  GateNodes user;
+  user.start(0, "1", "", {"--health-check-cmd", "echo fabric port 3 is down; false"});
+  f = user.wait_all()[0];
+  CHECK(f.exit_code == 122);
+  CHECK_THAT(f.err, Contains("user_check: --health-check-cmd exit 1: fabric port 3 is down"));
+  CHECK(busy.workers_started() + user.workers_started() + tls.workers_started() == 0);
+}
+
+TEST_CASE(
+    "health gate: a setting that differs is warned of, and fails with "
+    "--strict-consistency",
+    "[integration][health]") {
+  for (const bool strict : {false, true}) {
+    GateNodes job;
+    std::vector<std::string> flags;
+    if (strict) flags.push_back("--strict-consistency");
+    for (int i = 0; i < 3; ++i) {
+      job.start(i, "3", "", flags, false, {{"HCCL_BUFFSIZE", i == 1 ? "400" : "200"}});
+    }
+    for (const Finished& f : job.wait_all()) {
+      INFO(f.err);
+      if (strict) {
+        CHECK(f.exit_code == 122);
+        CHECK_THAT(f.err, Contains("consistency: HCCL_BUFFSIZE is 400 here but 200 on the other "
+                                   "nodes (--strict-consistency)"));
+      } else {
+        CHECK(f.exit_code == 0);
+        CHECK_THAT(f.err, Contains("health gate: HCCL_BUFFSIZE differs between nodes: 200 on 2 of "
+                                   "3 nodes; 400 on "));
+      }
+    }
+    CHECK(job.workers_started() == (strict ? 0u : 6u));
+  }
+}
+
+TEST_CASE("health gate: a hanging tool is stopped at its timeout; the job starts",
+          "[integration][health]") {
+  GateNodes job;
+  job.start(0, "1", "hang hccn_tool:-link:1\n", {"--health-timeout", "20,1"});
+  const Finished f = job.wait_all()[0];
+  INFO(f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.err, Contains("health check not run: link device 1: hccn_tool -i 1 -link -g: no "
+                             "answer within 1.0 s"));
+  CHECK(job.workers_started() == 2);
+}

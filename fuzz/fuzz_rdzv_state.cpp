@@ -3,6 +3,8 @@
 // round gives node ranks 0..N-1 exactly once, with N within --nnodes MIN:MAX, one world size that
 // is the sum of the nodes' workers, and rank offsets that are the running sum in node-rank order;
 // replies only go to agents that exist; exit codes are 0..255; nothing is assigned after the end.
+// Joins gate on their health or not, and verdicts (passed, failed, with differing TLS switches
+// and settings) arrive at any time.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdlib>
@@ -67,6 +69,7 @@ JobSettings settings_from(FuzzedDataProvider& in) {
   s.heartbeat_timeout = std::chrono::seconds(30);
   s.last_call = std::chrono::seconds(in.ConsumeIntegralInRange(0, 5));
   s.join_timeout = std::chrono::seconds(120);
+  s.strict_consistency = in.ConsumeBool();
   return s;
 }
 
@@ -82,6 +85,7 @@ Join join_from(FuzzedDataProvider& in, ClientId from, const JobSettings& s) {
   j.max_nodes = s.max_nodes;
   j.max_restarts = s.max_restarts;
   j.want_peers = true;
+  j.health = static_cast<npu_run::HealthMode>(in.ConsumeIntegralInRange(0, 2));
   return j;
 }
 
@@ -104,6 +108,19 @@ Report report_from(FuzzedDataProvider& in, uint64_t current_round) {
   return r;
 }
 
+// A health verdict: passed or failed, with a TLS switch and a setting that may differ.
+HealthReport health_from(FuzzedDataProvider& in) {
+  HealthReport h;
+  h.verdict.host = "h";
+  h.verdict.tls_switch[0] = in.ConsumeIntegralInRange(0, 1);
+  h.verdict.settings["HCCL_BUFFSIZE"] = in.ConsumeBool() ? "200" : "400";
+  if (in.ConsumeBool()) {
+    h.verdict.findings.push_back(
+        {"link", 0, npu_run::HealthStatus::kFail, "link status: DOWN", ""});
+  }
+  return h;
+}
+
 // One step of the fuzzed sequence: a message from one client, a disconnect or a clock tick.
 struct Driver {
   FuzzedDataProvider& in;
@@ -114,7 +131,7 @@ struct Driver {
 
   std::vector<Outgoing> step() {
     const ClientId from = in.ConsumeIntegralInRange<ClientId>(1, kClients);
-    switch (in.ConsumeIntegralInRange(0, 6)) {
+    switch (in.ConsumeIntegralInRange(0, 7)) {
       case 0:
         return state.on_message(
             from, Hello{kMagic, kProtocolVersion, "fuzz", in.ConsumeBool() ? kAgentNonce : ""},
@@ -129,6 +146,7 @@ struct Driver {
       case 3: return state.on_message(from, Heartbeat{}, now);
       case 4: return state.on_message(from, report_from(in, state.round()), now);
       case 5: return state.on_disconnect(from, now);
+      case 6: return state.on_message(from, health_from(in), now);
       default:
         now = now + std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
         return state.on_tick(now);

@@ -1,7 +1,11 @@
 #include "agent/health_gate.hpp"
 
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -115,6 +119,18 @@ void HealthGate::stop() {
   impl_->recheck.cancel();
   if (impl_->runner) impl_->runner->cancel();
   impl_->runner.reset();
+}
+
+void HealthGate::job_stopped() const {
+  const std::string& file = impl_->cfg.health.failed_hosts_file;
+  if (file.empty() || !impl_->last || !impl_->last->failed()) return;
+  const std::string name = lookup(impl_->env, "SLURMD_NODENAME").value_or(impl_->host) + "\n";
+  // One short append per node: atomic on a local or NFS file, whatever the order nodes end in.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, name.data(), name.size()) != static_cast<ssize_t>(name.size())) {
+    spdlog::warn("--health-failed-hosts {}: cannot add this node: {}", file, std::strerror(errno));
+  }
+  if (fd >= 0) ::close(fd);
 }
 
 const std::optional<NodeVerdict>& HealthGate::last() const {

@@ -33,6 +33,9 @@ class HealthGate {
   void check(Report report);
   // No more checks or rechecks (a round was assigned, or the agent ends).
   void stop();
+  // The gate stopped the job: a node whose own verdict failed adds its name to
+  // --health-failed-hosts.
+  void job_stopped() const;
   // The last verdict, for `npu_run status` on this host.
   const std::optional<NodeVerdict>& last() const;
 

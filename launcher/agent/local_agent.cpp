@@ -24,6 +24,7 @@
 #include "basics/enum_table.hpp"
 #include "basics/exit_status.hpp"
 #include "basics/usage_error.hpp"
+#include "net/host_address.hpp"
 #include "rendezvous/describe.hpp"
 
 namespace npu_run {
@@ -131,6 +132,7 @@ struct LocalAgent::Impl {
   void on_health_gate_failed(const std::string& why) {
     spdlog::error("{}", why);
     health.stop();
+    health.job_stopped();
     finish(kExitHealth);
   }
 
@@ -151,6 +153,7 @@ struct LocalAgent::Impl {
     for (const std::string& note : assigned.health_notes) spdlog::warn("health gate: {}", note);
     set_agent_log_identity(assigned.node_rank, assigned.host);
     attempt = std::make_unique<Attempt>(assigned);
+    if (assigned.nnodes > 1) attempt->assignment.socket_ifname = socket_interface();
     std::optional<std::string> refusal = job_refusal(cfg, assigned);
     if (!refusal) {
       try {
@@ -188,6 +191,19 @@ struct LocalAgent::Impl {
       if (attempt.get() == mine && state == State::kRunning) on_group_done(std::move(result));
     });
     attempt->hangs->start();
+  }
+
+  // The interface of the address peers use for this node, found once.
+  std::string socket_interface() {
+    if (!socket_ifname) {
+      const std::string address = rendezvous.local_address();
+      socket_ifname = address.empty() ? "" : net::interface_of_address(address);
+      if (!address.empty() && socket_ifname->empty())
+        spdlog::warn("no interface of this host holds {}, the address peers use for it: the "
+                     "workers' *_SOCKET_IFNAME are left unset",
+                     address);
+    }
+    return *socket_ifname;
   }
 
   // ---- RUNNING: the workers are stopped, for the first reason ----
@@ -379,6 +395,7 @@ struct LocalAgent::Impl {
   asio::signal_set signals;
   ParentWatch parent_watch;
   HealthGate health;  // the node's checks before each round (--health-check)
+  std::optional<std::string> socket_ifname;  // socket_interface(), once asked
   State state = State::kInit;
   std::unique_ptr<Attempt> attempt;       // this round's; a fresh one for every round
   std::unique_ptr<ProgressBeats> beats;   // NPU_RUN_PROGRESS; null if it could not be made

@@ -43,7 +43,11 @@ NodeVerdict run_node_checks(const NodeCheckSettings& checks, const HealthRunSett
   ChildExits exits(io);
   NodeVerdict verdict;
   auto runner = std::make_shared<HealthRunner>(io, exits, checks, settings);
-  runner->start([&](NodeVerdict done) { verdict = std::move(done); });
+  // Stopped, not run dry: before Linux 5.3 ChildExits keeps a SIGCHLD wait pending for good.
+  runner->start([&](NodeVerdict done) {
+    verdict = std::move(done);
+    io.stop();
+  });
   io.run();
   return verdict;
 }

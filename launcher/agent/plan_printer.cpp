@@ -8,6 +8,7 @@
 #include "agent/worker_plan.hpp"
 #include "basics/enum_table.hpp"
 #include "devices/device_list.hpp"
+#include "net/host_address.hpp"
 
 namespace npu_run {
 namespace {
@@ -36,6 +37,17 @@ std::vector<std::string> command_of(const WorkerSpec& spec) {
   std::vector<std::string> command{spec.program};
   command.insert(command.end(), spec.argv.begin(), spec.argv.end());
   return command;
+}
+
+// "gate (auto: a health tool was found)", "off", ...
+std::string health_mode_text(const HealthGateSettings& health) {
+  const char* mode = health.mode == HealthMode::kGate   ? "gate"
+                     : health.mode == HealthMode::kWarn ? "warn"
+                                                        : "off";
+  if (health.mode_chosen) return mode;
+  return fmt::format("{} (auto: {})", mode,
+                     health.mode == HealthMode::kGate ? "a health tool or --health-check-cmd exists"
+                                                      : "no health tool here");
 }
 
 }  // namespace
@@ -82,6 +94,10 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                          : " (error files only, removed at exit)");
   out += fmt::format("stop: forward the signal, SIGKILL after {:.1f} s\n",
                      std::chrono::duration<double>(cfg.supervision.term_timeout).count());
+  out += fmt::format("health gate: {}{}\n", health_mode_text(cfg.health),
+                     cfg.health.user_check.empty()
+                         ? ""
+                         : fmt::format(", with --health-check-cmd '{}'", cfg.health.user_check));
   for (const WorkerSpec& spec : specs) {
     out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank, spec.global_rank,
                        spec.device_id);
@@ -151,12 +167,20 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
       {"assumed", a.nnodes > 1},
       {"rendezvous", fmt::format("{}:{}", cfg.rendezvous.master_addr, cfg.rendezvous.master_port)},
       {"devices", cfg.shape.devices},
+      {"health_check", health_mode_text(cfg.health)},
       {"workers", workers}};
   return plan.dump(2) + "\n";
 }
 
 std::string format_plan(const LaunchConfig& cfg, const EnvMap& env, const std::string& host) {
-  const Assignment assignment = planned_assignment(cfg, host);
+  Assignment assignment = planned_assignment(cfg, host);
+  // What the agent will find once connected: the interface of --local-addr, or of the address
+  // this host reaches the rendezvous from.
+  if (cfg.shape.multi_node()) {
+    const std::string address =
+        cfg.rendezvous.local_addr.value_or(net::route_source_address(cfg.rendezvous.master_addr));
+    assignment.socket_ifname = address.empty() ? "" : net::interface_of_address(address);
+  }
   const std::string run_dir = RunDirectory::preview(cfg, env);
   const AttemptLayout layout{run_dir,
                              cfg.output.log_dir.has_value() || cfg.output.log_dir_is_temporary, 0};

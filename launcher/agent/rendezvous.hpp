@@ -56,6 +56,9 @@ class Rendezvous {
   virtual void query_status(std::function<void(StatusAnswer)> done) = 0;
   // Leaves the job: what was sent is delivered, then nothing more is heard.
   virtual void close() = 0;
+  // The address peers use to reach this node (--local-addr, or the source address of its
+  // connection to the rendezvous); "" for a single node.
+  virtual std::string local_address() const { return ""; }
   // "127.0.0.1:29500", or "in-process" for a single node; for messages.
   virtual std::string describe() const = 0;
 };

@@ -36,6 +36,7 @@ class TcpRendezvous : public Rendezvous {
   void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override;
   std::string describe() const override;
+  std::string local_address() const override { return addr_; }
 
  private:
   void send_join();

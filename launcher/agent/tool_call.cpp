@@ -43,6 +43,9 @@ class RunningTool : public ToolCall, public std::enable_shared_from_this<Running
   void maybe_done();
 
   asio::io_context& io_;
+  // Handed to Boost's launcher and never run, as for workers (workers/worker_process.hpp):
+  // Asio's fork notifications would otherwise rebuild the agent loop's epoll set in the child.
+  asio::io_context spawn_context_;
   ChildExits& exits_;
   asio::posix::stream_descriptor out_, err_;
   asio::steady_timer timer_;
@@ -68,7 +71,7 @@ void RunningTool::begin(std::chrono::milliseconds timeout) {
   }
   boost::system::error_code ec;
   const std::vector<std::string> args(run_.argv.begin() + 1, run_.argv.end());
-  pid_ = spawn_helper(io_, run_.argv.front(), args, in, out[1], err[1], ec);
+  pid_ = spawn_helper(spawn_context_, run_.argv.front(), args, in, out[1], err[1], ec);
   for (int fd : {in, out[1], err[1]}) ::close(fd);
   out_.assign(out[0]);
   err_.assign(err[0]);

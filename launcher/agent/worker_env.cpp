@@ -50,6 +50,18 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
     if (!agent_env.count(name)) env[name] = "1";
   }
   if (omp_threads_defaulted(cfg, agent_env)) env["OMP_NUM_THREADS"] = "1";
+  // Gloo, NCCL and HCCL advertise the address of the host name or the first interface, which
+  // peers may not reach (multi-NIC hosts, a host name that resolves to 127.0.0.1): name the
+  // interface peers reach this node on, unless the user chose one.
+  if (!a.socket_ifname.empty()) {
+    for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME"}) {
+      if (!agent_env.count(name)) env[name] = a.socket_ifname;
+    }
+  }
+  // With a rank table HCCL sets up every link at once; torch_npu advises at least 300 s there,
+  // and every node must wait as long as the others.
+  if (cfg.ascend.rank_table.index() != 0 && !agent_env.count("HCCL_CONNECT_TIMEOUT"))
+    env["HCCL_CONNECT_TIMEOUT"] = "300";
   return env;
 }
 

@@ -370,6 +370,12 @@ struct HealthFlags : FlagGroup {
        .help = "Warn of a device link that went down in the last MIN minutes (default 10)",
        .type = "MIN"},
       10};
+  Flag<std::string> health_failed_hosts{
+      *this,
+      {.name = "--health-failed-hosts",
+       .help = "When the gate stops the job, each node that failed it appends its name "
+               "($SLURMD_NODENAME, else its host name) to FILE: what a requeue excludes",
+       .type = "FILE"}};
   Flag<bool> strict_consistency{
       *this,
       {.name = "--strict-consistency",

@@ -19,6 +19,8 @@ void resolve_health(const LaunchInputs& in, HealthGateSettings& health) {
   }
   health.flap_window_min = *f.health_flap_window;
   health.strict_consistency = *f.strict_consistency;
+  if (!f.health_failed_hosts->empty())
+    health.failed_hosts_file = in.host.absolute(*f.health_failed_hosts);
   health.mode_chosen = *f.health_check != "auto";
   if (*f.health_check == "gate") health.mode = HealthMode::kGate;
   if (*f.health_check == "warn") health.mode = HealthMode::kWarn;

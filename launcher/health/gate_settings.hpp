@@ -27,6 +27,7 @@ struct HealthGateSettings {
   int flap_window_min = 10;                  // --health-flap-window
   std::chrono::milliseconds recheck{30000};  // --health-recheck: an excluded node again
   bool strict_consistency = false;           // --strict-consistency
+  std::string failed_hosts_file;             // --health-failed-hosts
 };
 
 }  // namespace npu_run

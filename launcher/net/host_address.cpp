@@ -7,6 +7,10 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <fstream>
 #include <sstream>
 
@@ -77,6 +81,41 @@ std::string primary_address(const std::string& proc_root) {
   }
   if (std::string a = interface_address(""); !a.empty()) return a;
   return "127.0.0.1";
+}
+
+std::string interface_of_address(const std::string& address) {
+  boost::system::error_code ec;
+  const auto wanted = boost::asio::ip::make_address(address, ec);
+  if (ec) return "";
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = list; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    if (i->ifa_addr->sa_family == AF_INET && wanted.is_v4()) {
+      const auto& a = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+      if (wanted.to_v4().to_uint() == ntohl(a.s_addr)) found = i->ifa_name;
+    } else if (i->ifa_addr->sa_family == AF_INET6 && wanted.is_v6()) {
+      const auto& a = reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr;
+      boost::asio::ip::address_v6::bytes_type bytes;
+      std::copy(std::begin(a.s6_addr), std::end(a.s6_addr), bytes.begin());
+      if (wanted.to_v6().to_bytes() == bytes) found = i->ifa_name;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+std::string route_source_address(const std::string& host) {
+  boost::asio::io_context io;
+  boost::system::error_code ec;
+  const auto endpoints = boost::asio::ip::udp::resolver(io).resolve(host, "9", ec);
+  if (ec || endpoints.empty()) return "";
+  boost::asio::ip::udp::socket socket(io);
+  socket.connect(*endpoints.begin(), ec);
+  if (ec) return "";
+  const auto local = socket.local_endpoint(ec);
+  return ec ? "" : local.address().to_string();
 }
 
 }  // namespace npu_run::net

@@ -10,4 +10,14 @@ namespace npu_run::net {
 // 127.0.0.1. Local lookups only: nothing is sent anywhere.
 std::string primary_address(const std::string& proc_root = "/proc");
 
+// The name of the interface that holds `address` ("eth0" for 10.0.0.5; IPv4 or IPv6), or "" when
+// none of this host's interfaces does. Gloo, NCCL and HCCL advertise the address of the
+// interface their *_SOCKET_IFNAME names.
+std::string interface_of_address(const std::string& address);
+
+// The source address this host would use to reach `host` (a UDP socket connected, which sends
+// nothing), or "" when `host` does not resolve or has no route: what a plan shows before any
+// rendezvous connection exists.
+std::string route_source_address(const std::string& host);
+
 }  // namespace npu_run::net

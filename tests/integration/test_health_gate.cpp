@@ -102,7 +102,7 @@ TEST_CASE(
   while (std::chrono::steady_clock::now() < until) {
     status = job.status();
     if (status.out.find("excluded") != std::string::npos &&
-        status.out.find("running") != std::string::npos)
+        status.out.find("3 nodes (3..4 wanted)") != std::string::npos)
       break;
     ::usleep(200'000);
   }
@@ -179,7 +179,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("health gate: a hanging tool is stopped at its timeout; the job starts",
+TEST_CASE("health gate: a hanging tool is stopped at its timeout, and the job starts",
           "[integration][health]") {
   GateNodes job;
   job.start(0, "1", "hang hccn_tool:-link:1\n", {"--health-timeout", "20,1"});

@@ -174,6 +174,8 @@ class RendezvousState {
   std::optional<Outgoing> refuse_join(ClientId from, const Join& join) const;
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
+  // The pending joiners by node rank: explicit ranks kept, the rest by (host, arrival).
+  std::vector<const Joiner*> seat_joiners() const;
   // ---- the health gate (state_health.cpp) ----
   std::vector<Outgoing> on_health(ClientId from, const HealthReport& report);
   static Gate gate_of(const Joiner& joiner);

@@ -133,17 +133,7 @@ size_t RendezvousState::staying_members() const {
   return n;
 }
 
-std::vector<Outgoing> RendezvousState::start_round() {
-  // Joiners kept out by their health gate stay for the next round (an elastic job only: a
-  // static one ends first).
-  std::unordered_map<ClientId, Joiner> kept_out;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (gate_of(it->second) == Gate::kReady) {
-      ++it;
-    } else {
-      kept_out.insert(pending_.extract(it++));
-    }
-  }
+std::vector<const RendezvousState::Joiner*> RendezvousState::seat_joiners() const {
   const int n = static_cast<int>(pending_.size());
   // Explicit node ranks stay; the other agents fill the free ranks in (host, arrival) order, so
   // the same cluster gives the same ranks every time.
@@ -163,7 +153,22 @@ std::vector<Outgoing> RendezvousState::start_round() {
   for (auto& seat : by_rank) {
     if (seat == nullptr) seat = *next++;
   }
+  return by_rank;
+}
 
+std::vector<Outgoing> RendezvousState::start_round() {
+  // Joiners kept out by their health gate stay for the next round (an elastic job only: a
+  // static one ends first).
+  std::unordered_map<ClientId, Joiner> kept_out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (gate_of(it->second) == Gate::kReady) {
+      ++it;
+    } else {
+      kept_out.insert(pending_.extract(it++));
+    }
+  }
+  const int n = static_cast<int>(pending_.size());
+  const std::vector<const Joiner*> by_rank = seat_joiners();
   members_.clear();
   member_rank_.clear();
   reported_ = 0;

@@ -191,6 +191,15 @@ add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
 set_tests_properties("bench smoke: multi-node launch and failure against torchrun"
                      PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
 
+# Smoke run of the health gate's benchmark (one node, one run, fast tools), so the script never
+# rots.
+add_test(NAME "bench smoke: the health gate's added latency"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/health_gate.py
+                 --npu-run $<TARGET_FILE:npu_run> --sizes 1 --runs 1 --delays 0.01)
+set_tests_properties("bench smoke: the health gate's added latency"
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "\\| 10 ms \\| 1 \\| [0-9.]+ s")
+
 # Smoke run of the workers' store benchmark at a tiny size, so the script and the load generator
 # never rot.
 add_test(NAME "bench smoke: workers' store at scale against torch's stores"

@@ -13,12 +13,12 @@ namespace {
 
 // The HCCL settings that must be the same on every rank (a different HCCL_BUFFSIZE or timeout
 // makes ranks disagree on a collective's shape or give up at different times).
-const char* const kHcclSettings[] = {"HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT",
-                                     "HCCL_BUFFSIZE",        "HCCL_IF_BASE_PORT",
+const char* const kHcclSettings[] = {"HCCL_CONNECT_TIMEOUT",   "HCCL_EXEC_TIMEOUT",
+                                     "HCCL_BUFFSIZE",          "HCCL_IF_BASE_PORT",
                                      "HCCL_WHITELIST_DISABLE", "HCCL_SOCKET_FAMILY"};
 
 // A training script larger than this is hashed in its first bytes only.
-constexpr std::streamsize kMaxHashed = 64 * 1024 * 1024;
+constexpr std::streamsize kMaxHashed = std::streamsize{64} * 1024 * 1024;
 
 // "Version=23.0.rc3" from a version.info file; "" when there is none.
 std::string version_in(const std::string& path) {
@@ -46,8 +46,7 @@ std::map<std::string, std::string> consistency_settings(const LaunchConfig& cfg,
   std::map<std::string, std::string> settings;
   for (const char* name : kHcclSettings) settings[name] = lookup(env, name).value_or("");
   if (const auto visible = lookup(env, "ASCEND_RT_VISIBLE_DEVICES")) {
-    settings["ASCEND_RT_VISIBLE_DEVICES (count)"] =
-        std::to_string(split(*visible, ',').size());
+    settings["ASCEND_RT_VISIBLE_DEVICES (count)"] = std::to_string(split(*visible, ',').size());
   }
   const std::string ascend = "/usr/local/Ascend";
   settings["driver version"] = version_in(ascend + "/driver/version.info");

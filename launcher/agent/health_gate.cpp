@@ -1,14 +1,13 @@
 #include "agent/health_gate.hpp"
 
-#include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <cstring>
 
 #include "agent/health_runner.hpp"
 #include "agent/node_health.hpp"
@@ -21,7 +20,10 @@ namespace asio = boost::asio;
 struct HealthGate::Impl {
   Impl(asio::io_context& io_context, const LaunchConfig& config, std::string host_name,
        EnvMap environment)
-      : io(io_context), cfg(config), host(std::move(host_name)), env(std::move(environment)),
+      : io(io_context),
+        cfg(config),
+        host(std::move(host_name)),
+        env(std::move(environment)),
         recheck(io_context) {}
 
   NodeCheckSettings checks() const {
@@ -44,7 +46,7 @@ struct HealthGate::Impl {
     return settings;
   }
 
-  void run(Report report) {
+  void run(const Report& report) {
     if (!exits) exits = std::make_unique<ChildExits>(io);
     runner = std::make_shared<HealthRunner>(io, *exits, checks(), cfg.health.run);
     runner->start([this, report](NodeVerdict verdict) {
@@ -54,9 +56,10 @@ struct HealthGate::Impl {
       report(verdict);
       const bool elastic = cfg.shape.min_nodes < cfg.shape.max_nodes;
       if (verdict.failed() && elastic && cfg.health.mode == HealthMode::kGate) {
-        spdlog::warn("this node stays out of the job until its checks pass; checking again in "
-                     "{:.0f} s",
-                     std::chrono::duration<double>(cfg.health.recheck).count());
+        spdlog::warn(
+            "this node stays out of the job until its checks pass; checking again in "
+            "{:.0f} s",
+            std::chrono::duration<double>(cfg.health.recheck).count());
         recheck.expires_after(cfg.health.recheck);
         recheck.async_wait([this, report](boost::system::error_code cancelled) {
           if (!cancelled) run(report);
@@ -80,7 +83,7 @@ struct HealthGate::Impl {
     }
     const size_t passed = verdict.with_status(HealthStatus::kPass).size();
     spdlog::info("health checks: {} of {} passed in {:.1f} s{}", passed, verdict.findings.size(),
-                 verdict.elapsed_ms / 1000.0,
+                 static_cast<double>(verdict.elapsed_ms) / 1000.0,
                  verdict.failed() ? (cfg.health.mode == HealthMode::kGate
                                          ? "; this node fails its health gate"
                                          : "; --health-check warn: the node runs anyway")
@@ -97,8 +100,7 @@ struct HealthGate::Impl {
   std::optional<NodeVerdict> last;
 };
 
-HealthGate::HealthGate(asio::io_context& io, const LaunchConfig& cfg, std::string host,
-                       EnvMap env)
+HealthGate::HealthGate(asio::io_context& io, const LaunchConfig& cfg, std::string host, EnvMap env)
     : impl_(std::make_unique<Impl>(io, cfg, std::move(host), std::move(env))) {}
 
 HealthGate::~HealthGate() {
@@ -109,10 +111,10 @@ bool HealthGate::enabled() const {
   return impl_->cfg.health.mode != HealthMode::kOff;
 }
 
-void HealthGate::check(Report report) {
+void HealthGate::check(const Report& report) {
   if (!enabled()) return;
   stop();
-  impl_->run(std::move(report));
+  impl_->run(report);
 }
 
 void HealthGate::stop() {

@@ -30,7 +30,7 @@ class HealthGate {
   // Runs the checks for the next round; `report` gets the verdict (whole; the rendezvous is
   // sent compact()). An elastic job's failed gate runs them again every --health-recheck
   // seconds, reporting each verdict, until stop().
-  void check(Report report);
+  void check(const Report& report);
   // No more checks or rechecks (a round was assigned, or the agent ends).
   void stop();
   // The gate stopped the job: a node whose own verdict failed adds its name to

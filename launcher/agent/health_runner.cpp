@@ -61,7 +61,7 @@ void HealthRunner::next(HealthTool tool) {
   if (out_of_budget_) {
     for (const PlannedCall& call : queue.waiting) {
       plan_.never_ran(call, fmt::format("not run: the health checks' budget of {:.1f} s ran out",
-                                        settings_.budget.count() / 1000.0));
+                                        std::chrono::duration<double>(settings_.budget).count()));
     }
     queue.waiting.clear();
     return;
@@ -96,8 +96,10 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
   queue.tries = 0;
   queue.waiting.pop_front();
   if (out_of_budget_ && run.end == ToolRun::End::kTimedOut) {
-    plan_.never_ran(call, fmt::format("{}: stopped when the health checks' budget of {:.1f} s ran out",
-                                      run.command_line(), settings_.budget.count() / 1000.0));
+    plan_.never_ran(
+        call,
+        fmt::format("{}: stopped when the health checks' budget of {:.1f} s ran out",
+                    run.command_line(), std::chrono::duration<double>(settings_.budget).count()));
   } else {
     enqueue(plan_.record(call, run));
   }

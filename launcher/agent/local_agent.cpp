@@ -199,9 +199,10 @@ struct LocalAgent::Impl {
       const std::string address = rendezvous.local_address();
       socket_ifname = address.empty() ? "" : net::interface_of_address(address);
       if (!address.empty() && socket_ifname->empty())
-        spdlog::warn("no interface of this host holds {}, the address peers use for it: the "
-                     "workers' *_SOCKET_IFNAME are left unset",
-                     address);
+        spdlog::warn(
+            "no interface of this host holds {}, the address peers use for it: the "
+            "workers' *_SOCKET_IFNAME are left unset",
+            address);
     }
     return *socket_ifname;
   }
@@ -394,7 +395,7 @@ struct LocalAgent::Impl {
   AgentContext ctx;
   asio::signal_set signals;
   ParentWatch parent_watch;
-  HealthGate health;  // the node's checks before each round (--health-check)
+  HealthGate health;                         // the node's checks before each round (--health-check)
   std::optional<std::string> socket_ifname;  // socket_interface(), once asked
   State state = State::kInit;
   std::unique_ptr<Attempt> attempt;       // this round's; a fresh one for every round

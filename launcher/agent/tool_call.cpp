@@ -36,7 +36,7 @@ class RunningTool : public ToolCall, public std::enable_shared_from_this<Running
   void cancel() override { stop(); }
 
  private:
-  using Buffer = std::array<char, 16 * 1024>;
+  using Buffer = std::array<char, size_t{16} * 1024>;
   void read(asio::posix::stream_descriptor& pipe, std::string& into, Buffer& buffer);
   void exited(boost::system::error_code ec, int status);
   void stop();

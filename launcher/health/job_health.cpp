@@ -93,7 +93,7 @@ void check_setting(const std::string& name, const std::vector<JobNode>& nodes, b
 
 JobHealth check_job_health(const std::vector<JobNode>& nodes, bool strict) {
   JobHealth health;
-  if (nodes.size() < 1) return health;
+  if (nodes.empty()) return health;
   check_tls(nodes, health);
   std::vector<std::string> names;
   for (const JobNode& node : nodes) {

@@ -17,7 +17,7 @@ bool has(const std::vector<int>& devices, int device) {
   return std::find(devices.begin(), devices.end(), device) != devices.end();
 }
 
-std::string held_by(long pid, std::string name) {
+std::string held_by(long pid, const std::string& name) {
   if (name.empty()) return fmt::format("pid {}", pid);
   return fmt::format("pid {} ({})", pid, printable(name));
 }

@@ -24,7 +24,8 @@ std::string last_line(std::string_view text) {
 std::string ToolRun::describe() const {
   switch (end) {
     case End::kTimedOut:
-      return fmt::format("no answer within {:.1f} s (stopped)", elapsed_ms / 1000.0);
+      return fmt::format("no answer within {:.1f} s (stopped)",
+                         static_cast<double>(elapsed_ms) / 1000.0);
     case End::kNotStarted:
       return fmt::format("could not be started: {}", std::strerror(code));
     case End::kSignaled:

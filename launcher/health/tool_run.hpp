@@ -27,6 +27,6 @@ struct ToolRun {
 
 // A tool that prints more is cut there: the checks read the first lines, and a peer of npu_run
 // (a tool gone wrong) never grows its memory without bound.
-inline constexpr size_t kToolOutputCap = 256 * 1024;
+inline constexpr size_t kToolOutputCap = size_t{256} * 1024;
 
 }  // namespace npu_run

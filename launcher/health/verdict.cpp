@@ -76,9 +76,9 @@ std::string format_verdict_text(const NodeVerdict& verdict) {
     text += '\n';
   }
   const auto passed = verdict.with_status(HealthStatus::kPass).size() + verdict.omitted_passes;
-  text +=
-      fmt::format("{} of {} checks passed in {:.1f} s", passed,
-                  verdict.findings.size() + verdict.omitted_passes, verdict.elapsed_ms / 1000.0);
+  text += fmt::format("{} of {} checks passed in {:.1f} s", passed,
+                      verdict.findings.size() + verdict.omitted_passes,
+                      static_cast<double>(verdict.elapsed_ms) / 1000.0);
   text += verdict.failed() ? "; the node fails its health gate\n" : "\n";
   return text;
 }

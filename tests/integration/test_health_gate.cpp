@@ -159,7 +159,7 @@ TEST_CASE(
   for (const bool strict : {false, true}) {
     GateNodes job;
     std::vector<std::string> flags;
-    if (strict) flags.push_back("--strict-consistency");
+    if (strict) flags.emplace_back("--strict-consistency");
     for (int i = 0; i < 3; ++i) {
       job.start(i, "3", "", flags, false, {{"HCCL_BUFFSIZE", i == 1 ? "400" : "200"}});
     }

@@ -168,10 +168,10 @@ TEST_CASE("hccn_tool -link_stat: a recent LINK DOWN, on the device's own clock",
   CHECK(stats->down_count == 1);
   REQUIRE(stats->changes.size() == 3);
   CHECK(stats->changes[2].text == "Sun Oct  5 10:13:51 2025 LINK UP");
-  const auto down = recent_link_down(*stats, 10 * 60);
+  const auto down = recent_link_down(*stats, int64_t{10} * 60);
   REQUIRE(down);
-  CHECK(*stats->now - down->time == 6 * 60);
-  CHECK_FALSE(recent_link_down(*stats, 5 * 60));
+  CHECK(*stats->now - down->time == int64_t{6} * 60);
+  CHECK_FALSE(recent_link_down(*stats, int64_t{5} * 60));
   // Older drivers: "[device 0]" and no down count; "NA" records.
   const auto old = parse_link_stat(
       "[device 0]current time : Tue Oct 28 21:46:46 2025\n[device 0]link change records : NA\n");

@@ -169,9 +169,12 @@ no_strays "slots, include and exclude pick the devices"
 # starts host 2.
 mkdir -p "$work/private"
 cp "$npu_run" "$work/private/npu_run"
+# One write per line: under -u print() writes each piece on its own, and a piece of host 1's
+# line could reach the launcher's console split by host 2's line.
 cat >"$work/exe.py" <<'EOF'
 import os
-print("agent runs", os.readlink(f"/proc/{os.getppid()}/exe"), flush=True)
+import sys
+sys.stdout.write(f"agent runs {os.readlink(f'/proc/{os.getppid()}/exe')}\n")
 EOF
 "$work/private/npu_run" "${ssh_options[@]}" --master-port 29592 --hosts "$h1,$h2" --ship-binary \
   --ssh-tree --ssh-fanout 1 --dry-run "$work/exe.py" >"$work/plan"

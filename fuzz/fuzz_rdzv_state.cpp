@@ -4,7 +4,8 @@
 // is the sum of the nodes' workers, and rank offsets that are the running sum in node-rank order;
 // replies only go to agents that exist; exit codes are 0..255; nothing is assigned after the end.
 // Joins gate on their health or not, and verdicts (passed, failed, with differing TLS switches
-// and settings) arrive at any time.
+// and settings, some with device addresses that start ping runs) and ping answers (current or
+// stale, reached or not) arrive at any time.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdlib>
@@ -118,7 +119,23 @@ HealthReport health_from(FuzzedDataProvider& in) {
     h.verdict.findings.push_back(
         {"link", 0, npu_run::HealthStatus::kFail, "link status: DOWN", ""});
   }
+  // Device addresses make the rendezvous ask for device-plane pings before the round.
+  if (in.ConsumeBool()) h.verdict.device_ips = {{0, "10.0.0.10"}, {1, "10.0.0.11"}};
   return h;
+}
+
+// Answers to a ping run (the current one or a stale one), reached or not.
+PingReport pings_from(FuzzedDataProvider& in) {
+  PingReport p;
+  p.run = in.ConsumeIntegralInRange<uint64_t>(0, 4);
+  const int answers = in.ConsumeIntegralInRange(0, 3);
+  for (int i = 0; i < answers; ++i) {
+    p.results.push_back({in.ConsumeIntegralInRange(0, 1), "10.0.0.1" + std::to_string(i % 2),
+                         in.ConsumeBool() ? npu_run::PingAnswer::kReached
+                                          : npu_run::PingAnswer::kUnreached,
+                         "recv time out"});
+  }
+  return p;
 }
 
 // One step of the fuzzed sequence: a message from one client, a disconnect or a clock tick.
@@ -131,7 +148,7 @@ struct Driver {
 
   std::vector<Outgoing> step() {
     const ClientId from = in.ConsumeIntegralInRange<ClientId>(1, kClients);
-    switch (in.ConsumeIntegralInRange(0, 7)) {
+    switch (in.ConsumeIntegralInRange(0, 8)) {
       case 0:
         return state.on_message(
             from, Hello{kMagic, kProtocolVersion, "fuzz", in.ConsumeBool() ? kAgentNonce : ""},
@@ -147,6 +164,7 @@ struct Driver {
       case 4: return state.on_message(from, report_from(in, state.round()), now);
       case 5: return state.on_disconnect(from, now);
       case 6: return state.on_message(from, health_from(in), now);
+      case 7: return state.on_message(from, pings_from(in), now);
       default:
         now = now + std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
         return state.on_tick(now);

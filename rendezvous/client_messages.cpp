@@ -39,6 +39,8 @@ json client_json(const ClientMessage& message) {
           return {{"type", "hang"}, {"round", m.round}, {"failure", to_json(m.failure)}};
         } else if constexpr (std::is_same_v<T, HealthReport>) {
           return {{"type", "health"}, {"verdict", verdict_json(m.verdict)}};
+        } else if constexpr (std::is_same_v<T, PingReport>) {
+          return {{"type", "ping_report"}, {"run", m.run}, {"results", to_json(m.results)}};
         } else {
           json j{{"type", "report"},          {"round", m.round},
                  {"outcome", m.outcome},      {"stop_signal", m.stop_signal},
@@ -94,6 +96,9 @@ ClientMessage client_from(const json& j) {
     return m;
   }
   if (type == "health") return HealthReport{verdict_from(f.object("verdict"))};
+  if (type == "ping_report")
+    return PingReport{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
+                      ping_results_from(f.array("results", Limits::kMaxPings, false))};
   if (type == "report") {
     Report m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));

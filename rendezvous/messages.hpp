@@ -27,6 +27,7 @@
 
 #include "basics/exit_status.hpp"  // kExitRendezvous
 #include "health/gate_settings.hpp"
+#include "health/device_pings.hpp"
 #include "health/verdict.hpp"
 
 namespace npu_run::rdzv {
@@ -41,7 +42,9 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 //    and "status" (npu_run status).
 // 7: the health gate: joins say whether the agent gates on its node checks, "health" carries
 //    its verdict, and a round forms only once every gating joiner's verdict is in.
-inline constexpr int kProtocolVersion = 7;
+// 8: verdicts carry the device addresses; "pings", "ping_report" and "ping_verdict" check the
+//    device plane between the nodes before the round forms.
+inline constexpr int kProtocolVersion = 8;
 
 // Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
 // compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
@@ -125,6 +128,12 @@ struct HealthReport {
   NodeVerdict verdict;
 };
 
+// The answers to a PingRequest, one per ping asked for.
+struct PingReport {
+  uint64_t run = 0;  // the PingRequest's
+  std::vector<PingResult> results;
+};
+
 // A rank's progress beats (NPU_RUN_PROGRESS) as its agent last saw them.
 struct RankBeat {
   int local_rank = 0;
@@ -183,7 +192,7 @@ struct HangNotice {
 };
 
 using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice,
-                                   StatusQuery, HealthReport>;
+                                   StatusQuery, HealthReport, PingReport>;
 
 // ---- server -> agent ----
 
@@ -305,19 +314,34 @@ struct JobStatus {
   std::optional<FailureReport> root_cause;
 };
 
+// Before a round forms, once every verdict is in: the device-plane pings this node makes
+// (health/device_pings.hpp). The round waits for every asked node's PingReport.
+struct PingRequest {
+  uint64_t run = 0;  // answers to an older run, which a leaving node cut short, are dropped
+  std::vector<DevicePing> pings;
+};
+
+// What the pings found for this node (pairs it is in that failed, or a pass), sent to every
+// node that pinged before the round forms or the gate ends the job.
+struct PingVerdict {
+  std::vector<HealthFinding> findings;
+};
+
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
-                                   HeartbeatAck, Challenge, Reform, Resumed, JobStatus>;
+                                   HeartbeatAck, Challenge, Reform, Resumed, JobStatus,
+                                   PingRequest, PingVerdict>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report", "auth",
-                                       "resume", "hang", "status",    "health"};
+  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report",     "auth",
+                                       "resume", "hang", "status",    "health", "ping_report"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
   static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
                                        "stop",    "decision", "heartbeat_ack", "challenge",
-                                       "reform",  "resumed",  "status"};
+                                       "reform",  "resumed",  "status",        "pings",
+                                       "ping_verdict"};
   return kNames[message.index()];
 }
 
@@ -328,12 +352,15 @@ inline const char* message_name(const ServerMessage& message) {
 inline bool sequenced(const ClientMessage& message) {
   return std::holds_alternative<Join>(message) || std::holds_alternative<Report>(message) ||
          std::holds_alternative<HangNotice>(message) ||
-         std::holds_alternative<HealthReport>(message);
+         std::holds_alternative<HealthReport>(message) ||
+         std::holds_alternative<PingReport>(message);
 }
 inline bool sequenced(const ServerMessage& message) {
   return std::holds_alternative<Progress>(message) || std::holds_alternative<Assigned>(message) ||
          std::holds_alternative<StopWorkers>(message) ||
-         std::holds_alternative<Decision>(message) || std::holds_alternative<Reform>(message);
+         std::holds_alternative<Decision>(message) || std::holds_alternative<Reform>(message) ||
+         std::holds_alternative<PingRequest>(message) ||
+         std::holds_alternative<PingVerdict>(message);
 }
 
 }  // namespace npu_run::rdzv

@@ -35,6 +35,11 @@ struct Limits {
   static constexpr size_t kMaxBeatText = 200;   // a progress beat's text (as the agent keeps it)
   static constexpr size_t kMaxOddRanks = 1024;  // Decision::odd_ranks
   static constexpr size_t kMaxHealthNotes = 64;  // Assigned::health_notes
+  // PingRequest / PingReport: kMaxSentDevices devices, kMaxPingsPerDevice each; a ping's
+  // detail as the agent cuts it. 192 answers of ~300 bytes fit a client frame.
+  static constexpr size_t kMaxPings = 192;
+  static constexpr size_t kMaxPingText = 160;
+  static constexpr size_t kMaxPingFindings = 256;  // PingVerdict: pairs of a node, both ends
 };
 
 // The frames are net's; a bad frame or message is a ProtocolError with a stable code

@@ -88,6 +88,12 @@ json server_json(const ServerMessage& message) {
                                    {"reason", m.reason}});
         } else if constexpr (std::is_same_v<T, JobStatus>) {
           return status_json(m);
+        } else if constexpr (std::is_same_v<T, PingRequest>) {
+          return answer("pings", {{"run", m.run}, {"pings", to_json(m.pings)}});
+        } else if constexpr (std::is_same_v<T, PingVerdict>) {
+          json findings = json::array();
+          for (const HealthFinding& finding : m.findings) findings.push_back(to_json(finding));
+          return answer("ping_verdict", {{"findings", std::move(findings)}});
         } else if constexpr (std::is_same_v<T, Resumed>) {
           return answer("resumed", {{"received", m.received}});
         } else {
@@ -144,6 +150,16 @@ ServerMessage server_from(const json& j) {
     return m;
   }
   if (type == "status") return status_from(f);
+  if (type == "pings") {
+    return PingRequest{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
+                       pings_from(f.array("pings", Limits::kMaxPings))};
+  }
+  if (type == "ping_verdict") {
+    PingVerdict m;
+    for (const json& finding : f.array("findings", Limits::kMaxPingFindings))
+      m.findings.push_back(finding_from(finding));
+    return m;
+  }
   if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
   if (type == "resumed") return Resumed{received_field(f)};
   if (type == "challenge")

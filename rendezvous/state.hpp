@@ -36,7 +36,10 @@
 //   starts (kExitHealth, naming each node, device and check); an elastic one forms without the
 //   failed joiners, which stay waiting and re-form the job when a recheck passes. The job
 //   checks (the TLS switch everywhere the same; settings that must agree) run over the verdicts
-//   when the round could start, and fail the odd ones out as a node check would.
+//   when the round could start, and fail the odd ones out as a node check would. Then, with
+//   two or more joiners that know their device addresses, the device-plane pings
+//   (health/device_pings.hpp): each is asked for its pings, the round waits for every answer,
+//   and unreached pairs fail or warn both ends as a node check would, before the round forms.
 // - on_tick: heartbeat deadlines, progress to waiting agents every 5 s (naming the missing node
 //   ranks when every agent gave one), the last call of an elastic round, and the join timeout,
 //   which names who is missing. A restart resets the join timeout and the last call.
@@ -47,6 +50,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -148,6 +152,14 @@ class RendezvousState {
     Join join;
     uint64_t arrival;
     std::optional<NodeVerdict> verdict{};  // its last HealthReport for this round
+    std::optional<std::vector<PingResult>> pings{};  // its answers to the running ping run
+  };
+  // The device-plane pings among the joiners about to form a round (state_pings.cpp).
+  struct PingRun {
+    uint64_t id = 0;
+    std::vector<ClientId> nodes;  // the ring's order
+    std::vector<PingNode> ping_nodes;
+    std::vector<std::vector<DevicePing>> plans;
   };
   // Where a joiner stands with the health gate (state_health.cpp).
   enum class Gate { kReady, kChecking, kFailed };
@@ -186,6 +198,15 @@ class RendezvousState {
   // failures are added to those joiners' verdicts; the notes every member is told.
   std::vector<std::string> apply_job_health();
   std::vector<Outgoing> fail_health_gate();
+  // ---- the device-plane pings (state_pings.cpp) ----
+  // Starts the round, or first the pings among the joiners that have device addresses and
+  // were not all pinged yet; their reports start it (or end the job) in finish_pings().
+  std::vector<Outgoing> ping_or_start_round();
+  std::vector<Outgoing> on_ping_report(ClientId from, const PingReport& report);
+  // While a ping run is out: finishes it once every asked joiner answered, drops it when one
+  // of them left. Nothing (and the round waits) while answers are missing.
+  std::optional<std::vector<Outgoing>> continue_pings();
+  std::vector<Outgoing> finish_pings();
   // The job ended: the joiners its health gate kept out are told so, and leave with kExitHealth.
   void release_kept_out(const Decision& decision, std::vector<Outgoing>& out);
   std::string joiner_label(const Joiner& joiner) const;
@@ -238,6 +259,9 @@ class RendezvousState {
   std::optional<Decision> final_;
   std::string job_command_;                // what every agent must run (check_command)
   std::vector<std::string> health_notes_;  // for the round about to start
+  std::optional<PingRun> ping_run_;
+  uint64_t ping_runs_ = 0;
+  std::set<ClientId> pinged_;  // joiners of the last finished ping run, for the round forming
 };
 
 }  // namespace npu_run::rdzv

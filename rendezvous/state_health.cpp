@@ -49,6 +49,7 @@ std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthRepo
   }
   const Gate before = gate_of(joiner->second);
   joiner->second.verdict = report.verdict;
+  pinged_.erase(from);  // a new verdict (a recheck) is pinged again before it counts
   const bool passed_now = before != Gate::kReady && gate_of(joiner->second) == Gate::kReady;
   if (phase_ == Phase::kJoining) return maybe_start_round();
   // Elastic, while a round runs: a node that passed (a recheck after a failure) re-forms the
@@ -68,6 +69,7 @@ std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthRepo
 
 std::vector<Outgoing> RendezvousState::maybe_start_round() {
   if (phase_ != Phase::kJoining || pending_.empty()) return {};
+  if (auto pinging = continue_pings()) return std::move(*pinging);
   const auto count = [&](Gate gate) {
     return static_cast<int>(std::count_if(pending_.begin(), pending_.end(), [&](const auto& p) {
       return gate_of(p.second) == gate;
@@ -78,7 +80,7 @@ std::vector<Outgoing> RendezvousState::maybe_start_round() {
     if (static_cast<int>(pending_.size()) < settings_.max_nodes) return {};
     health_notes_ = apply_job_health();
     if (count(Gate::kFailed) > 0) return fail_health_gate();
-    return start_round();
+    return ping_or_start_round();
   }
   if (count(Gate::kReady) >= settings_.min_nodes) health_notes_ = apply_job_health();
   const int ready = count(Gate::kReady);
@@ -88,7 +90,7 @@ std::vector<Outgoing> RendezvousState::maybe_start_round() {
   }
   if (!min_reached_at_) min_reached_at_ = now_.steady;
   if (ready >= settings_.max_nodes || now_.steady - *min_reached_at_ >= settings_.last_call)
-    return start_round();
+    return ping_or_start_round();
   return {};
 }
 

@@ -167,6 +167,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
       kept_out.insert(pending_.extract(it++));
     }
   }
+  pinged_.clear();  // the next round's joiners are pinged again
   const int n = static_cast<int>(pending_.size());
   const std::vector<const Joiner*> by_rank = seat_joiners();
   members_.clear();

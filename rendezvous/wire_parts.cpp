@@ -1,5 +1,6 @@
 #include "rendezvous/wire_parts.hpp"
 
+#include "basics/enum_table.hpp"
 #include "basics/text.hpp"
 #include "rendezvous/json_fields.hpp"
 
@@ -142,26 +143,29 @@ HealthMode health_mode_from(const std::string& name) {
   throw BadMessage{fmt::format("has an unknown health mode '{}'", name)};
 }
 
+json to_json(const HealthFinding& f) {
+  return {{"check", f.check},
+          {"device", f.device},
+          {"status", to_string(f.status)},
+          {"detail", f.detail},
+          {"fix", f.fix}};
+}
+
 json verdict_json(const NodeVerdict& v) {
   json findings = json::array();
-  for (const HealthFinding& f : v.findings) {
-    findings.push_back({{"check", f.check},
-                        {"device", f.device},
-                        {"status", to_string(f.status)},
-                        {"detail", f.detail},
-                        {"fix", f.fix}});
-  }
+  for (const HealthFinding& f : v.findings) findings.push_back(to_json(f));
   json tls = json::object();
   for (const auto& [device, value] : v.tls_switch) tls[std::to_string(device)] = value;
+  json ips = json::array();
+  for (const DeviceIp& d : v.device_ips) ips.push_back({{"device", d.device}, {"ip", d.ip}});
   return {{"host", v.host},
           {"elapsed_ms", v.elapsed_ms},
           {"passed", v.omitted_passes},
           {"findings", std::move(findings)},
           {"tls_switch", std::move(tls)},
+          {"device_ips", std::move(ips)},
           {"settings", v.settings}};
 }
-
-namespace {
 
 HealthFinding finding_from(const json& j) {
   const Fields f(j, "health finding");
@@ -183,9 +187,12 @@ HealthFinding finding_from(const json& j) {
   return finding;
 }
 
+namespace {
+
 // Settings that must agree: a few dozen names at most, each value a version or a hash.
 constexpr size_t kMaxSettings = 64;
 constexpr size_t kMaxSettingText = 256;
+constexpr size_t kMaxAddressText = 64;  // an IPv6 address with room to spare
 
 }  // namespace
 
@@ -204,6 +211,11 @@ NodeVerdict verdict_from(const json& j) {
     if (!id || !value.is_number_integer()) f.fail("'tls_switch' holds a bad entry");
     v.tls_switch[static_cast<int>(*id)] = value.get<int>();
   }
+  for (const json& d : f.array("device_ips", kMaxSentDevices, false)) {
+    const Fields df(d, "device address");
+    v.device_ips.push_back({static_cast<int>(df.integer("device", 0, Limits::kMaxDevices)),
+                            df.text("ip", kMaxAddressText)});
+  }
   const json& settings = f.object("settings");
   if (settings.size() > kMaxSettings) f.fail("'settings' has too many entries");
   for (const auto& [name, value] : settings.items()) {
@@ -213,6 +225,62 @@ NodeVerdict verdict_from(const json& j) {
     v.settings[name] = value.get<std::string>();
   }
   return v;
+}
+
+json to_json(const std::vector<DevicePing>& pings) {
+  json array = json::array();
+  for (const DevicePing& p : pings) {
+    array.push_back(
+        {{"device", p.device}, {"ip", p.ip}, {"peer", p.peer}, {"peer_device", p.peer_device}});
+  }
+  return array;
+}
+
+std::vector<DevicePing> pings_from(const json& array) {
+  std::vector<DevicePing> pings;
+  for (const json& j : array) {
+    const Fields f(j, "ping");
+    pings.push_back({static_cast<int>(f.integer("device", 0, Limits::kMaxDevices)),
+                     f.text("ip", kMaxAddressText), f.text("peer", Limits::kMaxName),
+                     static_cast<int>(f.integer("peer_device", 0, Limits::kMaxDevices))});
+  }
+  return pings;
+}
+
+namespace {
+
+constexpr EnumTable<PingAnswer, 3> kPingAnswers{{{
+    {PingAnswer::kReached, "reached"},
+    {PingAnswer::kUnreached, "unreached"},
+    {PingAnswer::kNotRun, "not run"},
+}}};
+
+}  // namespace
+
+json to_json(const std::vector<PingResult>& results) {
+  json array = json::array();
+  for (const PingResult& r : results) {
+    array.push_back({{"device", r.device},
+                     {"ip", r.ip},
+                     {"answer", kPingAnswers.name(r.answer)},
+                     {"detail", r.detail}});
+  }
+  return array;
+}
+
+std::vector<PingResult> ping_results_from(const json& array) {
+  std::vector<PingResult> results;
+  for (const json& j : array) {
+    const Fields f(j, "ping result");
+    PingResult r{static_cast<int>(f.integer("device", 0, Limits::kMaxDevices)),
+                 f.text("ip", kMaxAddressText), PingAnswer::kNotRun,
+                 f.text("detail", Limits::kMaxPingText, false)};
+    const auto answer = kPingAnswers.find(f.text("answer", 16));
+    if (!answer) f.fail("has an unknown answer");
+    r.answer = *answer;
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 }  // namespace npu_run::rdzv

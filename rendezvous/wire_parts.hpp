@@ -32,5 +32,12 @@ HealthMode health_mode_from(const std::string& name);  // throws BadMessage for 
 // A node's health verdict, every field checked and bounded (kMaxSentFindings findings).
 nlohmann::json verdict_json(const NodeVerdict& v);
 NodeVerdict verdict_from(const nlohmann::json& j);
+// The device-plane pings: asked (PingRequest), answered (PingReport), judged (PingVerdict).
+nlohmann::json to_json(const HealthFinding& f);
+HealthFinding finding_from(const nlohmann::json& j);
+nlohmann::json to_json(const std::vector<DevicePing>& pings);
+std::vector<DevicePing> pings_from(const nlohmann::json& array);
+nlohmann::json to_json(const std::vector<PingResult>& results);
+std::vector<PingResult> ping_results_from(const nlohmann::json& array);
 
 }  // namespace npu_run::rdzv

@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -46,32 +47,42 @@ struct HealthGate::Impl {
     return settings;
   }
 
-  void run(const Report& report) {
+  void run() {
     if (!exits) exits = std::make_unique<ChildExits>(io);
     runner = std::make_shared<HealthRunner>(io, *exits, checks(), cfg.health.run);
-    runner->start([this, report](NodeVerdict verdict) {
+    runner->start([this](NodeVerdict verdict) {
       verdict.settings = consistency_settings(cfg, env);
-      log(verdict);
+      log_findings(verdict.findings);
+      log_summary(verdict);
       last = verdict;
       report(verdict);
-      const bool elastic = cfg.shape.min_nodes < cfg.shape.max_nodes;
-      if (verdict.failed() && elastic && cfg.health.mode == HealthMode::kGate) {
-        spdlog::warn(
-            "this node stays out of the job until its checks pass; checking again in "
-            "{:.0f} s",
-            std::chrono::duration<double>(cfg.health.recheck).count());
-        recheck.expires_after(cfg.health.recheck);
-        recheck.async_wait([this, report](boost::system::error_code cancelled) {
-          if (!cancelled) run(report);
-        });
-      }
+      if (verdict.failed()) recheck_if_kept_out();
     });
   }
 
-  void log(const NodeVerdict& verdict) const {
-    for (const HealthFinding& f : verdict.findings) {
-      const std::string subject =
-          f.device < 0 ? f.check : fmt::format("{} device {}", f.check, f.device);
+  void ping(std::vector<DevicePing> pings, std::function<void(std::vector<PingResult>)> done) {
+    if (!exits) exits = std::make_unique<ChildExits>(io);
+    NodeCheckSettings settings = checks();
+    settings.pings = std::move(pings);
+    pinger = std::make_shared<HealthRunner>(io, *exits, std::move(settings), cfg.health.run);
+    pinger->start([done = std::move(done)](NodeVerdict verdict) { done(std::move(verdict.pings)); });
+  }
+
+  // An elastic job's gate keeps a failed node out: it checks again after --health-recheck.
+  void recheck_if_kept_out() {
+    const bool elastic = cfg.shape.min_nodes < cfg.shape.max_nodes;
+    if (!elastic || cfg.health.mode != HealthMode::kGate) return;
+    spdlog::warn("this node stays out of the job until its checks pass; checking again in {:.0f} s",
+                 std::chrono::duration<double>(cfg.health.recheck).count());
+    recheck.expires_after(cfg.health.recheck);
+    recheck.async_wait([this](boost::system::error_code cancelled) {
+      if (!cancelled) run();
+    });
+  }
+
+  static void log_findings(const std::vector<HealthFinding>& findings) {
+    for (const HealthFinding& f : findings) {
+      const std::string subject = finding_subject(f);
       const std::string fix = f.fix.empty() ? "" : fmt::format(" (fix: {})", f.fix);
       if (f.status == HealthStatus::kFail) {
         spdlog::error("health check failed: {}: {}{}", subject, f.detail, fix);
@@ -81,6 +92,9 @@ struct HealthGate::Impl {
         spdlog::info("health check {}: {}: {}", to_string(f.status), subject, f.detail);
       }
     }
+  }
+
+  void log_summary(const NodeVerdict& verdict) const {
     const size_t passed = verdict.with_status(HealthStatus::kPass).size();
     spdlog::info("health checks: {} of {} passed in {:.1f} s{}", passed, verdict.findings.size(),
                  static_cast<double>(verdict.elapsed_ms) / 1000.0,
@@ -97,6 +111,8 @@ struct HealthGate::Impl {
   asio::steady_timer recheck;
   std::unique_ptr<ChildExits> exits;
   std::shared_ptr<HealthRunner> runner;
+  std::shared_ptr<HealthRunner> pinger;
+  Report report;  // check()'s, for the rechecks
   std::optional<NodeVerdict> last;
 };
 
@@ -114,13 +130,36 @@ bool HealthGate::enabled() const {
 void HealthGate::check(const Report& report) {
   if (!enabled()) return;
   stop();
-  impl_->run(report);
+  impl_->report = report;
+  impl_->run();
+}
+
+void HealthGate::ping(std::vector<DevicePing> pings,
+                      std::function<void(std::vector<PingResult>)> done) {
+  if (impl_->pinger) impl_->pinger->cancel();
+  impl_->ping(std::move(pings), std::move(done));
+}
+
+void HealthGate::pinged(const std::vector<HealthFinding>& findings) {
+  Impl::log_findings(findings);
+  for (const HealthFinding& f : findings) {
+    if (f.status == HealthStatus::kPass) spdlog::info("health check: {}", f.detail);
+  }
+  const bool failed = std::any_of(findings.begin(), findings.end(), [](const HealthFinding& f) {
+    return f.status == HealthStatus::kFail;
+  });
+  if (impl_->last) {
+    impl_->last->findings.insert(impl_->last->findings.end(), findings.begin(), findings.end());
+  }
+  if (failed && impl_->report) impl_->recheck_if_kept_out();
 }
 
 void HealthGate::stop() {
   impl_->recheck.cancel();
   if (impl_->runner) impl_->runner->cancel();
   impl_->runner.reset();
+  if (impl_->pinger) impl_->pinger->cancel();
+  impl_->pinger.reset();
 }
 
 void HealthGate::job_stopped() const {

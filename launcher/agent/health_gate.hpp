@@ -12,6 +12,7 @@
 
 #include "basics/environment.hpp"
 #include "config/launch_config.hpp"
+#include "health/device_pings.hpp"
 #include "health/verdict.hpp"
 
 namespace boost::asio {
@@ -31,7 +32,15 @@ class HealthGate {
   // sent compact()). An elastic job's failed gate runs them again every --health-recheck
   // seconds, reporting each verdict, until stop().
   void check(const Report& report);
-  // No more checks or rechecks (a round was assigned, or the agent ends).
+  // Runs the device-plane pings the rendezvous asked for (hccn_tool -ping, one call at a time
+  // like every hccn_tool call, each under the per-call timeout, all within the budget); `done`
+  // gets an answer for each.
+  void ping(std::vector<DevicePing> pings, std::function<void(std::vector<PingResult>)> done);
+  // What the pings found for this node: one line per failure or warning. A failure in an
+  // elastic job keeps the node out, so its checks run again after --health-recheck, reported
+  // as check()'s were.
+  void pinged(const std::vector<HealthFinding>& findings);
+  // No more checks, pings or rechecks (a round was assigned, or the agent ends).
   void stop();
   // The gate stopped the job: a node whose own verdict failed adds its name to
   // --health-failed-hosts.

@@ -26,6 +26,7 @@
 #include "basics/usage_error.hpp"
 #include "net/host_address.hpp"
 #include "rendezvous/describe.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace npu_run {
 
@@ -106,7 +107,7 @@ struct LocalAgent::Impl {
     wait_for_signal();
     if (cfg.supervision.stop_with_parent) watch_parent();
     move_to(State::kRendezvous);
-    rendezvous.start(Rendezvous::Handlers{
+    Rendezvous::Handlers handlers{
         [this](const Assignment& a) { on_assigned(a); },
         [this](const rdzv::FailureReport& root) { on_stop_workers(root); },
         [this](const rdzv::Reform& r) { on_reform(r); },
@@ -115,7 +116,10 @@ struct LocalAgent::Impl {
         [this](const std::string& why) { on_rendezvous_failed(why); },
         [this](const std::string& why) { on_health_gate_failed(why); },
         [this] { return status ? status->changed_beats() : std::nullopt; },
-    });
+    };
+    handlers.pings = [this](const rdzv::PingRequest& request) { on_ping_request(request); };
+    handlers.ping_verdict = [this](const rdzv::PingVerdict& v) { health.pinged(v.findings); };
+    rendezvous.start(std::move(handlers));
     join_round();
   }
 
@@ -126,6 +130,20 @@ struct LocalAgent::Impl {
     health.check([this](const NodeVerdict& verdict) {
       if (state == State::kRendezvous || state == State::kRunning)
         rendezvous.send_health(rdzv::HealthReport{compact(verdict)});
+    });
+  }
+
+  // Before the round forms: this node's device-plane pings, answered when all have run.
+  void on_ping_request(const rdzv::PingRequest& request) {
+    if (state != State::kRendezvous) return;
+    const uint64_t run = request.run;
+    health.ping(request.pings, [this, run](std::vector<PingResult> results) {
+      if (state != State::kRendezvous) return;
+      if (results.size() > rdzv::Limits::kMaxPings) results.resize(rdzv::Limits::kMaxPings);
+      for (PingResult& r : results) {
+        if (r.detail.size() > rdzv::Limits::kMaxPingText) r.detail.resize(rdzv::Limits::kMaxPingText);
+      }
+      rendezvous.send_pings(rdzv::PingReport{run, std::move(results)});
     });
   }
 

@@ -17,6 +17,10 @@ void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMe
           handlers.decided(m);
         } else if constexpr (std::is_same_v<T, rdzv::Progress>) {
           handlers.progress(m);
+        } else if constexpr (std::is_same_v<T, rdzv::PingRequest>) {
+          if (handlers.pings) handlers.pings(m);
+        } else if constexpr (std::is_same_v<T, rdzv::PingVerdict>) {
+          if (handlers.ping_verdict) handlers.ping_verdict(m);
         } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
           if (m.code == "health_gate" && handlers.health_failed) {
             handlers.health_failed(m.message);

@@ -36,6 +36,9 @@ class Rendezvous {
     // This node's ranks' beats when they changed since the last call: sent with heartbeats, for
     // `npu_run status` anywhere. Unset: none.
     std::function<std::optional<std::vector<rdzv::RankBeat>>()> beats{};
+    // Before a round forms: the device-plane pings this node is to make, then what they found.
+    std::function<void(const rdzv::PingRequest&)> pings{};
+    std::function<void(const rdzv::PingVerdict&)> ping_verdict{};
   };
   // The job's status, or why there is none.
   using StatusAnswer = std::variant<rdzv::JobStatus, std::string>;
@@ -48,6 +51,9 @@ class Rendezvous {
   virtual void report(const rdzv::Report& report) = 0;
   // This node's health verdict for the round it joined (after join(); again after a recheck).
   virtual void send_health(const rdzv::HealthReport& report) = 0;
+  // The answers to the device-plane pings the rendezvous asked for. A single node is never
+  // asked (a ring needs two).
+  virtual void send_pings(const rdzv::PingReport& /*report*/) {}
   // A worker of this node hung: the other nodes are told at once (rdzv::HangNotice). One node
   // alone has nobody to tell.
   virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}

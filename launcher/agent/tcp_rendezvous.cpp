@@ -32,6 +32,7 @@ class TcpRendezvous : public Rendezvous {
   void join() override;
   void report(const rdzv::Report& report) override;
   void send_health(const rdzv::HealthReport& report) override;
+  void send_pings(const rdzv::PingReport& report) override { client_.send(report); }
   void notice_hang(const rdzv::HangNotice& notice) override;
   void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override;

@@ -34,6 +34,7 @@ NodeCheckPlan::NodeCheckPlan(NodeCheckSettings settings) : settings_(std::move(s
 }
 
 std::vector<PlannedCall> NodeCheckPlan::first_calls() {
+  if (!settings_.pings.empty()) return ping_calls();
   std::vector<PlannedCall> calls;
   if (settings_.kind == NodeCheckSettings::Devices::kAscend) calls = ascend_calls();
   if (settings_.kind == NodeCheckSettings::Devices::kNvidia) calls = nvidia_calls();
@@ -81,6 +82,35 @@ std::vector<PlannedCall> NodeCheckPlan::ascend_calls() {
   return calls;
 }
 
+std::vector<PlannedCall> NodeCheckPlan::ping_calls() {
+  std::vector<PlannedCall> calls;
+  for (const DevicePing& ping : settings_.pings) {
+    if (settings_.tools.hccn_tool.empty()) {
+      verdict_.pings.push_back({ping.device, ping.ip, PingAnswer::kNotRun,
+                                "hccn_tool is not on PATH nor in /usr/local/Ascend/driver/tools"});
+      continue;
+    }
+    calls.push_back({HealthTool::kHccnTool,
+                     "ping",
+                     ping.device,
+                     {settings_.tools.hccn_tool, "-i", std::to_string(ping.device), "-ping", "-g",
+                      "address", ping.ip}});
+  }
+  return calls;
+}
+
+void NodeCheckPlan::record_ping(const PlannedCall& call, const ToolRun& run) {
+  PingResult result{call.device, call.argv.back(), PingAnswer::kNotRun, {}};
+  if (auto none = unanswered("ping", call.device, run)) {
+    result.detail = none->detail;
+  } else {
+    const PingOutcome outcome = judge_ping(run.code, run.out, run.err);
+    result.answer = outcome.reached ? PingAnswer::kReached : PingAnswer::kUnreached;
+    result.detail = outcome.detail;
+  }
+  verdict_.pings.push_back(std::move(result));
+}
+
 std::vector<PlannedCall> NodeCheckPlan::nvidia_calls() {
   const std::string& smi = settings_.tools.nvidia_smi;
   if (smi.empty()) {
@@ -125,6 +155,10 @@ std::vector<PlannedCall> NodeCheckPlan::chip_health_calls(const ToolRun& map_run
 }
 
 std::vector<PlannedCall> NodeCheckPlan::record(const PlannedCall& call, const ToolRun& run) {
+  if (call.check == "ping") {
+    record_ping(call, run);
+    return {};
+  }
   if (call.check == "npu_map") return chip_health_calls(run);
   if (call.check == "npu_health") add(judge_chip_health(call.device, chips_[call.device], run));
   if (call.check == "npu_processes") judge_npu_processes(run);
@@ -135,6 +169,10 @@ std::vector<PlannedCall> NodeCheckPlan::record(const PlannedCall& call, const To
 }
 
 void NodeCheckPlan::never_ran(const PlannedCall& call, const std::string& why) {
+  if (call.check == "ping") {
+    verdict_.pings.push_back({call.device, call.argv.back(), PingAnswer::kNotRun, why});
+    return;
+  }
   add({call.check == "npu_map" ? "npu_health" : call.check,
        call.device,
        HealthStatus::kNotRun,
@@ -154,6 +192,10 @@ NodeVerdict NodeCheckPlan::verdict() const {
     return std::find(kCheckOrder.begin(), kCheckOrder.end(), check) - kCheckOrder.begin();
   };
   NodeVerdict sorted = verdict_;
+  for (const int device : settings_.devices) {
+    const auto address = addresses_.find(device);
+    if (address != addresses_.end()) sorted.device_ips.push_back({device, address->second.address});
+  }
   std::stable_sort(sorted.findings.begin(), sorted.findings.end(),
                    [&](const HealthFinding& a, const HealthFinding& b) {
                      if (a.device != b.device) return a.device < b.device;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "health/device_pings.hpp"
 #include "health/hccn_output.hpp"
 #include "health/npu_smi_output.hpp"
 #include "health/tool_run.hpp"
@@ -37,6 +38,10 @@ struct NodeCheckSettings {
   int flap_window_min = 10;
   // The command line of a pid npu-smi names without one (inside containers): /proc, by the agent.
   std::function<std::string(long pid)> command_of;
+  // Not empty: a ping run instead of the node checks, the pings the rendezvous asked this node
+  // for once every node's device addresses were in (health/device_pings.hpp). Their answers
+  // are the verdict's `pings`.
+  std::vector<DevicePing> pings{};
 };
 
 struct PlannedCall {
@@ -62,6 +67,8 @@ class NodeCheckPlan {
  private:
   std::vector<PlannedCall> ascend_calls();
   std::vector<PlannedCall> nvidia_calls();
+  std::vector<PlannedCall> ping_calls();
+  void record_ping(const PlannedCall& call, const ToolRun& run);
   std::vector<PlannedCall> chip_health_calls(const ToolRun& map_run);
   void add(HealthFinding finding) { verdict_.findings.push_back(std::move(finding)); }
   void judge_npu_processes(const ToolRun& run);

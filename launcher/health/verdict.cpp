@@ -37,12 +37,12 @@ int rank_of(HealthStatus status) {
   return 4;
 }
 
-std::string subject(const HealthFinding& finding) {
+}  // namespace
+
+std::string finding_subject(const HealthFinding& finding) {
   if (finding.device < 0) return finding.check;
   return fmt::format("{} device {}", finding.check, finding.device);
 }
-
-}  // namespace
 
 const char* to_string(HealthStatus status) {
   return kStatusNames.name(status).data();  // the names are literals: NUL-terminated
@@ -71,7 +71,7 @@ std::string format_verdict_text(const NodeVerdict& verdict) {
   std::string text;
   for (const HealthFinding* finding : shown) {
     text +=
-        fmt::format("{:<7} {}: {}", to_string(finding->status), subject(*finding), finding->detail);
+        fmt::format("{:<7} {}: {}", to_string(finding->status), finding_subject(*finding), finding->detail);
     if (!finding->fix.empty()) text += fmt::format(" (fix: {})", finding->fix);
     text += '\n';
   }
@@ -86,6 +86,8 @@ std::string format_verdict_text(const NodeVerdict& verdict) {
 NodeVerdict compact(const NodeVerdict& verdict) {
   NodeVerdict sent = verdict;
   sent.findings.clear();
+  sent.pings.clear();  // answers travel in their own message
+  if (sent.device_ips.size() > kMaxSentDevices) sent.device_ips.resize(kMaxSentDevices);
   sent.omitted_passes = verdict.omitted_passes;
   std::vector<HealthFinding> rest;
   for (const HealthFinding& finding : verdict.findings) {
@@ -110,7 +112,7 @@ NodeVerdict compact(const NodeVerdict& verdict) {
 std::string first_failure_line(const NodeVerdict& verdict) {
   for (const HealthFinding& finding : verdict.findings) {
     if (finding.status != HealthStatus::kFail) continue;
-    std::string line = fmt::format("{}: {}", subject(finding), finding.detail);
+    std::string line = fmt::format("{}: {}", finding_subject(finding), finding.detail);
     if (!finding.fix.empty()) line += fmt::format(" (fix: {})", finding.fix);
     return line;
   }
@@ -135,6 +137,17 @@ void from_json(const nlohmann::json& json, HealthFinding& finding) {
   finding.fix = json.value("fix", std::string{});
 }
 
+namespace {
+
+// [{"device": 0, "ip": "10.0.0.10"}, ...]: a list, because its order is the local ranks'.
+nlohmann::json device_ips_json(const std::vector<DeviceIp>& ips) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const DeviceIp& d : ips) json.push_back({{"device", d.device}, {"ip", d.ip}});
+  return json;
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& json, const NodeVerdict& verdict) {
   nlohmann::json tls = nlohmann::json::object();
   for (const auto& [device, value] : verdict.tls_switch) tls[std::to_string(device)] = value;
@@ -144,6 +157,7 @@ void to_json(nlohmann::json& json, const NodeVerdict& verdict) {
           {"omitted_passes", verdict.omitted_passes},
           {"findings", verdict.findings},
           {"tls_switch", tls},
+          {"device_ips", device_ips_json(verdict.device_ips)},
           {"settings", verdict.settings}};
 }
 
@@ -159,6 +173,9 @@ void from_json(const nlohmann::json& json, NodeVerdict& verdict) {
     if (!id) throw nlohmann::json::other_error::create(501, "a device id is not a number", &json);
     verdict.tls_switch[static_cast<int>(*id)] = value.get<int>();
   }
+  verdict.device_ips.clear();
+  for (const nlohmann::json& d : json.value("device_ips", nlohmann::json::array()))
+    verdict.device_ips.push_back({d.at("device").get<int>(), d.at("ip").get<std::string>()});
   verdict.settings =
       json.value("settings", nlohmann::json::object()).get<std::map<std::string, std::string>>();
 }

@@ -29,11 +29,30 @@ struct HealthFinding {
   std::string fix;     // the command that fixes or investigates it; empty when none
 };
 
+// A device's address on the device plane (`hccn_tool -i N -ip -g`).
+struct DeviceIp {
+  int device = -1;
+  std::string ip;
+};
+
+// One answer of `hccn_tool -i N -ping -g address IP` (health/device_pings.hpp).
+enum class PingAnswer { kReached, kUnreached, kNotRun };
+struct PingResult {
+  int device = -1;
+  std::string ip;
+  PingAnswer answer = PingAnswer::kNotRun;
+  std::string detail;  // "recv time out seq=0", "timed out after 15 s", ...
+};
+
 struct NodeVerdict {
   std::string host;
   std::vector<HealthFinding> findings;
   // Per device, for the job-wide checks: the TLS switch (0/1) where hccn_tool told it.
   std::map<int, int> tls_switch;
+  // This job's devices' addresses, in local-rank order, for the device-plane pings.
+  std::vector<DeviceIp> device_ips;
+  // Answers of the pings the rendezvous asked for (a ping run only; not sent with the verdict).
+  std::vector<PingResult> pings;
   // Settings that must agree on every node (HCCL_*, versions, the script's hash): name -> value,
   // "" for unset.
   std::map<std::string, std::string> settings;
@@ -50,6 +69,10 @@ struct NodeVerdict {
 NodeVerdict compact(const NodeVerdict& verdict);
 inline constexpr size_t kMaxSentFindings = 64;
 inline constexpr size_t kMaxSentText = 480;
+inline constexpr size_t kMaxSentDevices = 64;  // device_ips
+
+// "link device 5", or "user_check" for a finding about the whole node.
+std::string finding_subject(const HealthFinding& finding);
 
 // One line per finding that is not a pass, worst first: "fail link device 5: link status: DOWN
 // (fix: hccn_tool -i 5 -link -g; check the cable and the switch port)". Then one line counting

@@ -24,6 +24,7 @@ const char* const kWorker =
 struct GateNodes {
   TempDir dir;
   int port = unused_port();
+  int nproc = 2;
   std::vector<std::unique_ptr<NpuRunProcess>> nodes;
 
   GateNodes() {
@@ -33,7 +34,6 @@ struct GateNodes {
   NpuRunProcess& start(int index, const std::string& nnodes, const std::string& scenario,
                        std::vector<std::string> flags = {}, bool wait = false,
                        const EnvOverrides& extra = {}) {
-    const int nproc = 2;
     const std::string file = dir.write("scenario." + std::to_string(index), scenario);
     std::vector<std::string> args = {"--nnodes",         nnodes,
                                      "--nproc-per-node", std::to_string(nproc),
@@ -110,7 +110,7 @@ TEST_CASE(
   CHECK_THAT(status.out, Contains("3 nodes (3..4 wanted)"));
   CHECK_THAT(status.out, Contains("excluded: it failed its health gate, rechecking"));
   CHECK_THAT(status.out, Contains("fail link device 1: link status: DOWN"));
-  CHECK_THAT(status.out, Contains("health: 16 of 16 checks passed"));
+  CHECK_THAT(status.out, Contains("health: 17 of 17 checks passed"));
   job.dir.write("go", "");
   const auto done = job.wait_all();
   int succeeded = 0;
@@ -125,6 +125,24 @@ TEST_CASE(
   }
   CHECK(succeeded == 3);
   CHECK(job.workers_started() == 6);
+}
+
+TEST_CASE("health gate: a ping failure between two nodes' device 3 is named on both",
+          "[integration][health]") {
+  GateNodes job;
+  job.nproc = 4;
+  job.start(0, "2", "ping_fail 3 10.0.1.13\n", {"--node-rank", "0"});
+  job.start(1, "2", "ip_base 10.0.1\n", {"--node-rank", "1"});
+  const std::string pair = "device 3 (10.0.0.13) cannot reach node 1 (";
+  for (const Finished& f : job.wait_all()) {
+    INFO(f.err);
+    CHECK(f.exit_code == 122);
+    CHECK_THAT(f.err, Contains("2 of 2 nodes failed the health gate; no worker started"));
+    CHECK_THAT(f.err, Contains("health check failed: ping device 3: node 0 (") &&
+                          Contains(pair) && Contains("device 3 (10.0.1.13): recv time out seq=0"));
+    CHECK_THAT(f.err, Contains("fix: hccn_tool -i 3 -ping -g address 10.0.1.13 on node 0"));
+  }
+  CHECK(job.workers_started() == 0);
 }
 
 TEST_CASE(

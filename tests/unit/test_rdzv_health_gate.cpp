@@ -5,9 +5,11 @@
 
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/state.hpp"
+#include "support/outgoing.hpp"
 
 using namespace npu_run;
 using namespace npu_run::rdzv;
+using npu_run::testing::message_to;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
@@ -62,16 +64,6 @@ NodeVerdict link_down(const std::string& host, int device) {
   v.findings.push_back({"link", device, HealthStatus::kFail, "link status: DOWN",
                         "check the cable, optical module and switch port"});
   return v;
-}
-
-template <typename T>
-const T* message_to(const std::vector<Outgoing>& out, ClientId id) {
-  for (const Outgoing& o : out) {
-    if (std::find(o.to.begin(), o.to.end(), id) != o.to.end()) {
-      if (const T* m = std::get_if<T>(&o.message)) return m;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 
 #include "rendezvous/auth.hpp"
 #include "rendezvous/state.hpp"
+#include "support/outgoing.hpp"
 
 using namespace npu_run::rdzv;
+using npu_run::testing::message_to;
 using Catch::Matchers::Contains;
 using npu_run::kExitRendezvous;
 using namespace std::chrono_literals;
@@ -63,16 +65,6 @@ struct Job {
     return send(id, join_as(n, rank, state.settings().max_nodes, state.settings().max_restarts));
   }
 };
-
-template <typename T>
-const T* message_to(const std::vector<Outgoing>& out, ClientId id) {
-  for (const Outgoing& o : out) {
-    if (std::find(o.to.begin(), o.to.end(), id) != o.to.end()) {
-      if (const T* m = std::get_if<T>(&o.message)) return m;
-    }
-  }
-  return nullptr;
-}
 
 ErrorReply error_to(const std::vector<Outgoing>& out, ClientId id) {
   const ErrorReply* e = message_to<ErrorReply>(out, id);

@@ -11,6 +11,7 @@ fake_tls_all=0
 fake_a3=0
 fake_style=narrow
 fake_busy_once=0
+fake_ip_base=10.0.0
 
 if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
   while read -r key a b rest; do
@@ -21,6 +22,7 @@ if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
       style) fake_style=$a ;;
       a3) fake_a3=1 ;;
       busy_once) fake_busy_once=1 ;;
+      ip_base) fake_ip_base=$a ;;
       link_down) fake_link[$a]=DOWN ;;
       net_health) fake_netlth[$a]="$b${rest:+ $rest}" ;;
       no_ip) fake_noip[$a]=1 ;;

@@ -17,8 +17,7 @@ constexpr size_t kNodesNamed = 8;
 constexpr size_t kFindingsPerNode = 3;
 
 std::string finding_line(const HealthFinding& f) {
-  std::string line = f.device < 0 ? f.check : fmt::format("{} device {}", f.check, f.device);
-  line += ": " + f.detail;
+  std::string line = finding_subject(f) + ": " + f.detail;
   if (!f.fix.empty()) line += " (fix: " + f.fix + ")";
   return line;
 }

@@ -125,21 +125,11 @@ std::vector<RankBeat> beats_from(const json& array) {
 }
 
 const char* health_mode_name(HealthMode mode) {
-  switch (mode) {
-    case HealthMode::kWarn:
-      return "warn";
-    case HealthMode::kGate:
-      return "gate";
-    case HealthMode::kOff:
-      break;
-  }
-  return "off";
+  return kHealthModeNames.name(mode).data();  // the names are literals: NUL-terminated
 }
 
 HealthMode health_mode_from(const std::string& name) {
-  for (HealthMode mode : {HealthMode::kOff, HealthMode::kWarn, HealthMode::kGate}) {
-    if (name == health_mode_name(mode)) return mode;
-  }
+  if (const auto mode = kHealthModeNames.find(name)) return *mode;
   throw BadMessage{fmt::format("has an unknown health mode '{}'", name)};
 }
 

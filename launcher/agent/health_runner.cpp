@@ -79,9 +79,7 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
   Queue& queue = queues_[tool];
   queue.running.reset();
   if (!done_) return;
-  const bool busy = run.end == ToolRun::End::kExited && run.code == 11 &&
-                    run.out.find("busy") != std::string::npos;
-  if (busy && queue.tries < settings_.busy_tries && !out_of_budget_) {
+  if (run.busy() && queue.tries < settings_.busy_tries && !out_of_budget_) {
     auto& pause = timers_->pauses[tool];
     if (!pause) pause = std::make_unique<asio::steady_timer>(io_);
     pause->expires_after(settings_.busy_pause);
@@ -89,7 +87,6 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
       if (auto self = weak.lock(); self && !cancelled) self->next(tool);
     });
     // `running` stays empty and the call stays first: next() runs it again.
-    queue.running = nullptr;
     return;
   }
   run.attempts = queue.tries;

@@ -41,9 +41,7 @@ std::vector<std::string> command_of(const WorkerSpec& spec) {
 
 // "gate (auto: a health tool was found)", "off", ...
 std::string health_mode_text(const HealthGateSettings& health) {
-  const char* mode = health.mode == HealthMode::kGate   ? "gate"
-                     : health.mode == HealthMode::kWarn ? "warn"
-                                                        : "off";
+  const std::string mode(kHealthModeNames.name(health.mode));
   if (health.mode_chosen) return mode;
   return fmt::format("{} (auto: {})", mode,
                      health.mode == HealthMode::kGate ? "a health tool or --health-check-cmd exists"

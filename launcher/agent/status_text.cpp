@@ -42,9 +42,7 @@ std::string health_lines(const NodeVerdict& v) {
                                 v.failed() ? "; failed" : "");
   for (const HealthFinding& f : v.findings) {
     if (f.status == HealthStatus::kPass) continue;
-    const std::string subject =
-        f.device < 0 ? f.check : fmt::format("{} device {}", f.check, f.device);
-    out += fmt::format("      {} {}: {}\n", to_string(f.status), subject, f.detail);
+    out += fmt::format("      {} {}: {}\n", to_string(f.status), finding_subject(f), f.detail);
   }
   return out;
 }

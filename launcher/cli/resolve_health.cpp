@@ -22,10 +22,10 @@ void resolve_health(const LaunchInputs& in, HealthGateSettings& health) {
   if (!f.health_failed_hosts->empty())
     health.failed_hosts_file = in.host.absolute(*f.health_failed_hosts);
   health.mode_chosen = *f.health_check != "auto";
-  if (*f.health_check == "gate") health.mode = HealthMode::kGate;
-  if (*f.health_check == "warn") health.mode = HealthMode::kWarn;
-  if (*f.health_check == "off") health.mode = HealthMode::kOff;
-  if (health.mode_chosen) return;
+  if (health.mode_chosen) {
+    health.mode = kHealthModeNames.parse(*f.health_check, f.health_check.source());
+    return;
+  }
   // auto: gate where there is something to check with.
   const HealthToolPaths tools = locate_health_tools(
       lookup(in.env, "PATH").value_or(""),

@@ -5,12 +5,20 @@
 #include <chrono>
 #include <string>
 
+#include "basics/enum_table.hpp"
+
 namespace npu_run {
 
 // --health-check: gate (a failing node stops a static job and stays out of an elastic one),
 // warn (failures are logged, nothing stops), off. The default, auto, is gate where a health
 // tool or --health-check-cmd exists and off elsewhere.
 enum class HealthMode { kOff, kWarn, kGate };
+// The names on the command line, on the wire and in --dry-run.
+inline constexpr EnumTable<HealthMode, 3> kHealthModeNames{{{
+    {HealthMode::kOff, "off"},
+    {HealthMode::kWarn, "warn"},
+    {HealthMode::kGate, "gate"},
+}}};
 
 struct HealthRunSettings {
   std::chrono::milliseconds call_timeout{15000};  // each tool call (hccn_tool blocks for minutes)

@@ -8,12 +8,6 @@ namespace npu_run {
 
 namespace {
 
-// hccn_tool's "busy" (exit 11, on stdout): another call held the tool to the end of the retries.
-bool busy(const ToolRun& run) {
-  return run.end == ToolRun::End::kExited && run.code == 11 &&
-         run.out.find("busy") != std::string::npos;
-}
-
 HealthFinding finding(std::string check, int device, HealthStatus status, std::string detail,
                       std::string fix = {}) {
   return {std::move(check), device, status, std::move(detail), std::move(fix)};
@@ -22,7 +16,7 @@ HealthFinding finding(std::string check, int device, HealthStatus status, std::s
 }  // namespace
 
 std::optional<HealthFinding> unanswered(const std::string& check, int device, const ToolRun& run) {
-  if (busy(run)) {
+  if (run.busy()) {  // to the end of the retries
     return finding(check, device, HealthStatus::kNotRun,
                    fmt::format("{}: still busy after {} tries", run.command_line(), run.attempts));
   }

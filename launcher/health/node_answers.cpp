@@ -13,10 +13,6 @@ namespace npu_run {
 
 namespace {
 
-bool has(const std::vector<int>& devices, int device) {
-  return std::find(devices.begin(), devices.end(), device) != devices.end();
-}
-
 std::string held_by(long pid, const std::string& name) {
   if (name.empty()) return fmt::format("pid {}", pid);
   return fmt::format("pid {} ({})", pid, printable(name));
@@ -106,7 +102,7 @@ void NodeCheckPlan::judge_nvidia(const PlannedCall& call, const ToolRun& run) {
   for (const auto& row : parse_nvidia_csv(run.out)) {
     if (call.check == "gpu_ecc" && row.size() >= 3) {
       const auto index = parse_integer(row[0], 0, 1 << 16);
-      if (!index || !has(settings_.devices, static_cast<int>(*index))) continue;
+      if (!index || !is_job_device(static_cast<int>(*index))) continue;
       const int device = static_cast<int>(*index);
       bus_ids_[row[1]] = device;
       const auto errors = nvidia_count(row[2]);

@@ -12,10 +12,6 @@ namespace npu_run {
 
 namespace {
 
-bool has(const std::vector<int>& devices, int device) {
-  return std::find(devices.begin(), devices.end(), device) != devices.end();
-}
-
 // hccn_tool's per-device commands, in the order FaultDiag's collector runs them.
 constexpr std::pair<const char*, const char*> kHccnChecks[] = {
     {"link", "-link"}, {"net_health", "-net_health"}, {"ip", "-ip"},
@@ -134,7 +130,7 @@ std::vector<PlannedCall> NodeCheckPlan::chip_health_calls(const ToolRun& map_run
     return {};
   }
   for (const ChipMapRow& row : parse_chip_map(map_run.out)) {
-    if (has(settings_.devices, row.physical_id)) chips_[row.physical_id] = row;
+    if (is_job_device(row.physical_id)) chips_[row.physical_id] = row;
   }
   std::vector<PlannedCall> calls;
   for (const int device : settings_.devices) {

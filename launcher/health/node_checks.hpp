@@ -4,6 +4,7 @@
 // answer may add calls (npu-smi's chip map decides which chips to ask about).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -71,6 +72,10 @@ class NodeCheckPlan {
   void record_ping(const PlannedCall& call, const ToolRun& run);
   std::vector<PlannedCall> chip_health_calls(const ToolRun& map_run);
   void add(HealthFinding finding) { verdict_.findings.push_back(std::move(finding)); }
+  bool is_job_device(int device) const {
+    return std::find(settings_.devices.begin(), settings_.devices.end(), device) !=
+           settings_.devices.end();
+  }
   void judge_npu_processes(const ToolRun& run);
   void judge_hccn(const PlannedCall& call, const ToolRun& run);
   void judge_nvidia(const PlannedCall& call, const ToolRun& run);

@@ -19,6 +19,10 @@ struct ToolRun {
   int attempts = 1;  // more than one: it answered "busy" and was run again
 
   bool exited_zero() const { return end == End::kExited && code == 0; }
+  // hccn_tool's "busy" (exit 11, on stdout): another call held the tool; worth another try.
+  bool busy() const {
+    return end == End::kExited && code == 11 && out.find("busy") != std::string::npos;
+  }
   // "timed out after 10 s", "exit 13: Get ipconf failed, ...", "signal SIGKILL (9)".
   std::string describe() const;
   // "hccn_tool -i 5 -link -g": the command as a person types it (the tool's base name).

@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <set>
 
 #include "agent/health_runner.hpp"
+#include "agent/npu_info_snapshot.hpp"
 #include "agent/node_health.hpp"
 #include "workers/child_exits.hpp"
 
@@ -112,6 +116,8 @@ struct HealthGate::Impl {
   std::unique_ptr<ChildExits> exits;
   std::shared_ptr<HealthRunner> runner;
   std::shared_ptr<HealthRunner> pinger;
+  std::set<std::shared_ptr<NpuInfoSnapshot>> snapshots;
+  std::vector<std::function<void()>> after_snapshots;
   Report report;  // check()'s, for the rechecks
   std::optional<NodeVerdict> last;
 };
@@ -172,6 +178,45 @@ void HealthGate::job_stopped() const {
     spdlog::warn("--health-failed-hosts {}: cannot add this node: {}", file, std::strerror(errno));
   }
   if (fd >= 0) ::close(fd);
+}
+
+void HealthGate::npu_info(const std::string& path) {
+  if (!enabled()) return;
+  NodeCheckSettings checks = impl_->checks();
+  if (checks.kind != NodeCheckSettings::Devices::kAscend ||
+      (checks.tools.npu_smi.empty() && checks.tools.hccn_tool.empty()))
+    return;
+  std::error_code ignored;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
+  if (!impl_->exits) impl_->exits = std::make_unique<ChildExits>(impl_->io);
+  auto snapshot = std::make_shared<NpuInfoSnapshot>(
+      impl_->io, *impl_->exits,
+      NpuInfoSnapshot::Settings{checks.tools, checks.devices, impl_->cfg.health.run, path});
+  impl_->snapshots.insert(snapshot);
+  snapshot->start([impl = impl_.get(), mine = snapshot.get()] {
+    for (auto it = impl->snapshots.begin(); it != impl->snapshots.end(); ++it) {
+      if (it->get() != mine) continue;
+      // Released from the loop: the snapshot is still on the stack that called this.
+      boost::asio::post(impl->io, [keep = *it] {});
+      impl->snapshots.erase(it);
+      break;
+    }
+    if (!impl->snapshots.empty()) return;
+    auto waiting = std::move(impl->after_snapshots);
+    impl->after_snapshots.clear();
+    for (auto& then : waiting) then();
+  });
+}
+
+void HealthGate::after_npu_info(std::function<void()> then, bool hurry) {
+  if (impl_->snapshots.empty()) {
+    boost::asio::post(impl_->io, std::move(then));
+    return;
+  }
+  impl_->after_snapshots.push_back(std::move(then));
+  if (!hurry) return;
+  const auto running = impl_->snapshots;  // cancel() may finish one at once (posted)
+  for (const auto& snapshot : running) snapshot->cancel();
 }
 
 const std::optional<NodeVerdict>& HealthGate::last() const {

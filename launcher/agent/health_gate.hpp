@@ -42,6 +42,12 @@ class HealthGate {
   void pinged(const std::vector<HealthFinding>& findings);
   // No more checks, pings or rechecks (a round was assigned, or the agent ends).
   void stop();
+  // FaultDiag's npu_info file at `path` (agent/npu_info_snapshot.hpp) on an Ascend node with
+  // npu-smi or hccn_tool, unless --health-check is off; collected beside everything else.
+  void npu_info(const std::string& path);
+  // `then` runs once no npu_info file is being collected (posted at once if none is). `hurry`:
+  // those still collecting stop now and write what answered.
+  void after_npu_info(std::function<void()> then, bool hurry);
   // The gate stopped the job: a node whose own verdict failed adds its name to
   // --health-failed-hosts.
   void job_stopped() const;

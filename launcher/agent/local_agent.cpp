@@ -199,6 +199,7 @@ struct LocalAgent::Impl {
     move_to(State::kRunning);
     attempt->group =
         ctx.make_workers(std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout});
+    npu_info_file("npu_info_before.txt");
     if (beats) beats->new_attempt();
     attempt->hangs = std::make_unique<HangResponse>(
         io,
@@ -209,6 +210,13 @@ struct LocalAgent::Impl {
       if (attempt.get() == mine && state == State::kRunning) on_group_done(std::move(result));
     });
     attempt->hangs->start();
+  }
+
+  // FaultDiag's view of the devices at this attempt's start or end, under --log-dir only.
+  void npu_info_file(const char* name) {
+    if (!cfg.output.log_dir) return;
+    health.npu_info(
+        fmt::format("{}/attempt_{}/{}", ctx.run_dir, attempt->assignment.restart_count, name));
   }
 
   // The interface of the address peers use for this node, found once.
@@ -289,6 +297,7 @@ struct LocalAgent::Impl {
 
   void on_group_done(GroupResult result) {
     attempt->hangs->stop();
+    npu_info_file("npu_info_after.txt");
     ProgressRecord::log(beats.get(), attempt->assignment.restart_count);
     GroupEnd end;
     end.result = std::move(result);
@@ -347,7 +356,13 @@ struct LocalAgent::Impl {
     parent_watch.cancel();
     health.stop();
     rendezvous.close();
-    if (on_finished) asio::post(io, [handler = std::move(on_finished), code] { handler(code); });
+    // The last npu_info file is finished first (a stop signal cuts it short).
+    const bool hurry = attempt && attempt->interrupted_by != 0;
+    health.after_npu_info(
+        [this, code] {
+          if (on_finished) on_finished(code);
+        },
+        hurry);
   }
 
   // ---- around the states: signals, the parent, the progress sockets ----

@@ -1,11 +1,14 @@
 // The health gate in launches: nodes on loopback, each with the fake npu-smi, hccn_tool and
 // nvidia-smi (tests/tools/fake_tools) and a scenario of its own. A failed gate starts no worker
 // anywhere; an elastic job forms without the failed node.
+#include <fmt/format.h>
 #include <unistd.h>
+
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
@@ -25,6 +28,7 @@ struct GateNodes {
   TempDir dir;
   int port = unused_port();
   int nproc = 2;
+  std::string worker = kWorker;
   std::vector<std::unique_ptr<NpuRunProcess>> nodes;
 
   GateNodes() {
@@ -40,7 +44,8 @@ struct GateNodes {
                                      "--master-port",    std::to_string(port)};
     args.insert(args.end(), kFastHeartbeats.begin(), kFastHeartbeats.end());
     args.insert(args.end(), flags.begin(), flags.end());
-    for (const char* a : {"--no-python", "/bin/sh", "-c", kWorker}) args.emplace_back(a);
+    for (const char* a : {"--no-python", "/bin/sh", "-c"}) args.emplace_back(a);
+    args.push_back(worker);
     EnvOverrides env = {{"NPU_RUN_DEV_ROOT", dir.path() + "/dev"},
                         {"NPU_RUN_FAKE_SCENARIO", file},
                         {"PATH", source_dir() + "/tests/tools/fake_tools:" + std::getenv("PATH")},
@@ -143,6 +148,75 @@ TEST_CASE("health gate: a ping failure between two nodes' device 3 is named on b
     CHECK_THAT(f.err, Contains("fix: hccn_tool -i 3 -ping -g address 10.0.1.13 on node 0"));
   }
   CHECK(job.workers_started() == 0);
+}
+
+namespace {
+
+// FaultDiag's reading of an npu_info file: a "Datetime: " line, then blocks of a command line
+// and its output, each ended by two blank lines. Returns the command lines; fails the test where
+// the layout is not that.
+std::vector<std::string> npu_info_commands(const std::string& text) {
+  std::vector<std::string> blocks;
+  size_t at = 0;
+  for (size_t end; (end = text.find("\n\n\n", at)) != std::string::npos; at = end + 3)
+    blocks.push_back(text.substr(at, end - at));
+  CHECK(at == text.size());  // nothing after the last block's blank lines
+  REQUIRE(!blocks.empty());
+  CHECK(std::regex_match(blocks[0], std::regex(R"(Datetime: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})")));
+  std::vector<std::string> commands;
+  for (size_t i = 1; i < blocks.size(); ++i) commands.push_back(blocks[i].substr(0, blocks[i].find('\n')));
+  return commands;
+}
+
+}  // namespace
+
+TEST_CASE("health gate: each attempt's npu_info_before.txt and npu_info_after.txt, as FaultDiag "
+          "reads them",
+          "[integration][health]") {
+  GateNodes job;
+  const std::string logs = job.dir.path() + "/logs";
+  // Fail once, then succeed: two attempts, each with both files.
+  job.worker = "if [ ! -e \"$OUT/failed\" ]; then touch \"$OUT/failed\"; exit 1; fi";
+  job.start(0, "1", "", {"--log-dir", logs, "--max-restarts", "1"});
+  for (const Finished& f : job.wait_all()) {
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
+    if (entry.path().filename().string().rfind("npu_info_", 0) == 0)
+      files.push_back(entry.path().parent_path().filename().string() + "/" +
+                      entry.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"attempt_0/npu_info_after.txt", "attempt_0/npu_info_before.txt",
+                                          "attempt_1/npu_info_after.txt", "attempt_1/npu_info_before.txt"});
+  std::string text;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
+    if (entry.path().filename() == "npu_info_after.txt" &&
+        entry.path().parent_path().filename() == "attempt_1")
+      text = read_file(entry.path().string());
+  }
+  const std::string smi = "/usr/local/bin/npu-smi";
+  const std::string hccn = "/usr/local/Ascend/driver/tools/hccn_tool";
+  std::vector<std::string> expected = {smi + " info -m", smi + " info"};
+  for (int d : {0, 1}) expected.push_back(fmt::format("{} info -i {} -c 0 -t health", smi, d));
+  for (const char* c : {"-net_health -g", "-ip -g", "-link_stat -g", "-link -g",
+                        "-tls -g | grep switch", "-optical -g | grep prese", "-optical -g",
+                        "-stat -g", "-fec -g"}) {
+    for (int d : {0, 1}) expected.push_back(fmt::format("{} -i {} {}", hccn, d, c));
+  }
+  for (const char* t : {"ecc", "board", "usages"}) {
+    for (int d : {0, 1}) expected.push_back(fmt::format("{} info -i {} -c 0 -t {}", smi, d, t));
+  }
+  CHECK(npu_info_commands(text) == expected);
+  CHECK_THAT(text, Contains(hccn + " -i 1 -link -g\nlink status: UP\n\n\n"));
+  CHECK_THAT(text, Contains(hccn + " -i 0 -tls -g | grep switch\ndev_id:0, tls switch[0]"));
+  const std::string present = hccn + " -i 0 -optical -g | grep prese\n";
+  const size_t at = text.find(present);
+  REQUIRE(at != std::string::npos);
+  CHECK(std::regex_match(text.substr(at + present.size(), text.find("\n\n\n", at) - at - present.size()),
+                         std::regex("present +: present")));
 }
 
 TEST_CASE(

@@ -15,12 +15,35 @@
 
 #include "agent/health_runner.hpp"
 #include "agent/npu_info_snapshot.hpp"
+#include "net/host_address.hpp"
 #include "agent/node_health.hpp"
 #include "workers/child_exits.hpp"
 
 namespace npu_run {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// In a job of several nodes: a host name that resolves to a loopback address is what Gloo,
+// NCCL and HCCL advertise to their peers unless *_SOCKET_IFNAME names an interface
+// (pytorch#8672, #130621). The agent exports those for its workers; say why, once per round.
+std::optional<HealthFinding> host_name_finding() {
+  const net::HostNameAddress host = net::host_name_address();
+  if (!host.loopback) return std::nullopt;
+  return HealthFinding{
+      "hostname", -1, HealthStatus::kWarn,
+      fmt::format("the host name {} resolves to {}, a loopback address: Gloo, NCCL and HCCL "
+                  "would advertise it to their peers; npu_run gives its workers "
+                  "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and HCCL_SOCKET_IFNAME (the interface "
+                  "its peers reach it at) unless you set them",
+                  host.name, host.address),
+      fmt::format("map {} to the address its peers reach in /etc/hosts, or keep the "
+                  "*_SOCKET_IFNAME npu_run sets",
+                  host.name)};
+}
+
+}  // namespace
 
 struct HealthGate::Impl {
   Impl(asio::io_context& io_context, const LaunchConfig& config, std::string host_name,
@@ -56,6 +79,9 @@ struct HealthGate::Impl {
     runner = std::make_shared<HealthRunner>(io, *exits, checks(), cfg.health.run);
     runner->start([this](NodeVerdict verdict) {
       verdict.settings = consistency_settings(cfg, env);
+      if (cfg.shape.max_nodes > 1) {
+        if (auto finding = host_name_finding()) verdict.findings.insert(verdict.findings.begin(), *finding);
+      }
       log_findings(verdict.findings);
       log_summary(verdict);
       last = verdict;

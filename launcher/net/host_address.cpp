@@ -118,4 +118,29 @@ std::string route_source_address(const std::string& host) {
   return ec ? "" : local.address().to_string();
 }
 
+HostNameAddress host_name_address() {
+  HostNameAddress found;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return found;
+  found.name = name;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  if (::getaddrinfo(name, nullptr, &hints, &results) != 0 || results == nullptr) return found;
+  if (results->ai_family == AF_INET) {
+    const auto& a = reinterpret_cast<sockaddr_in*>(results->ai_addr)->sin_addr;
+    found.address = to_string(a);
+    found.loopback = is_loopback(a);
+  } else if (results->ai_family == AF_INET6) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const auto& a = reinterpret_cast<sockaddr_in6*>(results->ai_addr)->sin6_addr;
+    ::inet_ntop(AF_INET6, &a, text, sizeof(text));
+    found.address = text;
+    found.loopback = IN6_IS_ADDR_LOOPBACK(&a);
+  }
+  ::freeaddrinfo(results);
+  return found;
+}
+
 }  // namespace npu_run::net

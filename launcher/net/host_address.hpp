@@ -20,4 +20,14 @@ std::string interface_of_address(const std::string& address);
 // rendezvous connection exists.
 std::string route_source_address(const std::string& host);
 
+// This host's name and the first address it resolves to: the one Gloo and NCCL advertise to
+// their peers when no *_SOCKET_IFNAME names an interface. `address` is "" when the name does
+// not resolve; `loopback` says whether it is 127.0.0.0/8 or ::1, which no peer can reach.
+struct HostNameAddress {
+  std::string name;
+  std::string address;
+  bool loopback = false;
+};
+HostNameAddress host_name_address();
+
 }  // namespace npu_run::net

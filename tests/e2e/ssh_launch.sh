@@ -68,13 +68,28 @@ no_strays() {  # what
   echo "passed: $1"
 }
 
-# 1. Real DDP on two hosts, started from here; every worker line carries its host.
-run_launcher 180 "DDP" --hosts "$h1:2,$h2:2" --env GLOO_SOCKET_IFNAME=eth0 \
+# 1. Real DDP on two hosts, started from here; every worker line carries its host. The hosts'
+# interfaces have different names (eth0, eth1) and their shared host name resolves to 127.0.1.1,
+# and no *_SOCKET_IFNAME is given: each agent tells its workers its own interface, and the
+# health verdict (on with --health-check-cmd) warns of the host name.
+nsenter -t "$(cat "$work/ssh/sshd1.pid")" -m -n getent hosts "$(hostname)" | grep -q '^127\.0\.1\.1 ' ||
+  fail "host 1's host name does not resolve to 127.0.1.1 as the test's hosts file says"
+run_launcher 180 "DDP" --hosts "$h1:2,$h2:2" --health-check-cmd true \
   "$source_dir/examples/train_ddp.py" --steps 20
 [ "$rc" -eq 0 ] || fail "the DDP job exited $rc" "$work/err"
 expect_in "$work/out" "$h1: " "ranks agree: True"
+expect_in "$work/err" "health check: hostname: the host name $(hostname) resolves to 127.0.1.1"
 [ "$(grep -c "^$h2: .*weights checksum" "$work/out")" -eq 2 ] || fail "host 2's 2 checksums" "$work/out"
 expect_in "$work/err" "all 2 agents started" "[npu_run node 1 " "ranks 2-3 of 4, node 1 of 2"
+cat >"$work/ifname.py" <<'EOF'
+import os
+print(f"rank {os.environ['RANK']} " + " ".join(
+    f"{v}={os.environ.get(v)}" for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME")), flush=True)
+EOF
+run_launcher 60 "the interfaces" --hosts "$h1:1,$h2:1" "$work/ifname.py"
+[ "$rc" -eq 0 ] || fail "the job printing the interfaces exited $rc" "$work/err"
+expect_in "$work/out" "$h1: rank 0 GLOO_SOCKET_IFNAME=eth0 NCCL_SOCKET_IFNAME=eth0 HCCL_SOCKET_IFNAME=eth0" \
+  "$h2: rank 1 GLOO_SOCKET_IFNAME=eth1 NCCL_SOCKET_IFNAME=eth1 HCCL_SOCKET_IFNAME=eth1"
 no_strays "DDP over ssh on two hosts"
 
 # 2. Rank 3 (on host 2) exits 7: the launcher exits 7 and names it.

@@ -4,9 +4,13 @@
 # same npu_run, scripts and keys, as on a cluster with a shared home directory.
 #
 # make_ssh_hosts TAG PREFIX N DIR: hosts PREFIX.1 .. PREFIX.N (root namespace: PREFIX.254), each
-# namespace's end of its veth named eth0; sshd listens in namespaces 1..N-1 only when told:
-# SSHD_HOSTS (default all) lists which run one. Sets ssh_options (an array of npu_run options)
-# for the client key. remove_ssh_hosts undoes everything.
+# namespace's end of its veth named differently (host i: eth<i-1>, as on servers whose NICs were
+# named apart), and every host's name (all share this machine's) resolving to 127.0.1.1, as
+# Debian's own /etc/hosts has it: the sshd of each host sees a hosts file of its own. Gloo, NCCL
+# and HCCL then pick no reachable address by themselves, nor can one GLOO_SOCKET_IFNAME serve
+# every host. sshd listens in namespaces 1..N only when told: SSHD_HOSTS (default all) lists
+# which run one. Sets ssh_options (an array of npu_run options) for the client key.
+# remove_ssh_hosts undoes everything.
 
 make_ssh_hosts() {  # tag prefix count dir
   ssh_tag=$1 ssh_prefix=$2 ssh_count=$3 ssh_dir=$4
@@ -16,6 +20,7 @@ make_ssh_hosts() {  # tag prefix count dir
   ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/host_key" </dev/null
   ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/client_key" </dev/null
   cp "$ssh_dir/client_key.pub" "$ssh_dir/authorized_keys"
+  printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$(hostname)" >"$ssh_dir/hosts"
   ip link add "${ssh_tag}br" type bridge
   ip addr add "$ssh_prefix.254/24" dev "${ssh_tag}br"
   ip link set "${ssh_tag}br" up
@@ -24,9 +29,9 @@ make_ssh_hosts() {  # tag prefix count dir
     ip netns add "$ns"
     ip link add "${ssh_tag}v$i" type veth peer name "${ssh_tag}p$i"
     ip link set "${ssh_tag}p$i" netns "$ns"
-    ip -n "$ns" link set "${ssh_tag}p$i" name eth0
-    ip -n "$ns" addr add "$ssh_prefix.$i/24" dev eth0
-    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set "${ssh_tag}p$i" name "eth$((i - 1))"
+    ip -n "$ns" addr add "$ssh_prefix.$i/24" dev "eth$((i - 1))"
+    ip -n "$ns" link set "eth$((i - 1))" up
     ip -n "$ns" link set lo up
     ip link set "${ssh_tag}v$i" master "${ssh_tag}br"
     ip link set "${ssh_tag}v$i" up
@@ -55,7 +60,11 @@ MaxStartups 200:30:400
 MaxSessions 200
 LogLevel ERROR
 EOF
-  ip netns exec "$1" /usr/sbin/sshd -f "$3.conf" -E "$3.log"
+  # A mount namespace of its own for the host's /etc/hosts; sshd forks into the background and
+  # keeps it, and so does every session it starts.
+  ip netns exec "$1" unshare --mount --propagation private \
+    sh -c 'mount --bind "$1" /etc/hosts && exec /usr/sbin/sshd -f "$2" -E "$3"' sh \
+    "$ssh_dir/hosts" "$3.conf" "$3.log"
   local deadline=$((SECONDS + 10))
   until [ -s "$3.pid" ]; do
     [ "$SECONDS" -lt "$deadline" ] || { echo "sshd in $1 did not start" >&2; cat "$3.log" >&2; return 1; }

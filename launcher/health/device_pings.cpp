@@ -52,11 +52,15 @@ HealthFinding pair_finding(const std::vector<PingNode>& nodes, const Unreached& 
 std::vector<std::vector<DevicePing>> plan_device_pings(const std::vector<PingNode>& nodes) {
   std::vector<std::vector<DevicePing>> plans(nodes.size());
   if (nodes.size() < 2) return plans;
+  const std::vector<size_t> offsets = ring_offsets(nodes.size());
   for (size_t from = 0; from < nodes.size(); ++from) {
-    for (const size_t offset : ring_offsets(nodes.size())) {
-      const PingNode& to = nodes[(from + offset) % nodes.size()];
+    for (size_t chord = 0; chord < offsets.size(); ++chord) {
+      const PingNode& to = nodes[(from + offsets[chord]) % nodes.size()];
       const size_t shared = std::min(nodes[from].devices.size(), to.devices.size());
       for (size_t i = 0; i < shared; ++i) {
+        // The ring from every device; each chord from one device, a different one per node
+        // and chord, so that the chords cover every rail without a ping per device each.
+        if (chord > 0 && i != (from + chord) % shared) continue;
         if (nodes[from].devices[i].ip.empty() || to.devices[i].ip.empty()) continue;
         plans[from].push_back(
             {nodes[from].devices[i].device, to.devices[i].ip, to.label, to.devices[i].device});

@@ -1,6 +1,9 @@
 // The device plane's reachability check: once every node's device addresses are known (their
 // `hccn_tool -ip -g` answers), each device pings the same-index device of the next node in a
-// ring, and for larger jobs of a few farther nodes too (at most kMaxPingsPerDevice per device).
+// ring, and for larger jobs one device per node also pings the same-index device of the node
+// half (and a quarter) of the job away, a different device per node and chord, so that a switch
+// that cuts a group of nodes off shows without every device pinging every node (at most
+// kMaxPingsPerDevice per device; a node's pings: one per device, plus one per chord).
 // Same index only: on rail-optimised RoCE networks device i of one server talks to device i of
 // the others, and pairs of one server (the two dies of an A3 card among them) never ping each
 // other: HCCL reaches those over the board, not the network. Pure: the rendezvous plans and

@@ -67,13 +67,22 @@ TEST_CASE("device pings: a ring of same-index devices, chords for larger jobs, b
   CHECK(two[0][3].peer_device == 3);
   CHECK(two[1][3].ip == "10.0.0.13");  // and back: the ring closes
   const auto four = plan_device_pings(ring(4));
-  REQUIRE(four[0].size() == 16);  // the next node and the one across
-  CHECK(four[0][8].ip == "10.0.2.10");
+  REQUIRE(four[0].size() == 9);  // the next node from every device, the one across from one
+  CHECK(four[0][8].ip == "10.0.2.11");
+  CHECK(four[1][8].ip == "10.0.3.12");  // another device of the next node
   const auto sixteen = plan_device_pings(ring(16));
-  for (const auto& plan : sixteen) CHECK(plan.size() == 8 * kMaxPingsPerDevice);
-  CHECK(sixteen[15][0].ip == "10.0.0.10");   // +1
-  CHECK(sixteen[15][8].ip == "10.0.7.10");   // +8
-  CHECK(sixteen[15][16].ip == "10.0.3.10");  // +4
+  for (const auto& plan : sixteen) CHECK(plan.size() == 8 + 2);
+  CHECK(sixteen[15][0].ip == "10.0.0.10");  // +1, device 0
+  CHECK(sixteen[15][8].ip == "10.0.7.10");  // +8, device (15 + 1) % 8
+  CHECK(sixteen[15][9].ip == "10.0.3.11");  // +4, device (15 + 2) % 8
+  // Every device of every node pings at most kMaxPingsPerDevice times.
+  for (const auto& plan : sixteen) {
+    for (int d = 0; d < 8; ++d) {
+      CHECK(std::count_if(plan.begin(), plan.end(), [&](const DevicePing& p) {
+              return p.device == d;
+            }) <= static_cast<long>(kMaxPingsPerDevice));
+    }
+  }
   for (size_t n = 0; n < sixteen.size(); ++n) {
     for (const DevicePing& p : sixteen[n]) CHECK(p.peer != fmt::format("node {} (host-{})", n, n));
   }

@@ -103,6 +103,22 @@ json server_json(const ServerMessage& message) {
       message);
 }
 
+Decision decision_from(const Fields& f) {
+  Decision m;
+  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+  m.action = enum_field<Action>(f, "action");
+  m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
+  m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
+  m.membership_change = f.boolean("membership_change");
+  if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
+  for (const json& r : f.array("odd_ranks", Limits::kMaxOddRanks, false)) {
+    if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
+      f.fail("'odd_ranks' holds a bad rank");
+    m.odd_ranks.push_back(r.get<int>());
+  }
+  return m;
+}
+
 ServerMessage server_from(const json& j) {
   const Fields f(j, "message");
   const std::string type = f.text("type", 32);
@@ -134,21 +150,7 @@ ServerMessage server_from(const json& j) {
                   static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes)),
                   f.text("reason", Limits::kMaxText)};
   }
-  if (type == "decision") {
-    Decision m;
-    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-    m.action = enum_field<Action>(f, "action");
-    m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
-    m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
-    m.membership_change = f.boolean("membership_change");
-    if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
-    for (const json& r : f.array("odd_ranks", Limits::kMaxOddRanks, false)) {
-      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
-        f.fail("'odd_ranks' holds a bad rank");
-      m.odd_ranks.push_back(r.get<int>());
-    }
-    return m;
-  }
+  if (type == "decision") return decision_from(f);
   if (type == "status") return status_from(f);
   if (type == "pings") {
     return PingRequest{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),

@@ -101,12 +101,12 @@ void NpuInfoSnapshot::run_next() {
   if (waiting_.empty()) return finish();
   ++tries_;
   running_ = ToolCall::start(io_, exits_, waiting_.front().argv, settings_.run.call_timeout,
-                             [weak = weak_from_this()](ToolRun run) {
-                               if (auto self = weak.lock()) self->answered(std::move(run));
+                             [weak = weak_from_this()](const ToolRun& run) {
+                               if (auto self = weak.lock()) self->answered(run);
                              });
 }
 
-void NpuInfoSnapshot::answered(ToolRun run) {
+void NpuInfoSnapshot::answered(const ToolRun& run) {
   running_.reset();
   if (!done_) return;
   if (waiting_.empty()) return finish();  // cancelled: what it printed is not kept

@@ -42,7 +42,7 @@ class NpuInfoSnapshot : public std::enable_shared_from_this<NpuInfoSnapshot> {
 
  private:
   void run_next();
-  void answered(ToolRun run);
+  void answered(const ToolRun& run);
   void finish();
 
   boost::asio::io_context& io_;

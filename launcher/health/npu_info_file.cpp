@@ -81,7 +81,7 @@ std::string npu_info_header(int64_t wall_us) {
   std::tm local{};
   ::localtime_r(&seconds, &local);
   char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  if (std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local) == 0) text[0] = '\0';
   return fmt::format("Datetime: {}.{:06}\n\n\n", text, wall_us % 1'000'000);
 }
 

@@ -358,9 +358,11 @@ struct LocalAgent::Impl {
     rendezvous.close();
     // The last npu_info file is finished first (a stop signal cuts it short).
     const bool hurry = attempt && attempt->interrupted_by != 0;
+    // The handler moves into the callback: it runs after this agent may be gone (it never runs
+    // if the agent, and with it the gate that holds the callback, is destroyed first).
     health.after_npu_info(
-        [this, code] {
-          if (on_finished) on_finished(code);
+        [handler = std::move(on_finished), code] {
+          if (handler) handler(code);
         },
         hurry);
   }

@@ -130,10 +130,10 @@ PingReport pings_from(FuzzedDataProvider& in) {
   p.run = in.ConsumeIntegralInRange<uint64_t>(0, 4);
   const int answers = in.ConsumeIntegralInRange(0, 3);
   for (int i = 0; i < answers; ++i) {
-    p.results.push_back({in.ConsumeIntegralInRange(0, 1), "10.0.0.1" + std::to_string(i % 2),
-                         in.ConsumeBool() ? npu_run::PingAnswer::kReached
-                                          : npu_run::PingAnswer::kUnreached,
-                         "recv time out"});
+    p.results.push_back(
+        {in.ConsumeIntegralInRange(0, 1), "10.0.0.1" + std::to_string(i % 2),
+         in.ConsumeBool() ? npu_run::PingAnswer::kReached : npu_run::PingAnswer::kUnreached,
+         "recv time out"});
   }
   return p;
 }
@@ -159,12 +159,18 @@ struct Driver {
         return state.on_message(
             from, Auth{agent_proof(honest ? kToken : "guess", "fuzz", nonce, kAgentNonce)}, now);
       }
-      case 2: return state.on_message(from, join_from(in, from, s), now);
-      case 3: return state.on_message(from, Heartbeat{}, now);
-      case 4: return state.on_message(from, report_from(in, state.round()), now);
-      case 5: return state.on_disconnect(from, now);
-      case 6: return state.on_message(from, health_from(in), now);
-      case 7: return state.on_message(from, pings_from(in), now);
+      case 2:
+        return state.on_message(from, join_from(in, from, s), now);
+      case 3:
+        return state.on_message(from, Heartbeat{}, now);
+      case 4:
+        return state.on_message(from, report_from(in, state.round()), now);
+      case 5:
+        return state.on_disconnect(from, now);
+      case 6:
+        return state.on_message(from, health_from(in), now);
+      case 7:
+        return state.on_message(from, pings_from(in), now);
       default:
         now = now + std::chrono::milliseconds(in.ConsumeIntegralInRange(0, 60'000));
         return state.on_tick(now);

@@ -4,19 +4,19 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "agent/health_runner.hpp"
+#include "agent/node_health.hpp"
 #include "agent/npu_info_snapshot.hpp"
 #include "net/host_address.hpp"
-#include "agent/node_health.hpp"
 #include "workers/child_exits.hpp"
 
 namespace npu_run {
@@ -80,7 +80,8 @@ struct HealthGate::Impl {
     runner->start([this](NodeVerdict verdict) {
       verdict.settings = consistency_settings(cfg, env);
       if (cfg.shape.max_nodes > 1) {
-        if (auto finding = host_name_finding()) verdict.findings.insert(verdict.findings.begin(), *finding);
+        if (auto finding = host_name_finding())
+          verdict.findings.insert(verdict.findings.begin(), *finding);
       }
       log_findings(verdict.findings);
       log_summary(verdict);
@@ -95,7 +96,8 @@ struct HealthGate::Impl {
     NodeCheckSettings settings = checks();
     settings.pings = std::move(pings);
     pinger = std::make_shared<HealthRunner>(io, *exits, std::move(settings), cfg.health.run);
-    pinger->start([done = std::move(done)](NodeVerdict verdict) { done(std::move(verdict.pings)); });
+    pinger->start(
+        [done = std::move(done)](NodeVerdict verdict) { done(std::move(verdict.pings)); });
   }
 
   // An elastic job's gate keeps a failed node out: it checks again after --health-recheck.

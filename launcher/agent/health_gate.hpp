@@ -62,7 +62,6 @@ class HealthGate {
 // What must agree on every node, as this node has it: HCCL's settings, the visible devices'
 // count, the driver and CANN versions (their version.info files), the python executable, and the
 // SHA-256 of the training script. "" for what is unset or unreadable.
-std::map<std::string, std::string> consistency_settings(const LaunchConfig& cfg,
-                                                        const EnvMap& env);
+std::map<std::string, std::string> consistency_settings(const LaunchConfig& cfg, const EnvMap& env);
 
 }  // namespace npu_run

@@ -139,9 +139,11 @@ struct LocalAgent::Impl {
     const uint64_t run = request.run;
     health.ping(request.pings, [this, run](std::vector<PingResult> results) {
       if (state != State::kRendezvous) return;
-      if (results.size() > rdzv::Limits::kMaxPings) results.resize(rdzv::Limits::kMaxPings);
+      // Within what the server takes from an agent (a client frame).
+      using Limits = rdzv::Limits;
+      if (results.size() > Limits::kMaxPings) results.resize(Limits::kMaxPings);
       for (PingResult& r : results) {
-        if (r.detail.size() > rdzv::Limits::kMaxPingText) r.detail.resize(rdzv::Limits::kMaxPingText);
+        if (r.detail.size() > Limits::kMaxPingText) r.detail.resize(Limits::kMaxPingText);
       }
       rendezvous.send_pings(rdzv::PingReport{run, std::move(results)});
     });

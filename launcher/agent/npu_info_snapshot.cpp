@@ -4,13 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -63,7 +63,8 @@ void NpuInfoSnapshot::start(std::function<void()> done) {
   waiting_.assign(first.begin(), first.end());
   chips_known_ = waiting_.empty();
   if (chips_known_) {
-    const auto rest = npu_info_rest(settings_.tools, {}, settings_.devices, existing_version_files());
+    const auto rest =
+        npu_info_rest(settings_.tools, {}, settings_.devices, existing_version_files());
     waiting_.assign(rest.begin(), rest.end());
   }
   timers_->budget.expires_after(settings_.run.budget);

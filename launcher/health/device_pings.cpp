@@ -36,10 +36,10 @@ struct Unreached {
 HealthFinding pair_finding(const std::vector<PingNode>& nodes, const Unreached& u, int device,
                            HealthStatus status) {
   const DeviceIp* source = device_of(nodes[u.from], u.ping->device);
-  const std::string text = fmt::format(
-      "{} device {} ({}) cannot reach {} device {} ({}): {}", nodes[u.from].label,
-      u.ping->device, source != nullptr ? source->ip : "?", u.ping->peer, u.ping->peer_device,
-      u.ping->ip, u.detail);
+  const std::string text =
+      fmt::format("{} device {} ({}) cannot reach {} device {} ({}): {}", nodes[u.from].label,
+                  u.ping->device, source != nullptr ? source->ip : "?", u.ping->peer,
+                  u.ping->peer_device, u.ping->ip, u.detail);
   const std::string fix = fmt::format(
       "hccn_tool -i {} -ping -g address {} on {}; check both devices' links (hccn_tool -i N "
       "-link -g) and the switch ports between them",
@@ -92,11 +92,12 @@ std::vector<std::vector<HealthFinding>> judge_device_pings(
       if (r.answer == PingAnswer::kReached) {
         ++reached[from];
       } else if (r.answer == PingAnswer::kNotRun) {
-        findings[from].push_back(
-            {"ping", r.device, HealthStatus::kNotRun,
-             fmt::format("no answer pinging {} device {} ({}): {}", planned->peer,
-                         planned->peer_device, r.ip, r.detail),
-             {}});
+        findings[from].push_back({"ping",
+                                  r.device,
+                                  HealthStatus::kNotRun,
+                                  fmt::format("no answer pinging {} device {} ({}): {}",
+                                              planned->peer, planned->peer_device, r.ip, r.detail),
+                                  {}});
       } else {
         unreached.push_back({from, to->second, &*planned, r.detail});
         ++pairs_of[from];
@@ -114,8 +115,11 @@ std::vector<std::vector<HealthFinding>> judge_device_pings(
   }
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (reached[n] > 0 && pairs_of[n] == 0) {
-      findings[n].push_back({"ping", -1, HealthStatus::kPass,
-                             fmt::format("{} device-plane pings reached", reached[n]), {}});
+      findings[n].push_back({"ping",
+                             -1,
+                             HealthStatus::kPass,
+                             fmt::format("{} device-plane pings reached", reached[n]),
+                             {}});
     }
   }
   return findings;

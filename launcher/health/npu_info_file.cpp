@@ -13,8 +13,8 @@ namespace {
 // hccn_tool's commands, per device, in the collector's order; the second part keeps only the
 // lines with that text, as its "| grep" does.
 constexpr std::pair<const char*, const char*> kHccnEntries[] = {
-    {"-net_health", ""}, {"-ip", ""},    {"-link_stat", ""}, {"-link", ""}, {"-tls", "switch"},
-    {"-optical", "prese"}, {"-optical", ""}, {"-stat", ""},     {"-fec", ""},
+    {"-net_health", ""},   {"-ip", ""},      {"-link_stat", ""}, {"-link", ""}, {"-tls", "switch"},
+    {"-optical", "prese"}, {"-optical", ""}, {"-stat", ""},      {"-fec", ""},
 };
 
 NpuInfoEntry npu_smi_entry(const HealthToolPaths& tools, std::vector<std::string> args) {
@@ -31,8 +31,8 @@ NpuInfoEntry npu_smi_entry(const HealthToolPaths& tools, std::vector<std::string
 void add_chip_entries(std::vector<NpuInfoEntry>& entries, const HealthToolPaths& tools,
                       const std::vector<ChipMapRow>& chips, const char* type) {
   for (const ChipMapRow& chip : chips) {
-    entries.push_back(npu_smi_entry(
-        tools, {"info", "-i", std::to_string(chip.npu), "-c", std::to_string(chip.chip), "-t", type}));
+    entries.push_back(npu_smi_entry(tools, {"info", "-i", std::to_string(chip.npu), "-c",
+                                            std::to_string(chip.chip), "-t", type}));
   }
 }
 
@@ -71,7 +71,8 @@ std::vector<NpuInfoEntry> npu_info_rest(const HealthToolPaths& tools,
     }
   }
   if (!tools.npu_smi.empty()) {
-    for (const char* type : {"ecc", "board", "usages"}) add_chip_entries(entries, tools, chips, type);
+    for (const char* type : {"ecc", "board", "usages"})
+      add_chip_entries(entries, tools, chips, type);
   }
   return entries;
 }

@@ -70,8 +70,8 @@ std::string format_verdict_text(const NodeVerdict& verdict) {
   });
   std::string text;
   for (const HealthFinding* finding : shown) {
-    text +=
-        fmt::format("{:<7} {}: {}", to_string(finding->status), finding_subject(*finding), finding->detail);
+    text += fmt::format("{:<7} {}: {}", to_string(finding->status), finding_subject(*finding),
+                        finding->detail);
     if (!finding->fix.empty()) text += fmt::format(" (fix: {})", finding->fix);
     text += '\n';
   }

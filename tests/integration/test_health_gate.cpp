@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -147,8 +146,8 @@ TEST_CASE("health gate: a ping failure between two nodes' device 3 is named on b
     INFO(f.err);
     CHECK(f.exit_code == 122);
     CHECK_THAT(f.err, Contains("2 of 2 nodes failed the health gate; no worker started"));
-    CHECK_THAT(f.err, Contains("health check failed: ping device 3: node 0 (") &&
-                          Contains(pair) && Contains("device 3 (10.0.1.13): recv time out seq=0"));
+    CHECK_THAT(f.err, Contains("health check failed: ping device 3: node 0 (") && Contains(pair) &&
+                          Contains("device 3 (10.0.1.13): recv time out seq=0"));
     CHECK_THAT(f.err, Contains("fix: hccn_tool -i 3 -ping -g address 10.0.1.13 on node 0"));
   }
   CHECK(job.workers_started() == 0);
@@ -166,17 +165,20 @@ std::vector<std::string> npu_info_commands(const std::string& text) {
     blocks.push_back(text.substr(at, end - at));
   CHECK(at == text.size());  // nothing after the last block's blank lines
   REQUIRE(!blocks.empty());
-  CHECK(std::regex_match(blocks[0], std::regex(R"(Datetime: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})")));
+  CHECK(std::regex_match(blocks[0],
+                         std::regex(R"(Datetime: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})")));
   std::vector<std::string> commands;
-  for (size_t i = 1; i < blocks.size(); ++i) commands.push_back(blocks[i].substr(0, blocks[i].find('\n')));
+  for (size_t i = 1; i < blocks.size(); ++i)
+    commands.push_back(blocks[i].substr(0, blocks[i].find('\n')));
   return commands;
 }
 
 }  // namespace
 
-TEST_CASE("health gate: each attempt's npu_info_before.txt and npu_info_after.txt, as FaultDiag "
-          "reads them",
-          "[integration][health]") {
+TEST_CASE(
+    "health gate: each attempt's npu_info_before.txt and npu_info_after.txt, as FaultDiag "
+    "reads them",
+    "[integration][health]") {
   GateNodes job;
   const std::string logs = job.dir.path() + "/logs";
   // Fail once, then succeed: two attempts, each with both files.
@@ -193,8 +195,9 @@ TEST_CASE("health gate: each attempt's npu_info_before.txt and npu_info_after.tx
                       entry.path().filename().string());
   }
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{"attempt_0/npu_info_after.txt", "attempt_0/npu_info_before.txt",
-                                          "attempt_1/npu_info_after.txt", "attempt_1/npu_info_before.txt"});
+  CHECK(files ==
+        std::vector<std::string>{"attempt_0/npu_info_after.txt", "attempt_0/npu_info_before.txt",
+                                 "attempt_1/npu_info_after.txt", "attempt_1/npu_info_before.txt"});
   std::string text;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
     if (entry.path().filename() == "npu_info_after.txt" &&
@@ -205,9 +208,9 @@ TEST_CASE("health gate: each attempt's npu_info_before.txt and npu_info_after.tx
   const std::string hccn = "/usr/local/Ascend/driver/tools/hccn_tool";
   std::vector<std::string> expected = {smi + " info -m", smi + " info"};
   for (int d : {0, 1}) expected.push_back(fmt::format("{} info -i {} -c 0 -t health", smi, d));
-  for (const char* c : {"-net_health -g", "-ip -g", "-link_stat -g", "-link -g",
-                        "-tls -g | grep switch", "-optical -g | grep prese", "-optical -g",
-                        "-stat -g", "-fec -g"}) {
+  for (const char* c :
+       {"-net_health -g", "-ip -g", "-link_stat -g", "-link -g", "-tls -g | grep switch",
+        "-optical -g | grep prese", "-optical -g", "-stat -g", "-fec -g"}) {
     for (int d : {0, 1}) expected.push_back(fmt::format("{} -i {} {}", hccn, d, c));
   }
   for (const char* t : {"ecc", "board", "usages"}) {
@@ -219,8 +222,9 @@ TEST_CASE("health gate: each attempt's npu_info_before.txt and npu_info_after.tx
   const std::string present = hccn + " -i 0 -optical -g | grep prese\n";
   const size_t at = text.find(present);
   REQUIRE(at != std::string::npos);
-  CHECK(std::regex_match(text.substr(at + present.size(), text.find("\n\n\n", at) - at - present.size()),
-                         std::regex("present +: present")));
+  CHECK(std::regex_match(
+      text.substr(at + present.size(), text.find("\n\n\n", at) - at - present.size()),
+      std::regex("present +: present")));
 }
 
 TEST_CASE(

@@ -119,14 +119,17 @@ TEST_CASE("device pings: the broken end of a ring fails, its neighbours are warn
         "node 0 (host-0) device 5 (10.0.0.15) cannot reach node 1 (host-1) device 5 "
         "(10.0.1.15): recv time out seq=0");
   CHECK_THAT(on_0.fix, Contains("hccn_tool -i 5 -ping -g address 10.0.1.15 on node 0 (host-0)"));
-  CHECK_THAT(findings[1][0].detail + findings[1][1].detail,
-             Contains("node 0 (host-0) device 5") && Contains("node 1 (host-1) device 5 (10.0.1.15) "
-                                                              "cannot reach node 2 (host-2)"));
+  CHECK_THAT(
+      findings[1][0].detail + findings[1][1].detail,
+      Contains("node 0 (host-0) device 5") && Contains("node 1 (host-1) device 5 (10.0.1.15) "
+                                                       "cannot reach node 2 (host-2)"));
   CHECK(count(findings[0], HealthStatus::kPass) == 0);
 }
 
-TEST_CASE("device pings: two nodes cannot tell which end is broken, so both fail, and pairs that answer pass",
-          "[health][pings]") {
+TEST_CASE(
+    "device pings: two nodes cannot tell which end is broken, so both fail, and pairs that answer "
+    "pass",
+    "[health][pings]") {
   const auto nodes = ring(2);
   const auto plans = plan_device_pings(nodes);
   const auto findings = judge_device_pings(nodes, plans, answers(plans, {"10.0.1.13"}));
@@ -143,8 +146,9 @@ TEST_CASE("device pings: two nodes cannot tell which end is broken, so both fail
   CHECK(fine[0][0].detail == "8 device-plane pings reached");
 }
 
-TEST_CASE("device pings: an unanswered ping is not run and blames nobody, unasked answers are ignored",
-          "[health][pings]") {
+TEST_CASE(
+    "device pings: an unanswered ping is not run and blames nobody, unasked answers are ignored",
+    "[health][pings]") {
   const auto nodes = ring(2);
   const auto plans = plan_device_pings(nodes);
   auto results = answers(plans, {});
@@ -202,25 +206,25 @@ TEST_CASE("device pings: the node plan's ping run calls hccn_tool -ping and read
 TEST_CASE("device pings: requests, reports, verdicts and device addresses survive the wire",
           "[health][pings][rdzv]") {
   const PingRequest request{7, {{3, "10.0.1.13", "node 1 (b)", 3}}};
-  const auto r = std::get<PingRequest>(std::get<ServerMessage>(
-      decode_server_message(encode(ServerMessage{request}))));
+  const auto r = std::get<PingRequest>(
+      std::get<ServerMessage>(decode_server_message(encode(ServerMessage{request}))));
   CHECK(r.run == 7);
   CHECK(r.pings.at(0).ip == "10.0.1.13");
   CHECK(r.pings.at(0).peer == "node 1 (b)");
   const PingReport report{7, {{3, "10.0.1.13", PingAnswer::kUnreached, "recv time out"}}};
-  const auto p = std::get<PingReport>(std::get<ClientMessage>(
-      decode_client_message(encode(ClientMessage{report}))));
+  const auto p = std::get<PingReport>(
+      std::get<ClientMessage>(decode_client_message(encode(ClientMessage{report}))));
   CHECK(p.results.at(0).answer == PingAnswer::kUnreached);
   CHECK(p.results.at(0).detail == "recv time out");
   const PingVerdict verdict{{{"ping", 3, HealthStatus::kFail, "cannot reach", "hccn_tool"}}};
-  const auto v = std::get<PingVerdict>(std::get<ServerMessage>(
-      decode_server_message(encode(ServerMessage{verdict}))));
+  const auto v = std::get<PingVerdict>(
+      std::get<ServerMessage>(decode_server_message(encode(ServerMessage{verdict}))));
   CHECK(v.findings.at(0).status == HealthStatus::kFail);
   NodeVerdict nv;
   nv.host = "a";
   nv.device_ips = {{4, "10.0.0.14"}, {0, "10.0.0.10"}};
-  const auto h = std::get<HealthReport>(std::get<ClientMessage>(
-      decode_client_message(encode(ClientMessage{HealthReport{nv}}))));
+  const auto h = std::get<HealthReport>(
+      std::get<ClientMessage>(decode_client_message(encode(ClientMessage{HealthReport{nv}}))));
   REQUIRE(h.verdict.device_ips.size() == 2);
   CHECK(h.verdict.device_ips[0].device == 4);  // local-rank order kept
   // A peer that sends too many answers loses its connection, not the server its memory.
@@ -296,9 +300,10 @@ TEST_CASE("device pings in the rendezvous: the round waits for every answer, the
   CHECK(job.state.phase() == RendezvousState::Phase::kRunning);
 }
 
-TEST_CASE("device pings in the rendezvous: an unreached pair of a static job ends it, named on "
-          "both nodes",
-          "[rdzv][health][pings]") {
+TEST_CASE(
+    "device pings in the rendezvous: an unreached pair of a static job ends it, named on "
+    "both nodes",
+    "[rdzv][health][pings]") {
   PingJob job(2, 2);
   job.join(1, 0);
   job.join(2, 1);
@@ -349,9 +354,10 @@ TEST_CASE("device pings in the rendezvous: an elastic job forms without the brok
   CHECK(status.nodes[2].state == "excluded");
 }
 
-TEST_CASE("device pings in the rendezvous: a node that leaves mid-run makes a new ring, and "
-          "late answers to the old one are dropped",
-          "[rdzv][health][pings]") {
+TEST_CASE(
+    "device pings in the rendezvous: a node that leaves mid-run makes a new ring, and "
+    "late answers to the old one are dropped",
+    "[rdzv][health][pings]") {
   PingJob job(2, 3);
   for (ClientId id = 1; id <= 3; ++id) job.join(id, std::nullopt);
   job.verdict(1, 0);

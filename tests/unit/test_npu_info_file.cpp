@@ -21,8 +21,10 @@ std::vector<std::string> labels(const std::vector<NpuInfoEntry>& entries) {
 TEST_CASE("npu_info file: the collector's order, with the standard paths in the command lines",
           "[health][faultdiag]") {
   const HealthToolPaths tools{"/opt/bin/npu-smi", "/opt/tools/hccn_tool", ""};
-  CHECK(labels(npu_info_first(tools)) == std::vector<std::string>{"/usr/local/bin/npu-smi info -m"});
-  CHECK(npu_info_first(tools)[0].argv == std::vector<std::string>{"/opt/bin/npu-smi", "info", "-m"});
+  CHECK(labels(npu_info_first(tools)) ==
+        std::vector<std::string>{"/usr/local/bin/npu-smi info -m"});
+  CHECK(npu_info_first(tools)[0].argv ==
+        std::vector<std::string>{"/opt/bin/npu-smi", "info", "-m"});
   const std::vector<ChipMapRow> chips = {{3, 1, 7, "Ascend 910"}};
   const auto rest = npu_info_rest(tools, chips, {7}, {"/usr/local/Ascend/driver/version.info"});
   CHECK(labels(rest) ==
@@ -43,7 +45,8 @@ TEST_CASE("npu_info file: the collector's order, with the standard paths in the 
             "/usr/local/bin/npu-smi info -i 3 -c 1 -t usages"});
   CHECK(rest[1].argv.empty());
   CHECK(rest[1].file == "/usr/local/Ascend/driver/version.info");
-  CHECK(rest[3].argv == std::vector<std::string>{"/opt/tools/hccn_tool", "-i", "7", "-net_health", "-g"});
+  CHECK(rest[3].argv ==
+        std::vector<std::string>{"/opt/tools/hccn_tool", "-i", "7", "-net_health", "-g"});
   // Without npu-smi: hccn_tool's entries only; without either: nothing.
   const auto hccn_only = npu_info_rest({"", "/opt/tools/hccn_tool", ""}, {}, {0, 1}, {});
   CHECK(hccn_only.size() == 18);
@@ -62,6 +65,7 @@ TEST_CASE("npu_info file: a Datetime line, then each command, its output and two
   CHECK(npu_info_block(tls, "dev_id:0, tls switch[0](0:disable, 1:enable)\ncert info\n") ==
         "hccn_tool -i 0 -tls -g | grep switch\ndev_id:0, tls switch[0](0:disable, 1:enable)\n\n\n");
   NpuInfoEntry link{"hccn_tool -i 0 -link -g", {"x"}, "", ""};
-  CHECK(npu_info_block(link, "link status: UP") == "hccn_tool -i 0 -link -g\nlink status: UP\n\n\n");
+  CHECK(npu_info_block(link, "link status: UP") ==
+        "hccn_tool -i 0 -link -g\nlink status: UP\n\n\n");
   CHECK(npu_info_block(link, "") == "hccn_tool -i 0 -link -g\n\n\n");
 }

@@ -9,8 +9,8 @@
 
 using namespace npu_run;
 using namespace npu_run::rdzv;
-using npu_run::testing::message_to;
 using Catch::Matchers::Contains;
+using npu_run::testing::message_to;
 using namespace std::chrono_literals;
 
 namespace {

@@ -6,9 +6,9 @@
 #include "support/outgoing.hpp"
 
 using namespace npu_run::rdzv;
-using npu_run::testing::message_to;
 using Catch::Matchers::Contains;
 using npu_run::kExitRendezvous;
+using npu_run::testing::message_to;
 using namespace std::chrono_literals;
 
 namespace {

@@ -268,6 +268,14 @@ struct PingJob {
     v.device_ips = addresses(node);
     return state.on_message(id, HealthReport{v}, t0);
   }
+  // Agents 1-3 join without node ranks and pass their checks (node n's devices at 10.0.n.x):
+  // what the last verdict brings, the ping requests.
+  std::vector<Outgoing> three_unranked_checked() {
+    for (ClientId id = 1; id <= 3; ++id) join(id, std::nullopt);
+    verdict(1, 0);
+    verdict(2, 1);
+    return verdict(3, 2);
+  }
   // The node's answers: every ping reached except those to `dead`.
   std::vector<Outgoing> answer(ClientId id, const PingRequest& request,
                                const std::vector<std::string>& dead = {}, Now now = t0) {
@@ -332,10 +340,7 @@ TEST_CASE(
 TEST_CASE("device pings in the rendezvous: an elastic job forms without the broken end",
           "[rdzv][health][pings]") {
   PingJob job(2, 3);
-  for (ClientId id = 1; id <= 3; ++id) job.join(id, std::nullopt);
-  job.verdict(1, 0);
-  job.verdict(2, 1);
-  const auto asked = job.verdict(3, 2);
+  const auto asked = job.three_unranked_checked();
   // Node 2's device 5 neither answers nor reaches its ring neighbour.
   job.answer(1, *message_to<PingRequest>(asked, 1), {"10.0.1.15"});
   job.answer(2, *message_to<PingRequest>(asked, 2), {"10.0.2.15"});
@@ -359,10 +364,7 @@ TEST_CASE(
     "late answers to the old one are dropped",
     "[rdzv][health][pings]") {
   PingJob job(2, 3);
-  for (ClientId id = 1; id <= 3; ++id) job.join(id, std::nullopt);
-  job.verdict(1, 0);
-  job.verdict(2, 1);
-  const auto first = job.verdict(3, 2);
+  const auto first = job.three_unranked_checked();
   const PingRequest old_request = *message_to<PingRequest>(first, 1);
   job.state.on_disconnect(3, t0);
   // The two left are pinged once the last call for a third has passed.

@@ -31,9 +31,15 @@ const std::string kAgentNonce(64, 'a');
 
 void check_assignments(const std::vector<Outgoing>& out, const JobSettings& s) {
   std::map<uint64_t, std::vector<const Assigned*>> by_round;
+  std::set<ClientId> seated;
+  std::set<ClientId> standing_by;
   for (const Outgoing& o : out) {
     require(!o.to.empty() || std::holds_alternative<ErrorReply>(o.message));
     for (ClientId id : o.to) require(id >= 1 && id <= kClients);
+    // A spare holds no seat; a dismissed agent's connection ends.
+    if (std::holds_alternative<Assigned>(o.message)) seated.insert(o.to.begin(), o.to.end());
+    if (std::holds_alternative<Standby>(o.message)) standing_by.insert(o.to.begin(), o.to.end());
+    if (std::holds_alternative<Dismissed>(o.message)) require(o.close_after);
     if (const auto* d = std::get_if<Decision>(&o.message))
       require(d->exit_code >= 0 && d->exit_code <= 255);
     if (const auto* a = std::get_if<Assigned>(&o.message)) by_round[a->round].push_back(a);
@@ -58,6 +64,7 @@ void check_assignments(const std::vector<Outgoing>& out, const JobSettings& s) {
     }
     require(*ranks.begin() == 0 && *ranks.rbegin() == first.nnodes - 1);
   }
+  for (ClientId id : standing_by) require(!seated.contains(id));
 }
 
 JobSettings settings_from(FuzzedDataProvider& in) {
@@ -71,6 +78,8 @@ JobSettings settings_from(FuzzedDataProvider& in) {
   s.last_call = std::chrono::seconds(in.ConsumeIntegralInRange(0, 5));
   s.join_timeout = std::chrono::seconds(120);
   s.strict_consistency = in.ConsumeBool();
+  s.spares = in.ConsumeIntegralInRange(0, 2);
+  if (in.ConsumeBool()) s.ledger["h3"] = "lost at some time";
   return s;
 }
 
@@ -81,7 +90,9 @@ Join join_from(FuzzedDataProvider& in, ClientId from, const JobSettings& s) {
   j.node.nproc = in.ConsumeIntegralInRange(1, 3);
   for (int i = 0; i < j.node.nproc; ++i) j.node.devices.push_back(i);
   j.node.worker_port = 40000;
-  if (in.ConsumeBool()) j.node_rank = in.ConsumeIntegralInRange(0, s.max_nodes);
+  if (in.ConsumeBool()) j.node_rank = in.ConsumeIntegralInRange(0, s.max_nodes + s.spares);
+  j.spares = in.ConsumeIntegralInRange(0, 8) == 0 ? s.spares + 1 : s.spares;
+  j.affinity = in.ConsumeBool() ? "rack1" : "";
   j.min_nodes = in.ConsumeBool() ? s.min_nodes : 1;
   j.max_nodes = s.max_nodes;
   j.max_restarts = s.max_restarts;
@@ -99,6 +110,12 @@ Report report_from(FuzzedDataProvider& in, uint64_t current_round) {
     f.host = "h";
     f.exit_code = in.ConsumeIntegralInRange(0, 255);
     f.time_ms = in.ConsumeIntegralInRange<int64_t>(0, 1000);
+    // What the restart classification reads: a fault, the same exception again, early.
+    if (in.ConsumeBool()) f.evidence.fault = "HCCS link error between devices: x";
+    if (in.ConsumeBool()) f.evidence.exception = in.ConsumeBool() ? "ValueError" : "ImportError";
+    f.evidence.frame = in.ConsumeBool() ? "train.py:88 in step" : "";
+    f.evidence.early = in.ConsumeBool();
+    f.evidence.oom = in.ConsumeIntegralInRange(0, 8) == 0;
     r.failure = f;
   }
   if (r.outcome == Outcome::kStopped && in.ConsumeBool()) {

@@ -26,6 +26,8 @@ json client_json(const ClientMessage& message) {
                  {"command", m.command},
                  {"health", health_mode_name(m.health)}};
           if (m.node_rank) j["node_rank"] = *m.node_rank;
+          if (m.spares > 0) j["spares"] = m.spares;
+          if (!m.affinity.empty()) j["affinity"] = m.affinity;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           json j{{"type", "heartbeat"}, {"received", m.received}};
@@ -79,6 +81,8 @@ ClientMessage client_from(const json& j) {
     m.command = f.text("command", Limits::kMaxText, false);
     const std::string health = f.text("health", 8, false);
     m.health = health.empty() ? HealthMode::kOff : health_mode_from(health);
+    m.spares = static_cast<int>(f.optional_integer("spares", 0, Limits::kMaxNodes).value_or(0));
+    m.affinity = f.text("affinity", Limits::kMaxName, false);
     return m;
   }
   if (type == "heartbeat") {

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "basics/exit_status.hpp"  // kExitRendezvous
-#include "health/gate_settings.hpp"
 #include "health/device_pings.hpp"
+#include "health/gate_settings.hpp"
 #include "health/verdict.hpp"
 
 namespace npu_run::rdzv {
@@ -44,7 +44,10 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 //    its verdict, and a round forms only once every gating joiner's verdict is in.
 // 8: verdicts carry the device addresses; "pings", "ping_report" and "ping_verdict" check the
 //    device plane between the nodes before the round forms.
-inline constexpr int kProtocolVersion = 8;
+// 9: failures carry what the node saw (FailureEvidence, lost), decisions the restart
+//    classification (FailureClass, why, the restarts charged); spares: joins carry --spares
+//    and an affinity, "standby" and "dismissed".
+inline constexpr int kProtocolVersion = 9;
 
 // Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
 // compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
@@ -69,6 +72,18 @@ struct NodeInfo {
   int worker_port = 0;                  // port this agent holds for MASTER_PORT if it is node 0
 };
 
+// What the node saw of a failure beyond its exit, for the restart classification
+// (rendezvous/failure_class.hpp). Each text is cut to Limits::kMaxEvidenceText.
+struct FailureEvidence {
+  std::string fault;      // a device or link fault the worker named (health/fault_patterns.hpp)
+  std::string exception;  // the Python exception's type: "ValueError"
+  std::string frame;      // where it was raised: "train.py:88 in step"
+  std::string last_beat;  // the text of the failed rank's last progress beat; empty: none
+  bool early = false;     // it failed within --startup-window of its start
+  bool usage = false;     // argparse refused its command line
+  bool oom = false;       // the kernel's OOM killer killed it
+};
+
 // The first failure of a round, as every node will print it.
 struct FailureReport {
   std::string host;
@@ -86,6 +101,8 @@ struct FailureReport {
   // The worker hung (--hang-timeout, --exit-timeout): the other nodes dump their workers'
   // stacks (SIGABRT) as they stop them, so that every rank shows where it was.
   bool hang = false;
+  bool lost = false;  // the whole node was lost: its connection closed or its heartbeats stopped
+  FailureEvidence evidence{};
 };
 
 // ---- agent -> server ----
@@ -120,6 +137,10 @@ struct Join {
   // kGate: the round waits for this agent's HealthReport, and a failed one keeps it out (an
   // elastic job) or ends the job (a static one). kWarn: its verdict is only shown.
   HealthMode health = HealthMode::kOff;
+  int spares = 0;  // --spares: agents beyond the job's nodes that wait as standbys
+  // --spare-affinity (or "superpod:<id>" from the rank table): a spare with the same label as
+  // a lost node is preferred for its seat.
+  std::string affinity{};
 };
 
 // The node checks' verdict (health/verdict.hpp, compact()ed), sent once they are done and again
@@ -251,6 +272,11 @@ struct Reform {
 
 enum class Action { kRestart, kFinish };
 
+// Why a round failed, as the restart classification tells it (rendezvous/failure_class.hpp):
+// the node's fault (a spare replaces it; never a restart of --max-restarts), the script's
+// (the same failure again: the job stops with kExitNoProgress), or neither.
+enum class FailureClass { kNone, kInfrastructure, kDeterministic, kOther };
+
 // What every node does once all nodes reported: run the next round, or end with exit_code.
 struct Decision {
   uint64_t round = 0;
@@ -264,6 +290,13 @@ struct Decision {
   // After a hang: the ranks whose top frame differs from the majority's (rendezvous/
   // hang_blame.hpp), in rank order; the first is the root cause.
   std::vector<int> odd_ranks{};
+  // With a root cause: its class, and why ("deterministic: ValueError at train.py:88 in step,
+  // twice").
+  FailureClass failure_class = FailureClass::kNone;
+  std::string class_reason{};
+  // Restarts counted against --max-restarts so far (restart_count also counts those an
+  // infrastructure failure cost, which are not).
+  int restarts_charged = 0;
 };
 
 struct HeartbeatAck {
@@ -291,7 +324,8 @@ struct NodeStatus {
   int nproc = 0;
   int rank_offset = 0;
   // "running", "reported" (its workers are done), "lost", "left", "waiting" (for a round),
-  // "checking" (its health checks run), "excluded" (it failed its health gate; it rechecks).
+  // "checking" (its health checks run), "excluded" (it failed its health gate; it rechecks),
+  // "spare" (--spares: it waits to take a lost node's seat).
   std::string state;
   int64_t silent_ms = 0;        // since the server last heard from it
   std::vector<RankBeat> ranks;  // age_ms as of the answer; empty: no beats heard
@@ -327,21 +361,37 @@ struct PingVerdict {
   std::vector<HealthFinding> findings;
 };
 
+// This agent is a spare (--spares): it holds no workers and waits, heartbeating, to take the
+// seat of a node the job loses (an Assigned for that node rank), or to be dismissed.
+struct Standby {
+  uint64_t round = 0;  // the round it stands by for
+  int nodes = 0;       // the round's nodes
+  int spares = 0;      // spares waiting, this one among them
+};
+
+// This agent leaves the job now with `exit_code`: a spare the job no longer needs (it ended),
+// or a node taken out (a device fault, a failed health gate) whose seat a spare takes or an
+// elastic job does without.
+struct Dismissed {
+  std::string reason;
+  int exit_code = 0;
+};
+
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
-                                   HeartbeatAck, Challenge, Reform, Resumed, JobStatus,
-                                   PingRequest, PingVerdict>;
+                                   HeartbeatAck, Challenge, Reform, Resumed, JobStatus, PingRequest,
+                                   PingVerdict, Standby, Dismissed>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report",     "auth",
+  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report", "auth",
                                        "resume", "hang", "status",    "health", "ping_report"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
-  static const char* const kNames[] = {"welcome", "error",    "progress",      "assigned",
-                                       "stop",    "decision", "heartbeat_ack", "challenge",
-                                       "reform",  "resumed",  "status",        "pings",
-                                       "ping_verdict"};
+  static const char* const kNames[] = {"welcome",      "error",    "progress",      "assigned",
+                                       "stop",         "decision", "heartbeat_ack", "challenge",
+                                       "reform",       "resumed",  "status",        "pings",
+                                       "ping_verdict", "standby",  "dismissed"};
   return kNames[message.index()];
 }
 
@@ -360,7 +410,8 @@ inline bool sequenced(const ServerMessage& message) {
          std::holds_alternative<StopWorkers>(message) ||
          std::holds_alternative<Decision>(message) || std::holds_alternative<Reform>(message) ||
          std::holds_alternative<PingRequest>(message) ||
-         std::holds_alternative<PingVerdict>(message);
+         std::holds_alternative<PingVerdict>(message) || std::holds_alternative<Standby>(message) ||
+         std::holds_alternative<Dismissed>(message);
 }
 
 }  // namespace npu_run::rdzv

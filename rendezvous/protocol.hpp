@@ -30,16 +30,17 @@ struct Limits {
   static constexpr size_t kMaxDevices = 4096;  // entries in device and device-ip lists
   static constexpr int kMaxNodes = 1'000'000;
   static constexpr int kMaxWorkersPerNode = 4096;
-  static constexpr size_t kMaxStackFrames = 3;  // RankStack::frames
-  static constexpr size_t kMaxFrameText = 256;  // one frame
-  static constexpr size_t kMaxBeatText = 200;   // a progress beat's text (as the agent keeps it)
-  static constexpr size_t kMaxOddRanks = 1024;  // Decision::odd_ranks
+  static constexpr size_t kMaxStackFrames = 3;   // RankStack::frames
+  static constexpr size_t kMaxFrameText = 256;   // one frame
+  static constexpr size_t kMaxBeatText = 200;    // a progress beat's text (as the agent keeps it)
+  static constexpr size_t kMaxOddRanks = 1024;   // Decision::odd_ranks
   static constexpr size_t kMaxHealthNotes = 64;  // Assigned::health_notes
   // PingRequest / PingReport: kMaxSentDevices devices, kMaxPingsPerDevice each; a ping's
   // detail as the agent cuts it. 192 answers of ~300 bytes fit a client frame.
   static constexpr size_t kMaxPings = 192;
   static constexpr size_t kMaxPingText = 160;
   static constexpr size_t kMaxPingFindings = 256;  // PingVerdict: pairs of a node, both ends
+  static constexpr size_t kMaxEvidenceText = 256;  // each text of a FailureEvidence
 };
 
 // The frames are net's; a bad frame or message is a ProtocolError with a stable code

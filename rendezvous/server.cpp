@@ -170,6 +170,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void dispatch(const std::vector<Outgoing>& outgoing) {
+    for (const TakenOut& t : state.take_taken_out()) {
+      spdlog::warn("node {} ({}, {}) is taken out of the job ({}): {}", t.node_rank, t.host, t.addr,
+                   t.reason, t.evidence);
+      if (options.taken_out) options.taken_out(t);
+    }
     for (const Outgoing& o : outgoing) send(o);
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
       finished = true;

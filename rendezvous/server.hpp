@@ -45,6 +45,9 @@ struct ServerOptions {
   // Runs when a round forms, before any node hears its assignment: the workers' store starts a
   // fresh key space for the new round's workers.
   std::function<void(uint64_t round)> round_formed{};
+  // Runs for each node the job takes out (lost, a failed health gate, a device fault): the
+  // ledger of bad nodes records it.
+  std::function<void(const TakenOut&)> taken_out{};
 };
 
 // Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe

@@ -24,9 +24,17 @@ void log_milestone(const ServerMessage& message, int max_restarts) {
         } else if constexpr (std::is_same_v<T, Decision>) {
           if (m.action == Action::kRestart && m.membership_change) {
             spdlog::info("round {} stopped; the job re-forms in round {}", m.round, m.round + 1);
+          } else if (m.action == Action::kRestart && m.restarts_charged < m.restart_count &&
+                     m.failure_class == FailureClass::kInfrastructure) {
+            spdlog::warn(
+                "round {} failed ({}); attempt {}, not counted against --max-restarts "
+                "({} of {} used)",
+                m.round, m.class_reason, m.restart_count, m.restarts_charged, max_restarts);
           } else if (m.action == Action::kRestart) {
-            spdlog::warn("round {} failed; restart {} of {}", m.round, m.restart_count,
-                         max_restarts);
+            spdlog::warn("round {} failed ({}); restart {} of {}", m.round, m.class_reason,
+                         m.restarts_charged, max_restarts);
+          } else if (m.failure_class == FailureClass::kDeterministic) {
+            spdlog::info("job ended with exit code {}: {}", m.exit_code, m.class_reason);
           } else {
             spdlog::info("job ended with exit code {}", m.exit_code);
           }

@@ -75,9 +75,14 @@ json server_json(const ServerMessage& message) {
                                        {"action", m.action},
                                        {"restart_count", m.restart_count},
                                        {"exit_code", m.exit_code},
-                                       {"membership_change", m.membership_change}});
+                                       {"membership_change", m.membership_change},
+                                       {"restarts_charged", m.restarts_charged}});
           if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
           if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
+          if (m.failure_class != FailureClass::kNone) {
+            j["class"] = m.failure_class;
+            j["class_reason"] = m.class_reason;
+          }
           return j;
         } else if constexpr (std::is_same_v<T, Challenge>) {
           return answer("challenge", {{"nonce", m.nonce}, {"proof", m.proof}});
@@ -94,6 +99,10 @@ json server_json(const ServerMessage& message) {
           json findings = json::array();
           for (const HealthFinding& finding : m.findings) findings.push_back(to_json(finding));
           return answer("ping_verdict", {{"findings", std::move(findings)}});
+        } else if constexpr (std::is_same_v<T, Standby>) {
+          return answer("standby", {{"round", m.round}, {"nodes", m.nodes}, {"spares", m.spares}});
+        } else if constexpr (std::is_same_v<T, Dismissed>) {
+          return answer("dismissed", {{"reason", m.reason}, {"exit_code", m.exit_code}});
         } else if constexpr (std::is_same_v<T, Resumed>) {
           return answer("resumed", {{"received", m.received}});
         } else {
@@ -110,11 +119,16 @@ Decision decision_from(const Fields& f) {
   m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
   m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
   m.membership_change = f.boolean("membership_change");
+  m.restarts_charged = static_cast<int>(f.integer("restarts_charged", 0, 1'000'000));
   if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
   for (const json& r : f.array("odd_ranks", Limits::kMaxOddRanks, false)) {
     if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
       f.fail("'odd_ranks' holds a bad rank");
     m.odd_ranks.push_back(r.get<int>());
+  }
+  if (f.find("class") != nullptr) {
+    m.failure_class = enum_field<FailureClass>(f, "class");
+    m.class_reason = f.text("class_reason", Limits::kMaxText);
   }
   return m;
 }
@@ -161,6 +175,15 @@ ServerMessage server_from(const json& j) {
     for (const json& finding : f.array("findings", Limits::kMaxPingFindings))
       m.findings.push_back(finding_from(finding));
     return m;
+  }
+  if (type == "standby") {
+    return Standby{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                   static_cast<int>(f.integer("nodes", 0, Limits::kMaxNodes)),
+                   static_cast<int>(f.integer("spares", 0, Limits::kMaxNodes))};
+  }
+  if (type == "dismissed") {
+    return Dismissed{f.text("reason", Limits::kMaxText),
+                     static_cast<int>(f.integer("exit_code", 0, 255))};
   }
   if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
   if (type == "resumed") return Resumed{received_field(f)};

@@ -27,6 +27,10 @@
 //   restart count. Lost and left members get no decision and no seat in the next round.
 // - --max-no-progress-restarts: failed restarts in a row in which no node's report progressed
 //   are counted; at the limit the job finishes with kExitNoProgress instead of restarting.
+// - The restart classification (failure_class.hpp) of each root cause, with the attempt
+//   before's: a deterministic failure finishes the job at once with kExitNoProgress; an
+//   infrastructure failure the job goes on without (a lost node of an elastic job) is a
+//   restart that costs nothing of --max-restarts; the restart count still grows.
 // - Refusals name what clashed: magic, protocol version, run id, token, --nnodes,
 //   --max-restarts, a taken or out-of-range node rank, a full job, a message out of order, and
 //   with the default run id (`none`) another command (job_mismatch): two jobs on one port.
@@ -55,6 +59,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rendezvous/failure_class.hpp"
 #include "rendezvous/messages.hpp"
 
 namespace npu_run::rdzv {
@@ -102,6 +107,22 @@ struct JobSettings {
   // Settings that differ between nodes fail the odd ones out of the health gate instead of
   // being warned of (--strict-consistency).
   bool strict_consistency = false;
+  // Agents beyond max_nodes that join as spares (--spares); a lost or faulty node's seat goes
+  // to one of them.
+  int spares = 0;
+  // The ledger of bad nodes: host -> what its entry says. Agents on these hosts are refused.
+  std::map<std::string, std::string> ledger;
+};
+
+// A node taken out of the job (lost, a failed health gate, a device fault): what the ledger of
+// bad nodes records (the agent writes it: agent/node_ledger.hpp).
+struct TakenOut {
+  std::string host;
+  std::string addr;
+  int node_rank = -1;
+  int64_t time_ms = 0;
+  std::string reason;    // "lost", "failed its health gate", "infrastructure fault"
+  std::string evidence;  // the description, the fault line, the failed check
 };
 
 struct Outgoing {
@@ -139,6 +160,9 @@ class RendezvousState {
   bool awaiting_proof(ClientId id) const;
   // The job as it stands at `now`, for `npu_run status` (state_status.cpp).
   JobStatus status(Now now) const;
+  // The nodes taken out since the last call, for the ledger (at most kMaxTakenOutKept).
+  std::vector<TakenOut> take_taken_out();
+  static constexpr size_t kMaxTakenOutKept = 1024;
 
  private:
   struct Client {
@@ -151,8 +175,15 @@ class RendezvousState {
     ClientId id;
     Join join;
     uint64_t arrival;
-    std::optional<NodeVerdict> verdict{};  // its last HealthReport for this round
+    std::optional<NodeVerdict> verdict{};            // its last HealthReport for this round
     std::optional<std::vector<PingResult>> pings{};  // its answers to the running ping run
+    bool told_standby = false;                       // was sent Standby (it is a spare)
+  };
+  // A seat of the last round: what a spare taking it should match.
+  struct SeatMemory {
+    std::string host;
+    std::string affinity;
+    int nproc = 1;
   };
   // The device-plane pings among the joiners about to form a round (state_pings.cpp).
   struct PingRun {
@@ -176,6 +207,8 @@ class RendezvousState {
     Clock::time_point beats_at{};         // when that heartbeat came
     std::optional<NodeVerdict> health{};  // its verdict for this round
     HealthMode health_mode = HealthMode::kOff;
+    std::string affinity{};  // Join::affinity
+    bool taken_out = false;  // dismissed for a fault of its own: not in the next round
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
@@ -184,10 +217,42 @@ class RendezvousState {
   std::vector<Outgoing> on_join(ClientId from, const Join& join);
   // The refusal of a join, or nothing when it may go on.
   std::optional<Outgoing> refuse_join(ClientId from, const Join& join) const;
+  // A newcomer on a host of the ledger of bad nodes is refused, naming the entry.
+  std::optional<Outgoing> ledger_refusal(ClientId from, const Join& join) const;
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
-  // The pending joiners by node rank: explicit ranks kept, the rest by (host, arrival).
-  std::vector<const Joiner*> seat_joiners() const;
+  // ---- seats and spares (state_spares.cpp) ----
+  // The ready joiners for `seats` node ranks: held seats kept, explicit ranks next, vacated
+  // seats to the best spare, the rest by (host, arrival).
+  std::vector<const Joiner*> seat_joiners(int seats) const;
+  // The seat a joiner keeps (held last round, else its --node-rank), or -1.
+  int kept_seat(const Joiner& joiner, int seats) const;
+  std::vector<const Joiner*>::iterator best_spare_for(int seat,
+                                                      std::vector<const Joiner*>& free) const;
+  // A ready joiner that may take a seat now (a named spare waits in the first round).
+  bool seat_candidate(const Joiner& joiner) const;
+  int seat_candidates() const;
+  // How many seats the forming round has: every candidate's, up to max_nodes.
+  int round_seats() const;
+  // Ready joiners waiting while a round runs: the spares.
+  int spares_waiting() const;
+  // Ready joiners now, whatever the phase.
+  int spares_ready() const;
+  // Sends Standby to each ready joiner not told yet (spares only).
+  void tell_spares(std::vector<Outgoing>& out);
+  // Before the next round: who held which seat, and what a spare for it should match.
+  void remember_seats();
+  // A node of the last round that is still there has not re-joined yet.
+  bool awaiting_seat_holders() const;
+  // A ready spare can take seat `node_rank` (-1: any seat).
+  bool spare_can_take(int node_rank) const;
+  // Records a node taken out of the job for the ledger (not when its host runs another node).
+  void take_out(ClientId who, const NodeInfo& node, int node_rank, const std::string& reason,
+                const std::string& evidence);
+  // The root cause's node is at fault: recorded, and dismissed unless it was lost.
+  void dismiss_at_fault(std::vector<Outgoing>& out);
+  // The job ended: its spares are told so and leave with 0.
+  void dismiss_spares(const Decision& decision, std::vector<Outgoing>& out);
   // ---- the health gate (state_health.cpp) ----
   std::vector<Outgoing> on_health(ClientId from, const HealthReport& report);
   static Gate gate_of(const Joiner& joiner);
@@ -198,6 +263,8 @@ class RendezvousState {
   // failures are added to those joiners' verdicts; the notes every member is told.
   std::vector<std::string> apply_job_health();
   std::vector<Outgoing> fail_health_gate();
+  // A static job with spares enough: the joiners that failed their gate are taken out.
+  std::vector<Outgoing> take_out_failed_gates();
   // ---- the device-plane pings (state_pings.cpp) ----
   // Starts the round, or first the pings among the joiners that have device addresses and
   // were not all pinged yet; their reports start it (or end the job) in finish_pings().
@@ -222,6 +289,13 @@ class RendezvousState {
   void record_failure(const FailureReport& failure, bool deliberate, ClientId from,
                       std::vector<Outgoing>& out);
   void decide_if_complete(std::vector<Outgoing>& out);
+  // The class of this round's root cause and the attempt before's (rendezvous/failure_class.hpp).
+  Classification classify_round() const;
+  // An infrastructure failure costs no restart of --max-restarts when the job goes on without
+  // the node at fault.
+  bool restart_is_free() const;
+  // Clears the finished round's seats and waits for the next round's joins.
+  void next_round();
   // A hang's root cause moves to the odd one out of every rank's stack (hang_blame.hpp).
   void blame_hang_on_stacks(Decision& decision);
   std::vector<Outgoing> on_hang_notice(ClientId from, const HangNotice& notice);
@@ -238,8 +312,10 @@ class RendezvousState {
   Phase phase_ = Phase::kJoining;
   uint64_t round_ = 0;
   int restart_count_ = 0;
-  int no_progress_restarts_ = 0;   // restarts in a row that ended without progress
-  bool round_progressed_ = false;  // some node of this round reported progress
+  int charged_restarts_ = 0;                       // restarts counted against --max-restarts
+  std::optional<FailureReport> previous_failure_;  // the last round's root cause, if it failed
+  int no_progress_restarts_ = 0;                   // restarts in a row that ended without progress
+  bool round_progressed_ = false;                  // some node of this round reported progress
   // Every per-message operation is O(1) or O(log n): a 16k-node job joins, reports and leaves
   // without any quadratic scan.
   std::map<ClientId, Client> clients_;
@@ -262,6 +338,11 @@ class RendezvousState {
   std::optional<PingRun> ping_run_;
   uint64_t ping_runs_ = 0;
   std::set<ClientId> pinged_;  // joiners of the last finished ping run, for the round forming
+  std::vector<SeatMemory> last_seats_;                 // by node rank, of the last round
+  std::unordered_map<ClientId, int> remembered_seat_;  // held seats, kept in the next round
+  std::vector<TakenOut> taken_out_;                    // for the ledger, until taken
+  std::set<std::string> ledgered_hosts_;               // taken out in this job
+  bool spares_fill_failed_ = false;  // a node failed its gate: named spares may take seats
 };
 
 }  // namespace npu_run::rdzv

@@ -63,6 +63,7 @@ std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthRepo
                                     round_ + 1, joiner->second.join.node.host, nodes)},
                  out);
   }
+  if (phase_ != Phase::kJoining && !membership_change_) tell_spares(out);
   return out;
 }
 
@@ -75,14 +76,26 @@ std::vector<Outgoing> RendezvousState::maybe_start_round() {
     }));
   };
   if (count(Gate::kChecking) > 0) return {};  // every verdict is in before a round forms
+  // The last round's nodes re-join before spares fill any seat: a slow one keeps its own.
+  if (awaiting_seat_holders()) return {};
   if (!elastic()) {
-    if (static_cast<int>(pending_.size()) < settings_.max_nodes) return {};
+    if (seat_candidates() + count(Gate::kFailed) < settings_.max_nodes) return {};
     health_notes_ = apply_job_health();
-    if (count(Gate::kFailed) > 0) return fail_health_gate();
+    if (count(Gate::kFailed) > 0) {
+      // Spares that passed (named ones too) fill the failed nodes' seats; the failed nodes are
+      // taken out.
+      if (count(Gate::kReady) < settings_.max_nodes) return fail_health_gate();
+      spares_fill_failed_ = true;
+      std::vector<Outgoing> out = take_out_failed_gates();
+      auto more = ping_or_start_round();
+      out.insert(out.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+      return out;
+    }
     return ping_or_start_round();
   }
-  if (count(Gate::kReady) >= settings_.min_nodes) health_notes_ = apply_job_health();
-  const int ready = count(Gate::kReady);
+  if (seat_candidates() >= settings_.min_nodes) health_notes_ = apply_job_health();
+  const int ready = seat_candidates();
   if (ready < settings_.min_nodes) {
     min_reached_at_.reset();
     return {};
@@ -161,6 +174,32 @@ std::vector<Outgoing> RendezvousState::fail_health_gate() {
   root_cause_ = root;
   final_ = Decision{round_, Action::kFinish, restart_count_, kExitHealth, root};
   return {std::move(refusal)};
+}
+
+std::vector<Outgoing> RendezvousState::take_out_failed_gates() {
+  std::vector<Outgoing> out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const Joiner& joiner = it->second;
+    if (gate_of(joiner) != Gate::kFailed) {
+      ++it;
+      continue;
+    }
+    const std::string why = first_failure_line(*joiner.verdict);
+    const auto seat = remembered_seat_.find(it->first);
+    const int rank =
+        seat != remembered_seat_.end() ? seat->second : joiner.join.node_rank.value_or(-1);
+    take_out(it->first, joiner.join.node, rank, "failed its health gate", why);
+    out.push_back(Outgoing{{it->first},
+                           Dismissed{fmt::format("{} is taken out of the job: it failed its health "
+                                                 "gate ({}); a spare takes its place",
+                                                 joiner_label(joiner), why),
+                                     0},
+                           true});
+    if (joiner.join.node_rank) claimed_ranks_.erase(*joiner.join.node_rank);
+    if (seat != remembered_seat_.end()) remembered_seat_.erase(seat);
+    it = pending_.erase(it);
+  }
+  return out;
 }
 
 void RendezvousState::release_kept_out(const Decision& decision, std::vector<Outgoing>& out) {

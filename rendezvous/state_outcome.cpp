@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "rendezvous/failure_class.hpp"
 #include "rendezvous/hang_blame.hpp"
 #include "rendezvous/state.hpp"
 
@@ -126,15 +127,28 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   decision.round = round_;
   if (root_cause_ && root_cause_->hang) blame_hang_on_stacks(decision);
   decision.root_cause = root_cause_;
-  // A failed restart that no node saw progress in extends the run; progress ends it.
+  const Classification cls = classify_round();
+  decision.failure_class = cls.kind;
+  decision.class_reason = cls.reason;
+  const bool infrastructure = cls.kind == FailureClass::kInfrastructure;
+  // A failed restart that no node saw progress in extends the run; progress ends it. A node's
+  // fault says nothing of the script's progress.
   if (round_progressed_)
     no_progress_restarts_ = 0;
-  else if (root_cause_ && restart_count_ > 0)
+  else if (root_cause_ && restart_count_ > 0 && !infrastructure)
     ++no_progress_restarts_;
   const bool stuck = root_cause_ && settings_.max_no_progress_restarts > 0 &&
                      no_progress_restarts_ >= settings_.max_no_progress_restarts;
-  if (root_cause_ && !deliberate_stop_ && !stuck && restart_count_ < settings_.max_restarts) {
+  const bool broken_script = cls.kind == FailureClass::kDeterministic;
+  const bool free_restart = infrastructure && restart_is_free();
+  if (infrastructure && !free_restart) {
+    decision.class_reason += settings_.spares > 0 ? "; no spare is left to take its place"
+                                                  : "; no spare (--spares) to take its place";
+  }
+  if (root_cause_ && !deliberate_stop_ && !stuck && !broken_script &&
+      (free_restart || charged_restarts_ < settings_.max_restarts)) {
     ++restart_count_;
+    if (!free_restart) ++charged_restarts_;
     decision.action = Action::kRestart;
     decision.restart_count = restart_count_;
   } else if (!root_cause_ && membership_change_) {
@@ -144,30 +158,61 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   } else {
     decision.action = Action::kFinish;
     decision.restart_count = restart_count_;
-    decision.exit_code = stuck ? kExitNoProgress : root_cause_ ? root_cause_->exit_code : 0;
+    decision.exit_code = (stuck || broken_script) ? kExitNoProgress
+                         : root_cause_            ? root_cause_->exit_code
+                                                  : 0;
   }
+  decision.restarts_charged = charged_restarts_;
+  previous_failure_ = root_cause_ && !deliberate_stop_ ? root_cause_ : std::nullopt;
+  // The node at fault leaves; a spare takes its seat, or an elastic job does without it.
+  if (free_restart && decision.action == Action::kRestart) dismiss_at_fault(out);
   Outgoing broadcast{{}, decision, false};
   for (const Member& m : members_) {
-    if (!m.lost && !m.left) broadcast.to.push_back(m.id);
+    if (!m.lost && !m.left && !m.taken_out) broadcast.to.push_back(m.id);
   }
   if (!broadcast.to.empty()) out.push_back(std::move(broadcast));
   if (decision.action == Action::kRestart) {
-    ++round_;
-    members_.clear();
-    member_rank_.clear();
-    phase_ = Phase::kJoining;
-    membership_change_ = false;
-    // Agents that arrived during the round wait in pending_; the join timeout and the last
-    // call count from now.
-    joining_since_ = now_.steady;
-    min_reached_at_.reset();
-    if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes)
-      min_reached_at_ = now_.steady;
+    next_round();
   } else {
     phase_ = Phase::kFinished;
     final_ = decision;
     release_kept_out(decision, out);
+    dismiss_spares(decision, out);
   }
+}
+
+Classification RendezvousState::classify_round() const {
+  if (!root_cause_ || deliberate_stop_) return {FailureClass::kNone, ""};
+  return classify_failure(*root_cause_, previous_failure_ ? &*previous_failure_ : nullptr);
+}
+
+bool RendezvousState::restart_is_free() const {
+  // The node at fault is out of the next round when a spare can take its seat or the job can
+  // do without it (an elastic job shrinks). Otherwise a static job restarts on the same nodes
+  // (waiting for a lost one to come back), and that restart is counted as any other.
+  if (!root_cause_ || root_cause_->node_rank < 0 ||
+      root_cause_->node_rank >= static_cast<int>(members_.size()))
+    return false;
+  if (elastic()) return true;
+  // Every seat this round vacates needs a spare: the lost nodes', and the live node at fault.
+  int vacated = root_cause_->lost ? 0 : 1;
+  for (const Member& m : members_) vacated += m.lost ? 1 : 0;
+  return spare_can_take(root_cause_->node_rank) && spares_ready() >= vacated;
+}
+
+void RendezvousState::next_round() {
+  ++round_;
+  remember_seats();
+  members_.clear();
+  member_rank_.clear();
+  phase_ = Phase::kJoining;
+  membership_change_ = false;
+  // Agents that arrived during the round wait in pending_; the join timeout and the last
+  // call count from now.
+  joining_since_ = now_.steady;
+  min_reached_at_.reset();
+  if (elastic() && static_cast<int>(pending_.size()) >= settings_.min_nodes)
+    min_reached_at_ = now_.steady;
 }
 
 void RendezvousState::blame_hang_on_stacks(Decision& decision) {
@@ -200,6 +245,7 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
         std::chrono::duration_cast<milliseconds>(now_.steady - client->second.last_seen).count();
   }
   clients_.erase(who);
+  remembered_seat_.erase(who);  // its seat is free for a spare
   if (const auto it = pending_.find(who); it != pending_.end()) {
     if (it->second.join.node_rank) claimed_ranks_.erase(*it->second.join.node_rank);
     pending_.erase(it);
@@ -220,6 +266,7 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
   failure.description = fmt::format("agent lost: {}; last heard from {:.1f} s before", why,
                                     static_cast<double>(now_.wall_ms - last_seen_ms) / 1000.0);
   failure.time_ms = last_seen_ms;
+  failure.lost = true;
   record_failure(failure, false, who, out);
   decide_if_complete(out);
   return out;

@@ -40,6 +40,21 @@ std::string RendezvousState::describe_seats() const {
   return text;
 }
 
+std::optional<Outgoing> RendezvousState::ledger_refusal(ClientId from, const Join& join) const {
+  // A node that holds a seat re-joins for the next round; only a newcomer is refused.
+  if (remembered_seat_.contains(from) || member_rank_.contains(from)) return std::nullopt;
+  const auto entry = settings_.ledger.find(join.node.host);
+  if (entry == settings_.ledger.end() && !ledgered_hosts_.contains(join.node.host))
+    return std::nullopt;
+  const std::string what = entry != settings_.ledger.end()
+                               ? entry->second
+                               : std::string("taken out of this job earlier");
+  return reject(from, "ledgered",
+                fmt::format("{} is in the ledger of bad nodes ({}): it does not join until the "
+                            "entry expires (--ledger-ttl) or is cleared (npu_run ledger clear {})",
+                            join.node.host, what, join.node.host));
+}
+
 std::optional<Outgoing> RendezvousState::refuse_join(ClientId from, const Join& join) const {
   const std::string nnodes = nnodes_text(settings_.min_nodes, settings_.max_nodes);
   if (join.min_nodes != settings_.min_nodes || join.max_nodes != settings_.max_nodes) {
@@ -49,6 +64,13 @@ std::optional<Outgoing> RendezvousState::refuse_join(ClientId from, const Join& 
                     "the same --nnodes",
                     seat_label(join.node), nnodes_text(join.min_nodes, join.max_nodes), nnodes));
   }
+  if (join.spares != settings_.spares) {
+    return reject(from, "spares_mismatch",
+                  fmt::format("{} has --spares {} but the job has {}; give every node the same "
+                              "value",
+                              seat_label(join.node), join.spares, settings_.spares));
+  }
+  if (auto ledgered = ledger_refusal(from, join)) return ledgered;
   if (join.max_restarts != settings_.max_restarts) {
     return reject(
         from, "max_restarts_mismatch",
@@ -67,12 +89,14 @@ std::optional<Outgoing> RendezvousState::refuse_join(ClientId from, const Join& 
     return reject(from, "protocol_order", "'join' sent twice for one round");
   if (phase_ == Phase::kFinished) return reject(from, "job_finished", "the job has already ended");
   if (!join.node_rank) return std::nullopt;
-  if (*join.node_rank >= settings_.max_nodes) {
+  if (*join.node_rank >= settings_.max_nodes + settings_.spares) {
     return reject(
         from, "node_rank_out_of_range",
-        fmt::format(
-            "{} claims --node-rank {} but the job has --nnodes {}: node ranks run from 0 to {}",
-            seat_label(join.node), *join.node_rank, nnodes, settings_.max_nodes - 1));
+        fmt::format("{} claims --node-rank {} but the job has --nnodes {}{}: node "
+                    "ranks run from 0 to {}",
+                    seat_label(join.node), *join.node_rank, nnodes,
+                    settings_.spares > 0 ? fmt::format(" and --spares {}", settings_.spares) : "",
+                    settings_.max_nodes + settings_.spares - 1));
   }
   const auto holder = claimed_ranks_.find(*join.node_rank);
   if (holder != claimed_ranks_.end()) {
@@ -96,16 +120,23 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
   const bool room_while_running =
       phase_ != Phase::kJoining && elastic() && member_of(from) == nullptr &&
       staying_members() + pending_.size() < static_cast<size_t>(settings_.max_nodes);
-  if (!room_while_running &&
+  // --spares: agents beyond the job's nodes wait as spares, up to that many.
+  const size_t agents = (phase_ == Phase::kJoining ? 0 : staying_members()) + pending_.size();
+  const bool room_for_spare =
+      settings_.spares > 0 && member_of(from) == nullptr &&
+      agents < static_cast<size_t>(settings_.max_nodes) + static_cast<size_t>(settings_.spares);
+  if (!room_while_running && !room_for_spare &&
       (phase_ != Phase::kJoining || static_cast<int>(pending_.size()) >= settings_.max_nodes)) {
     if (member_of(from) != nullptr)
       return refused(
           reject(from, "protocol_order", "'join' while the round is still running; report first"));
-    return refused(
-        reject(from, "job_full",
-               fmt::format("the job already has all {} nodes ({}); is {} a node too many, or is "
-                           "--nnodes too small?",
-                           settings_.max_nodes, describe_seats(), seat_label(join.node))));
+    return refused(reject(
+        from, "job_full",
+        fmt::format("the job already has all {} nodes ({}){}; is {} a node too many, or is "
+                    "--nnodes too small (or --spares)?",
+                    settings_.max_nodes, describe_seats(),
+                    settings_.spares > 0 ? fmt::format(" and {} spares", settings_.spares) : "",
+                    seat_label(join.node))));
   }
   if (join.node_rank) claimed_ranks_.emplace(*join.node_rank, from);
   if (job_command_.empty()) job_command_ = join.command;
@@ -124,6 +155,11 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
     }
     return out;  // otherwise the round is stopping already: the joiner is in the next one
   }
+  if (phase_ != Phase::kJoining) {  // a spare arriving while a round runs
+    std::vector<Outgoing> out;
+    tell_spares(out);
+    return out;
+  }
   return maybe_start_round();
 }
 
@@ -133,55 +169,24 @@ size_t RendezvousState::staying_members() const {
   return n;
 }
 
-std::vector<const RendezvousState::Joiner*> RendezvousState::seat_joiners() const {
-  const int n = static_cast<int>(pending_.size());
-  // Explicit node ranks stay; the other agents fill the free ranks in (host, arrival) order, so
-  // the same cluster gives the same ranks every time.
-  std::vector<const Joiner*> by_rank(n, nullptr);
-  std::vector<const Joiner*> unranked;
-  for (const auto& [id, joiner] : pending_) {
-    // An elastic round may have fewer nodes than a claimed rank: that agent gets a free one.
-    if (joiner.join.node_rank && *joiner.join.node_rank < n)
-      by_rank[*joiner.join.node_rank] = &joiner;
-    else
-      unranked.push_back(&joiner);
-  }
-  std::sort(unranked.begin(), unranked.end(), [](const Joiner* a, const Joiner* b) {
-    return std::tie(a->join.node.host, a->arrival) < std::tie(b->join.node.host, b->arrival);
-  });
-  auto next = unranked.begin();
-  for (auto& seat : by_rank) {
-    if (seat == nullptr) seat = *next++;
-  }
-  return by_rank;
-}
-
 std::vector<Outgoing> RendezvousState::start_round() {
-  // Joiners kept out by their health gate stay for the next round (an elastic job only: a
-  // static one ends first).
-  std::unordered_map<ClientId, Joiner> kept_out;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (gate_of(it->second) == Gate::kReady) {
-      ++it;
-    } else {
-      kept_out.insert(pending_.extract(it++));
-    }
-  }
   pinged_.clear();  // the next round's joiners are pinged again
-  const int n = static_cast<int>(pending_.size());
-  const std::vector<const Joiner*> by_rank = seat_joiners();
+  const int n = round_seats();
+  const std::vector<const Joiner*> by_rank = seat_joiners(n);
   members_.clear();
   member_rank_.clear();
   reported_ = 0;
   int offset = 0;
   bool peers_wanted = false;
   for (int rank = 0; rank < n; ++rank) {
-    members_.push_back(Member{by_rank[rank]->id, by_rank[rank]->join.node, rank, offset});
-    members_.back().health = by_rank[rank]->verdict;
-    members_.back().health_mode = by_rank[rank]->join.health;
-    member_rank_.emplace(by_rank[rank]->id, rank);
-    offset += by_rank[rank]->join.node.nproc;
-    peers_wanted = peers_wanted || by_rank[rank]->join.want_peers;
+    const Joiner& j = *by_rank[rank];
+    members_.push_back(Member{j.id, j.join.node, rank, offset});
+    members_.back().health = j.verdict;
+    members_.back().health_mode = j.join.health;
+    members_.back().affinity = j.join.affinity;
+    member_rank_.emplace(j.id, rank);
+    offset += j.join.node.nproc;
+    peers_wanted = peers_wanted || j.join.want_peers;
   }
   std::vector<PeerInfo> peers;
   if (peers_wanted) {
@@ -197,9 +202,11 @@ std::vector<Outgoing> RendezvousState::start_round() {
                                     members_[0].node.addr, members_[0].node.worker_port,
                                     wants ? peers : std::vector<PeerInfo>{}, health_notes_},
                            false});
+    pending_.erase(m.id);
   }
+  // Those left wait for the next round: spares, and (elastic) joiners their health gate kept
+  // out.
   health_notes_.clear();
-  pending_ = std::move(kept_out);
   claimed_ranks_.clear();
   for (const auto& [id, joiner] : pending_) {
     if (joiner.join.node_rank) claimed_ranks_.emplace(*joiner.join.node_rank, id);
@@ -210,6 +217,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
   membership_change_ = false;
   min_reached_at_.reset();
   phase_ = Phase::kRunning;
+  tell_spares(out);
   return out;
 }
 

@@ -86,7 +86,10 @@ JobStatus RendezvousState::status(Now now) const {
     n.addr = j->join.node.addr;
     n.nproc = j->join.node.nproc;
     const Gate gate = gate_of(*j);
-    n.state = gate == Gate::kChecking ? "checking" : gate == Gate::kFailed ? "excluded" : "waiting";
+    n.state = gate == Gate::kChecking ? "checking"
+              : gate == Gate::kFailed ? "excluded"
+              : j->told_standby       ? "spare"
+                                      : "waiting";
     n.health = j->verdict;
     n.silent_ms = silent(j->id);
   }

@@ -45,6 +45,32 @@ NodeInfo node_from(const json& j) {
   return n;
 }
 
+json to_json(const FailureEvidence& e) {
+  json j = json::object();
+  for (const auto& [key, text] :
+       {std::pair{"fault", &e.fault}, std::pair{"exception", &e.exception},
+        std::pair{"frame", &e.frame}, std::pair{"last_beat", &e.last_beat}}) {
+    if (!text->empty()) j[key] = *text;
+  }
+  for (const auto& [key, flag] :
+       {std::pair{"early", e.early}, std::pair{"usage", e.usage}, std::pair{"oom", e.oom}}) {
+    if (flag) j[key] = true;
+  }
+  return j;
+}
+
+FailureEvidence evidence_from(const json& j) {
+  const Fields f(j, "failure evidence");
+  constexpr size_t kMax = Limits::kMaxEvidenceText;
+  return FailureEvidence{f.text("fault", kMax, false),
+                         f.text("exception", kMax, false),
+                         f.text("frame", kMax, false),
+                         f.text("last_beat", kMax, false),
+                         f.boolean("early"),
+                         f.boolean("usage"),
+                         f.boolean("oom")};
+}
+
 json to_json(const FailureReport& r) {
   return {{"host", r.host},
           {"node_rank", r.node_rank},
@@ -56,7 +82,9 @@ json to_json(const FailureReport& r) {
           {"error_message", r.error_message},
           {"time_ms", r.time_ms},
           {"stopped_after_error", r.stopped_after_error},
-          {"hang", r.hang}};
+          {"hang", r.hang},
+          {"lost", r.lost},
+          {"evidence", to_json(r.evidence)}};
 }
 
 FailureReport failure_from(const json& j) {
@@ -73,6 +101,8 @@ FailureReport failure_from(const json& j) {
   r.time_ms = f.integer("time_ms", 0, INT64_MAX);
   r.stopped_after_error = f.boolean("stopped_after_error");
   r.hang = f.boolean("hang");
+  r.lost = f.boolean("lost");
+  if (f.find("evidence") != nullptr) r.evidence = evidence_from(f.object("evidence"));
   return r;
 }
 

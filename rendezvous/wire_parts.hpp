@@ -12,6 +12,10 @@ NLOHMANN_JSON_SERIALIZE_ENUM(Outcome, {{Outcome::kSucceeded, "succeeded"},
                                        {Outcome::kFailed, "failed"},
                                        {Outcome::kStopped, "stopped"}})
 NLOHMANN_JSON_SERIALIZE_ENUM(Action, {{Action::kRestart, "restart"}, {Action::kFinish, "finish"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(FailureClass, {{FailureClass::kNone, "none"},
+                                            {FailureClass::kInfrastructure, "infrastructure"},
+                                            {FailureClass::kDeterministic, "deterministic"},
+                                            {FailureClass::kOther, "other"}})
 
 // A server's answer: `fields`, its type, and "ok" (every answer but an error is ok).
 nlohmann::json answer(const char* type, nlohmann::json fields);

@@ -84,6 +84,9 @@ function(npu_run_e2e_test title script timeout lock)
 endfunction()
 npu_run_e2e_test("PyTorch DDP across two network namespaces" netns_ddp.sh 300 netns)
 npu_run_e2e_test("Slurm jobs on a real two-node test cluster" slurm_e2e.sh 400 slurm)
+# Hot spares: a node of a DDP job killed and cut off, its seat taken by the spare.
+npu_run_e2e_test("a spare takes a lost node's seat in DDP across network namespaces"
+                 netns_spare_ddp.sh 300 netns)
 npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
 # A partition shorter than the heartbeat timeout, ridden out; behind the old-kernel wrapper too,
 # where TCP_RTO_MAX_MS is refused as before Linux 6.15 and only the session's resume on a new
@@ -145,6 +148,14 @@ set_tests_properties("torch 2.6: e2e: PyTorch DDP across two network namespaces"
                                 RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
 
+add_test(NAME "torch 2.6: e2e: a spare takes a lost node's seat in DDP across network namespaces"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_spare_ddp.sh $<TARGET_FILE:npu_run>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties("torch 2.6: e2e: a spare takes a lost node's seat in DDP across network namespaces"
+                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
+                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
+                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
+
 # The benchmark smokes run alone (RUN_SERIAL): they start hundreds of processes and
 # connections at once, and a small listen backlog under another test's load could refuse one.
 # Smoke run of the start-up benchmark (this build's binary and the for-loop only).
@@ -183,6 +194,14 @@ add_test(NAME "bench smoke: figures and targets from docs/BENCHMARKS.md"
                  ${PROJECT_SOURCE_DIR}/docs/BENCHMARKS.md ${CMAKE_CURRENT_BINARY_DIR}/bench_plots)
 set_tests_properties("bench smoke: figures and targets from docs/BENCHMARKS.md"
                      PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 60 PASS_REGULAR_EXPRESSION "launch.png")
+
+# Smoke run of the spare take-over benchmark (2 nodes and a spare, one run, npu_run only).
+add_test(NAME "bench smoke: a spare taking a lost node's seat"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/spare_takeover.py
+                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1)
+set_tests_properties("bench smoke: a spare taking a lost node's seat"
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
+                                PASS_REGULAR_EXPRESSION "\\| 2 \\+ 1 \\| npu_run \\| [0-9.]+ s")
 
 # Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
 add_test(NAME "bench smoke: multi-node launch and failure against torchrun"

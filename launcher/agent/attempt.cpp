@@ -49,10 +49,11 @@ AttemptEnd report_for(const GroupEnd& end, const Attempt& attempt, bool hosts_re
     // An error here may predate the failure that stopped us (a rank that raised and hung
     // while exiting): the rendezvous compares the times and keeps the earliest.
     if (std::holds_alternative<rdzv::FailureReport>(*attempt.job_stop) && result.root_cause)
-      report.failure = worker_failure(result, attempt.assignment, end.root_cause_error);
+      report.failure =
+          worker_failure(result, attempt.assignment, end.root_cause_error, end.evidence);
   } else if (own_failure) {
     report.outcome = rdzv::Outcome::kFailed;
-    report.failure = worker_failure(result, attempt.assignment, end.root_cause_error);
+    report.failure = worker_failure(result, attempt.assignment, end.root_cause_error, end.evidence);
   }
   AttemptEnd out;
   out.report = std::move(report);

@@ -4,6 +4,8 @@
 // is a pure function of what happened in it (report_for), unit-tested without processes.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +38,8 @@ struct Attempt {
   int interrupted_by = 0;       // a stop signal to this node: the job ends, this node leaves
   std::string rendezvous_lost;  // the rendezvous was lost while the workers ran
   GroupResult result;           // once the workers are done (a refused job has none)
+  std::chrono::system_clock::time_point started{};  // when its workers were started
+  std::optional<uint64_t> oom_kills_before;         // the cgroup's OOM kill count then
 };
 
 // What the workers' end says beyond their result.
@@ -44,6 +48,7 @@ struct GroupEnd {
   bool progressed = true;                   // some rank beat past its best of the earlier attempts
   std::vector<rdzv::RankStack> stacks;      // after a stack dump
   std::string root_cause_error;             // the root cause's error file, its message
+  rdzv::FailureEvidence evidence;           // what the root cause's output showed
   std::optional<rdzv::FailureReport> hang;  // this node's hang, as reported
 };
 

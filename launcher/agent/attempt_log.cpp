@@ -66,8 +66,17 @@ void log_restart(const LaunchConfig& cfg, const rdzv::Decision& d, const Attempt
     return;
   }
   const std::string cause = d.root_cause ? rdzv::describe(*d.root_cause) : "a failure";
-  spdlog::warn("the job failed ({}); restarting all {} workers: restart {} of {}", cause, workers,
-               d.restart_count, cfg.supervision.max_restarts);
+  const std::string why = d.class_reason.empty() ? "" : fmt::format(" [{}]", d.class_reason);
+  if (d.restarts_charged < d.restart_count &&
+      d.failure_class == rdzv::FailureClass::kInfrastructure) {
+    spdlog::warn(
+        "the job failed ({}){}; restarting all {} workers as attempt {}, not counted against "
+        "--max-restarts ({} of {} used)",
+        cause, why, workers, d.restart_count, d.restarts_charged, cfg.supervision.max_restarts);
+    return;
+  }
+  spdlog::warn("the job failed ({}){}; restarting all {} workers: restart {} of {}", cause, why,
+               workers, d.restarts_charged, cfg.supervision.max_restarts);
 }
 
 void log_success(const Attempt& attempt) {
@@ -79,7 +88,11 @@ void log_success(const Attempt& attempt) {
 
 void log_job_failure(const LaunchConfig& cfg, const rdzv::Decision& d, Attempt& attempt) {
   const Assignment& a = attempt.assignment;
-  if (d.exit_code == kExitNoProgress) {
+  if (d.failure_class == rdzv::FailureClass::kDeterministic) {
+    spdlog::error(
+        "{}: not restarting (exit {}: restarting or requeueing the job would fail the same way)",
+        d.class_reason, kExitNoProgress);
+  } else if (d.exit_code == kExitNoProgress) {
     const int n = cfg.supervision.max_no_progress_restarts;
     spdlog::error(
         "no rank beat past its best in the last {} restart{}: not restarting (exit {}: "
@@ -101,6 +114,9 @@ void log_job_failure(const LaunchConfig& cfg, const rdzv::Decision& d, Attempt& 
   }
   if (d.root_cause && (!root_here || a.nnodes > 1))
     spdlog::error("the job failed; root cause: {}", rdzv::describe(*d.root_cause));
+  if (d.root_cause && d.failure_class != rdzv::FailureClass::kDeterministic &&
+      !d.class_reason.empty())
+    spdlog::error("failure class: {}", d.class_reason);
 }
 
 void print_summary(const GroupResult& result, const Assignment& a,

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "basics/exit_status.hpp"
+#include "rendezvous/protocol.hpp"
 
 namespace npu_run {
 
@@ -15,6 +16,11 @@ rdzv::FailureReport of_this_node(const Assignment& a) {
   f.host = a.host;
   f.node_rank = a.node_rank;
   return f;
+}
+
+std::string cut_evidence(std::string text) {
+  if (text.size() > rdzv::Limits::kMaxEvidenceText) text.resize(rdzv::Limits::kMaxEvidenceText);
+  return text;
 }
 
 int64_t wall_ms(std::chrono::system_clock::time_point t) {
@@ -30,6 +36,15 @@ rdzv::FailureReport refusal_failure(const Assignment& a, const std::string& why)
   return f;
 }
 
+rdzv::FailureReport devices_held_failure(const Assignment& a, const std::string& held) {
+  rdzv::FailureReport f = of_this_node(a);
+  f.exit_code = kExitHealth;
+  f.description = "its devices are not free: " + held;
+  f.evidence.fault = cut_evidence("a device is still held: " + held);
+  f.time_ms = wall_ms(std::chrono::system_clock::now());
+  return f;
+}
+
 rdzv::FailureReport signal_failure(const Assignment& a, int sig) {
   rdzv::FailureReport f = of_this_node(a);
   f.exit_code = exit_for_signal(sig);
@@ -38,7 +53,8 @@ rdzv::FailureReport signal_failure(const Assignment& a, int sig) {
 }
 
 rdzv::FailureReport worker_failure(const GroupResult& result, const Assignment& a,
-                                   const std::string& error_message) {
+                                   const std::string& error_message,
+                                   const rdzv::FailureEvidence& evidence) {
   rdzv::FailureReport f = of_this_node(a);
   f.exit_code = exit_code_for(result);
   if (!result.root_cause) return f;
@@ -50,6 +66,7 @@ rdzv::FailureReport worker_failure(const GroupResult& result, const Assignment& 
   f.description = w.stopped_by_agent ? "raised an error, then was stopped by npu_run while exiting"
                                      : w.status.describe();
   f.error_message = error_message;
+  f.evidence = evidence;
   f.time_ms = wall_ms(failed_at(w));
   return f;
 }

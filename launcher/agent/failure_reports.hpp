@@ -16,12 +16,15 @@ namespace npu_run {
 
 // This node cannot run the job as asked (exit 2 on every node, no restart); `why` is logged.
 rdzv::FailureReport refusal_failure(const Assignment& a, const std::string& why);
+// This node's devices are still held by another process (`held` names it): the node's fault.
+rdzv::FailureReport devices_held_failure(const Assignment& a, const std::string& held);
 // npu_run on this node was stopped by signal `sig`.
 rdzv::FailureReport signal_failure(const Assignment& a, int sig);
 // This node's root cause, from its group's result; `error_message` comes from the worker's error
-// file.
+// file, `evidence` from its output (agent/failure_evidence.hpp).
 rdzv::FailureReport worker_failure(const GroupResult& result, const Assignment& a,
-                                   const std::string& error_message);
+                                   const std::string& error_message,
+                                   const rdzv::FailureEvidence& evidence);
 // Local rank `hang.local_rank` (pid `pid`, -1 when not known) hung; `nproc` workers run here.
 rdzv::FailureReport hang_failure(const Assignment& a, const Hang& hang, pid_t pid, int nproc);
 

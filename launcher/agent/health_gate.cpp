@@ -79,7 +79,7 @@ struct HealthGate::Impl {
     runner = std::make_shared<HealthRunner>(io, *exits, checks(), cfg.health.run);
     runner->start([this](NodeVerdict verdict) {
       verdict.settings = consistency_settings(cfg, env);
-      if (cfg.shape.max_nodes > 1) {
+      if (cfg.shape.multi_node()) {
         if (auto finding = host_name_finding())
           verdict.findings.insert(verdict.findings.begin(), *finding);
       }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -13,10 +14,13 @@
 #include "agent/agent_log.hpp"
 #include "agent/attempt.hpp"
 #include "agent/attempt_log.hpp"
+#include "agent/device_release.hpp"
+#include "agent/failure_evidence.hpp"
 #include "agent/failure_reports.hpp"
 #include "agent/failure_summary.hpp"
 #include "agent/health_gate.hpp"
 #include "agent/job_checks.hpp"
+#include "agent/oom_kills.hpp"
 #include "agent/parent_watch.hpp"
 #include "agent/progress_record.hpp"
 #include "agent/status_service.hpp"
@@ -27,6 +31,7 @@
 #include "net/host_address.hpp"
 #include "rendezvous/describe.hpp"
 #include "rendezvous/protocol.hpp"
+#include "workers/escaped_processes.hpp"
 
 namespace npu_run {
 
@@ -62,6 +67,16 @@ std::string describe_progress(const rdzv::Progress& p) {
                      missing == 1 ? "" : "s");
 }
 
+// What this node's devices are, to see who holds them before an attempt.
+HolderSearch holder_search(const LaunchConfig& cfg, const EnvMap& env) {
+  HolderSearch search;
+  search.devices =
+      device_nodes(lookup(env, "NPU_RUN_DEV_ROOT").value_or("/dev"), cfg.shape.devices);
+  search.mark = std::string(kAgentMarkVariable) + "=" + agent_mark();
+  search.self = ::getpid();
+  return search;
+}
+
 }  // namespace
 
 bool LocalAgent::allowed(State from, State to) {
@@ -79,7 +94,9 @@ struct LocalAgent::Impl {
         ctx(std::move(context)),
         signals(io_context),
         parent_watch(io_context),
-        health(io_context, config, ctx.host, ctx.agent_env) {
+        health(io_context, config, ctx.host, ctx.agent_env),
+        device_release(io_context, holder_search(config, ctx.agent_env),
+                       config.supervision.device_release_timeout) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();
@@ -119,6 +136,8 @@ struct LocalAgent::Impl {
     };
     handlers.pings = [this](const rdzv::PingRequest& request) { on_ping_request(request); };
     handlers.ping_verdict = [this](const rdzv::PingVerdict& v) { health.pinged(v.findings); };
+    handlers.standby = [this](const rdzv::Standby& s) { on_standby(s); };
+    handlers.dismissed = [this](const rdzv::Dismissed& d) { on_dismissed(d); };
     rendezvous.start(std::move(handlers));
     join_round();
   }
@@ -156,6 +175,29 @@ struct LocalAgent::Impl {
     finish(kExitHealth);
   }
 
+  // --spares: no seat in this round; this agent waits to take a lost node's.
+  void on_standby(const rdzv::Standby& s) {
+    if (state != State::kRendezvous) return;
+    spdlog::info(
+        "standing by as a spare of round {} ({} node{} run, {} spare{} wait): no workers here "
+        "until the job loses a node, whose seat this agent then takes",
+        s.round, s.nodes, s.nodes == 1 ? "" : "s", s.spares, s.spares == 1 ? "" : "s");
+  }
+
+  // A spare the job no longer needs, or this node taken out for a fault of its own.
+  void on_dismissed(const rdzv::Dismissed& d) {
+    if (state == State::kRunning) {
+      // Never sent while workers run; if it were, they stop first.
+      on_rendezvous_failed(d.reason);
+      return;
+    }
+    if (d.exit_code == 0)
+      spdlog::info("{}: leaving", d.reason);
+    else
+      spdlog::error("{}: leaving", d.reason);
+    finish(d.exit_code);
+  }
+
   void on_progress(const rdzv::Progress& p) {
     const auto now = Clock::now();
     if (now - last_progress_log < kProgressLogInterval) return;
@@ -189,7 +231,21 @@ struct LocalAgent::Impl {
                                      refusal_failure(assigned, *refusal), 0, true});
       return;
     }
-    start_workers();
+    // The devices must be free first: never a start into "device busy".
+    awaiting_devices = true;
+    device_release.start([this, mine = attempt.get()](const std::string& held) {
+      if (attempt.get() != mine || state != State::kRendezvous) return;
+      awaiting_devices = false;
+      if (held.empty()) {
+        start_workers();
+        return;
+      }
+      spdlog::error("{} after {:.0f} s: this node cannot run the attempt", held,
+                    std::chrono::duration<double>(cfg.supervision.device_release_timeout).count());
+      move_to(State::kReporting);
+      rendezvous.report(rdzv::Report{attempt->assignment.round, rdzv::Outcome::kFailed,
+                                     devices_held_failure(attempt->assignment, held), 0});
+    });
   }
 
   void start_workers() {
@@ -199,6 +255,8 @@ struct LocalAgent::Impl {
     add_progress_env(specs, beats.get(), cfg, ctx.agent_env);
     log_attempt_start(cfg, a, ctx.agent_env, specs.size());
     move_to(State::kRunning);
+    attempt->started = std::chrono::system_clock::now();
+    attempt->oom_kills_before = own_oom_kill_count();
     attempt->group =
         ctx.make_workers(std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout});
     npu_info_file("npu_info_before.txt");
@@ -243,7 +301,19 @@ struct LocalAgent::Impl {
     attempt->hangs->respond(h);
   }
 
+  // The job stopped while this node still waited for its devices: no worker started here.
+  bool stopped_before_start() {
+    if (state != State::kRendezvous || !awaiting_devices) return false;
+    awaiting_devices = false;
+    device_release.cancel();
+    move_to(State::kReporting);
+    rendezvous.report(
+        rdzv::Report{attempt->assignment.round, rdzv::Outcome::kStopped, std::nullopt, 0});
+    return true;
+  }
+
   void on_stop_workers(const rdzv::FailureReport& root) {
+    if (stopped_before_start()) return;
     if (state != State::kRunning || attempt->stopping()) return;
     attempt->job_stop = root;
     if (root.hang) {
@@ -255,6 +325,7 @@ struct LocalAgent::Impl {
   }
 
   void on_reform(const rdzv::Reform& r) {
+    if (stopped_before_start()) return;
     if (state != State::kRunning || attempt->stopping()) return;
     attempt->job_stop = r;
     // Not a failure: the job grows or shrinks on purpose.
@@ -300,15 +371,14 @@ struct LocalAgent::Impl {
   void on_group_done(GroupResult result) {
     attempt->hangs->stop();
     npu_info_file("npu_info_after.txt");
+    if (beats) beats->collect_now();
     ProgressRecord::log(beats.get(), attempt->assignment.restart_count);
     GroupEnd end;
     end.result = std::move(result);
     attempt->hangs->annotate(end.result, attempt->hang());
     end.progressed = progress.progressed(beats.get());
     end.stacks = attempt->hangs->stacks(end.result);
-    if (end.result.root_cause)
-      end.root_cause_error =
-          read_worker_error(end.result.workers[*end.result.root_cause].error_file).message;
+    if (end.result.root_cause) root_cause_evidence(end);
     if (const Hang* hang = attempt->hang()) end.hang = attempt->hangs->failure(*hang);
     attempt->result = end.result;
     move_to(State::kReporting);
@@ -320,6 +390,20 @@ struct LocalAgent::Impl {
       return;
     }
     log_report_sent(*next.report, attempt->assignment.nnodes);
+  }
+
+  // What the root cause's error file and output say, for the restart classification.
+  void root_cause_evidence(GroupEnd& end) const {
+    const WorkerOutcome& w = end.result.workers[*end.result.root_cause];
+    const WorkerError error = read_worker_error(w.error_file);
+    end.root_cause_error = error.message;
+    const std::optional<uint64_t> oom_kills = own_oom_kill_count();
+    const bool oom_killed =
+        oom_kills && attempt->oom_kills_before && *oom_kills > *attempt->oom_kills_before;
+    const bool has_beats = beats && w.local_rank < beats->local_ranks();
+    end.evidence = failure_evidence(
+        EvidenceSources{w, error, has_beats ? beats->rank(w.local_rank).text : std::string(),
+                        attempt->started, cfg.supervision.startup_window, oom_killed});
   }
 
   // ---- REPORTING -> RENDEZVOUS, or DONE ----
@@ -357,6 +441,7 @@ struct LocalAgent::Impl {
     signals.cancel(ignored);
     parent_watch.cancel();
     health.stop();
+    device_release.cancel();
     rendezvous.close();
     // The last npu_info file is finished first (a stop signal cuts it short).
     const bool hurry = attempt && attempt->interrupted_by != 0;
@@ -433,6 +518,8 @@ struct LocalAgent::Impl {
   asio::signal_set signals;
   ParentWatch parent_watch;
   HealthGate health;                         // the node's checks before each round (--health-check)
+  DeviceRelease device_release;              // this node's devices free before each attempt
+  bool awaiting_devices = false;             // assigned, the devices not yet free
   std::optional<std::string> socket_ifname;  // socket_interface(), once asked
   State state = State::kInit;
   std::unique_ptr<Attempt> attempt;       // this round's; a fresh one for every round

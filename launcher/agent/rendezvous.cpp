@@ -21,6 +21,10 @@ void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMe
           if (handlers.pings) handlers.pings(m);
         } else if constexpr (std::is_same_v<T, rdzv::PingVerdict>) {
           if (handlers.ping_verdict) handlers.ping_verdict(m);
+        } else if constexpr (std::is_same_v<T, rdzv::Standby>) {
+          if (handlers.standby) handlers.standby(m);
+        } else if constexpr (std::is_same_v<T, rdzv::Dismissed>) {
+          if (handlers.dismissed) handlers.dismissed(m);
         } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
           if (m.code == "health_gate" && handlers.health_failed) {
             handlers.health_failed(m.message);

@@ -39,6 +39,9 @@ class Rendezvous {
     // Before a round forms: the device-plane pings this node is to make, then what they found.
     std::function<void(const rdzv::PingRequest&)> pings{};
     std::function<void(const rdzv::PingVerdict&)> ping_verdict{};
+    // --spares: this agent waits as a spare; then it is assigned a lost node's seat, or leaves.
+    std::function<void(const rdzv::Standby&)> standby{};
+    std::function<void(const rdzv::Dismissed&)> dismissed{};
   };
   // The job's status, or why there is none.
   using StatusAnswer = std::variant<rdzv::JobStatus, std::string>;

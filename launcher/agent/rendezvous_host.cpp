@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -11,6 +13,7 @@
 #include "agent/shared_store.hpp"
 #include "basics/descriptors.hpp"
 #include "basics/usage_error.hpp"
+#include "cluster/node_ledger.hpp"
 #include "net/address_probe.hpp"
 
 namespace npu_run {
@@ -34,15 +37,22 @@ constexpr int kBindAttempts = 20;
 
 using Server = std::unique_ptr<rdzv::RendezvousServer>;
 
+int64_t wall_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // The server on `at`, or null when another program serves it already; nothing when the next
 // address is to be tried (this one is not this host's, or stays taken with nobody accepting).
 std::optional<Server> bind_with_retry(boost::asio::io_context& io, const LaunchConfig& cfg,
+                                      const rdzv::JobSettings& settings,
                                       const rdzv::ServerOptions& options,
                                       const boost::asio::ip::tcp::endpoint& at) {
   std::mt19937 rng(std::random_device{}());
   for (int attempt = 0; attempt < kBindAttempts; ++attempt) {
     try {
-      return std::make_unique<rdzv::RendezvousServer>(io, job_settings(cfg), options);
+      return std::make_unique<rdzv::RendezvousServer>(io, settings, options);
     } catch (const rdzv::BindError& e) {
       if (e.address_not_local) return std::nullopt;
       if (!e.address_in_use) throw std::runtime_error(e.what());
@@ -63,6 +73,39 @@ std::optional<Server> bind_with_retry(boost::asio::io_context& io, const LaunchC
   return std::nullopt;
 }
 
+// The ledger's active entries, host -> what the refusal of its agents says.
+std::map<std::string, std::string> ledgered_hosts(const LaunchConfig& cfg) {
+  std::map<std::string, std::string> hosts;
+  const auto& ledger = cfg.supervision.ledger;
+  if (!ledger.path) return hosts;
+  try {
+    for (const LedgerEntry& e :
+         active_entries(read_ledger(*ledger.path), wall_now_ms(), ledger.ttl.count()))
+      hosts.emplace(e.host, describe(e));
+  } catch (const std::runtime_error& e) {
+    spdlog::warn("{}; no host is refused for it", e.what());
+  }
+  if (!hosts.empty()) {
+    spdlog::info("the ledger of bad nodes {} has {} active entr{}: their agents are refused",
+                 *ledger.path, hosts.size(), hosts.size() == 1 ? "y" : "ies");
+  }
+  return hosts;
+}
+
+// Every node the job takes out is appended to the ledger, when there is one.
+void keep_ledger(const LaunchConfig& cfg, rdzv::ServerOptions& options) {
+  if (!cfg.supervision.ledger.path) return;
+  options.taken_out = [path = *cfg.supervision.ledger.path,
+                       job = cfg.rendezvous.run_id](const rdzv::TakenOut& t) {
+    try {
+      append_to_ledger(path, LedgerEntry{t.host, t.addr, t.node_rank, t.time_ms, t.reason,
+                                         t.evidence, job, false});
+    } catch (const std::runtime_error& e) {
+      spdlog::error("{}", e.what());
+    }
+  };
+}
+
 }  // namespace
 
 std::unique_ptr<rdzv::RendezvousServer> host_rendezvous_if_node_0(boost::asio::io_context& io,
@@ -75,6 +118,8 @@ std::unique_ptr<rdzv::RendezvousServer> host_rendezvous_if_node_0(boost::asio::i
       net::resolve_endpoints(cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
   // Thousands of agents need thousands of descriptors; the hard limit is what we may use.
   raise_open_files_limit();
+  rdzv::JobSettings settings = job_settings(cfg);
+  settings.ledger = ledgered_hosts(cfg);
   for (const auto& endpoint : resolved.endpoints) {
     rdzv::ServerOptions options = server_options(endpoint.address().to_string(),
                                                  cfg.rendezvous.master_port, cfg.rendezvous.timing);
@@ -82,7 +127,9 @@ std::unique_ptr<rdzv::RendezvousServer> host_rendezvous_if_node_0(boost::asio::i
     for (const auto& other : resolved.endpoints)
       options.also_bind.push_back(other.address().to_string());
     if (npu_run_serves_store(cfg.rendezvous.worker_store)) share_port_with_store(options, store);
-    if (auto server = bind_with_retry(io, cfg, options, endpoint)) return std::move(*server);
+    keep_ledger(cfg, options);
+    if (auto server = bind_with_retry(io, cfg, settings, options, endpoint))
+      return std::move(*server);
   }
   return nullptr;  // --master-addr is another host, or its port stays taken: the client says so
 }

@@ -39,6 +39,7 @@ rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
   s.command = job_command(cfg);
   s.max_no_progress_restarts = cfg.supervision.max_no_progress_restarts;
   s.strict_consistency = cfg.health.strict_consistency;
+  s.spares = cfg.shape.spares;
   return s;
 }
 
@@ -100,6 +101,8 @@ rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   join.want_peers = cfg.wants_peers();
   join.command = job_command(cfg);
   join.health = cfg.health.mode;
+  join.spares = cfg.shape.spares;
+  join.affinity = cfg.shape.spare_affinity;
   return join;
 }
 

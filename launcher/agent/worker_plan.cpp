@@ -50,10 +50,11 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
   } else {
     route.sink = StreamSink::kDiscard;
   }
-  if (!is_stdout && cfg.supervision.hang.any()) {
-    // A hang's stack dump is read back from stderr (the summary's top frames, the odd one
-    // out): a stream the agent would not see goes through a relay that keeps its bytes as
-    // they are (unprefixed) or, filtered off the console without a file, keeps only its tail.
+  if (!is_stdout) {
+    // A failure's traceback and a hang's stack dump are read back from stderr (the restart
+    // classification, the summary's top frames, the odd one out): a stream the agent would not
+    // see goes through a relay that keeps its bytes as they are (unprefixed) or, filtered off
+    // the console without a file, keeps only its tail.
     route.keep_tail = true;
     if (route.sink == StreamSink::kInherit) {
       route.sink = StreamSink::kRelay;

@@ -16,8 +16,9 @@ inline constexpr int kExitHang = 124;
 // A node failed its health gate (a bad NPU, link, TLS switch or setting; --health-check): no
 // worker started anywhere. Requeue elsewhere: the hosts named are the problem, not the job.
 inline constexpr int kExitHealth = 122;
-// --max-no-progress-restarts: that many restarts in a row ended before any rank beat past its
-// best of the attempts before. Restarting (or requeueing) again would only repeat it.
+// Do not requeue: a deterministic failure (the same exception at the same place twice, or the
+// script broken at start: rendezvous/failure_class.hpp), or --max-no-progress-restarts restarts
+// in a row ended before any rank beat past its best. Restarting again would only repeat it.
 inline constexpr int kExitNoProgress = 123;
 
 // 128 + N: a process killed by signal N, or npu_run itself stopped by it (as shells report).

@@ -105,6 +105,20 @@ struct ShapeFlags : FlagGroup {
       {.name = "--devices",
        .help = "Physical device id per local rank, e.g. 4-7 or 0,2,4,6 (default 0..N-1)"}};
   Flag<int> node_rank{*this, {.name = "--node-rank", .help = "Rank of this node (default 0)"}};
+  Flag<int> spares{
+      *this,
+      {.name = "--spares",
+       .help = "Agents beyond --nnodes, up to K, join as spares: they pass the health gate, hold "
+               "no workers and wait; a spare takes the seat (node rank, ranks, rank-table slot) "
+               "of a node that is lost or fails, so no other rank moves (default 0; under Slurm, "
+               "the allocation's nodes beyond --nnodes). --node-rank N..N+K-1 names a spare",
+       .type = "K"}};
+  Flag<std::string> spare_affinity{
+      *this,
+      {.name = "--spare-affinity",
+       .help = "A label of this node (a rack, a switch); a spare with the lost node's label is "
+               "preferred for its seat (default: the SuperPoD of a 1.2 rank table)",
+       .type = "LABEL"}};
   Flag<std::string> master_addr{
       *this,
       {.name = "--master-addr",
@@ -240,6 +254,36 @@ struct SupervisionFlags : FlagGroup {
                "before any rank beat (NPU_RUN_PROGRESS) past its best so far; 0, the default, "
                "never",
        .type = "N"}};
+  Flag<double> startup_window{
+      *this,
+      {.name = "--startup-window",
+       .help = "A worker that fails within S seconds of its start with an ImportError, "
+               "ModuleNotFoundError, SyntaxError or a usage error stops the job at once with 123 "
+               "(do not requeue): a restart would fail the same way (default 60)",
+       .type = "S"},
+      60.0};
+  Flag<double> device_release_timeout{
+      *this,
+      {.name = "--device-release-timeout",
+       .help = "Before each attempt this node's devices must be free: the job's own leftovers "
+               "are killed, another program holding one is waited for up to S seconds, then "
+               "the node counts as failed and a spare takes its place (default 30)",
+       .type = "S"},
+      30.0};
+  Flag<std::string> ledger{
+      *this,
+      {.name = "--ledger",
+       .help = "The ledger of bad nodes: every node the job takes out (lost, a failed health "
+               "gate, a device fault) is appended, and agents on its hosts are refused until the "
+               "entry expires or is cleared (npu_run ledger); default <log dir>/ledger.jsonl "
+               "with --log-dir, else none",
+       .type = "FILE"}};
+  Flag<double> ledger_ttl{
+      *this,
+      {.name = "--ledger-ttl",
+       .help = "Seconds a ledger entry keeps its host out (default 86400: a day)",
+       .type = "S"},
+      86400.0};
   Flag<std::string> signals_to_handle{
       *this,
       {.name = "--signals-to-handle",

@@ -13,6 +13,7 @@
 #include "basics/usage_error.hpp"
 #include "cli/resolvers.hpp"
 #include "cli/value_parsers.hpp"
+#include "cluster/node_ledger.hpp"
 
 namespace npu_run {
 
@@ -44,6 +45,37 @@ void check_slots_against_nproc(const std::vector<HostSlots>& hosts, const Launch
   }
 }
 
+// The hosts the ledger of bad nodes (--ledger, or the --log-dir's) keeps out, each with its
+// entry; they are taken off `hosts`.
+std::vector<std::string> skip_ledgered(std::vector<HostSlots>& hosts, const LaunchOptions& o,
+                                       HostProbe& host) {
+  const std::string path = !o.supervision.ledger->empty() ? *o.supervision.ledger
+                           : !o.output.log_dir->empty()   ? *o.output.log_dir + "/ledger.jsonl"
+                                                          : std::string();
+  if (path.empty() || !host.is_regular_file(path)) return {};
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const auto ttl_ms = static_cast<int64_t>(*o.supervision.ledger_ttl * 1000);
+  const std::vector<LedgerEntry> active = active_entries(
+      ledger_entries(host.read_text(path, "--ledger", kMaxLedgerBytes)), now_ms, ttl_ms);
+  std::vector<std::string> skipped;
+  std::erase_if(hosts, [&](const HostSlots& h) {
+    const auto entry = std::find_if(active.begin(), active.end(),
+                                    [&](const LedgerEntry& e) { return e.host == h.name; });
+    if (entry == active.end()) return false;
+    skipped.push_back(fmt::format("{}: {}", h.name, describe(*entry)));
+    return true;
+  });
+  if (hosts.empty() && !skipped.empty()) {
+    throw UsageError(
+        fmt::format("every host is in the ledger of bad nodes {} ({}); clear those "
+                    "that were repaired (npu_run ledger clear HOST)",
+                    path, fmt::join(skipped, "; ")));
+  }
+  return skipped;
+}
+
 void refuse_per_host_options(const LaunchOptions& o, size_t host_count) {
   for (const std::string& given : {o.shape.node_rank.given() ? o.shape.node_rank.source() : "",
                                    o.shape.standalone.given() ? o.shape.standalone.source() : ""}) {
@@ -57,10 +89,12 @@ void refuse_per_host_options(const LaunchOptions& o, size_t host_count) {
   if (!nnodes.given()) return;
   const auto [min_nodes, max_nodes] = parse_nnodes(*nnodes, nnodes.source());
   (void)min_nodes;
-  if (static_cast<size_t>(max_nodes) != host_count) {
-    throw UsageError(fmt::format("{} {} but {} host{} named; drop {} (the hosts decide it)",
-                                 nnodes.source(), *nnodes, host_count,
-                                 host_count == 1 ? " is" : "s are", nnodes.source()));
+  const int spares = o.shape.spares.given() ? *o.shape.spares : 0;
+  if (static_cast<size_t>(max_nodes) + static_cast<size_t>(spares) != host_count) {
+    throw UsageError(fmt::format("{} {}{} but {} host{} named; drop {} (the hosts decide it)",
+                                 nnodes.source(), *nnodes,
+                                 spares > 0 ? fmt::format(" with --spares {}", spares) : "",
+                                 host_count, host_count == 1 ? " is" : "s are", nnodes.source()));
   }
 }
 
@@ -182,9 +216,18 @@ SshSettings resolve_ssh(const HostsFlags& f, const EnvMap& env, HostProbe& host)
 
 // The hosts and their slots, checked against the options that also pick workers or nodes.
 std::vector<HostSlots> resolve_host_slots(const LaunchOptions& o, HostProbe& host,
-                                          std::optional<int> numeric_nproc) {
+                                          std::optional<int> numeric_nproc,
+                                          std::vector<std::string>& ledgered) {
   std::vector<HostSlots> hosts =
       filter_hosts(read_hosts(o.hosts, host), *o.hosts.include, *o.hosts.exclude, numeric_nproc);
+  ledgered = skip_ledgered(hosts, o, host);
+  if (o.shape.spares.given() &&
+      (*o.shape.spares < 0 || static_cast<size_t>(*o.shape.spares) >= hosts.size())) {
+    throw UsageError(
+        fmt::format("{} {}: the spares are the last of the {} hosts, and at least one "
+                    "must run the job",
+                    o.shape.spares.source(), *o.shape.spares, hosts.size()));
+  }
   check_slots_against_nproc(hosts, o, numeric_nproc);
   refuse_per_host_options(o, hosts.size());
   for (const HostSlots& h : hosts) {
@@ -206,7 +249,8 @@ HostsLaunch resolve_hosts(const LaunchOptions& o, const std::vector<std::string>
   std::optional<int> numeric_nproc;
   if (const auto n = parse_integer(launch.nproc_per_node, 1, kMaxWorkersPerNode))
     numeric_nproc = static_cast<int>(*n);
-  launch.hosts = resolve_host_slots(o, host, numeric_nproc);
+  launch.hosts = resolve_host_slots(o, host, numeric_nproc, launch.ledgered);
+  launch.spares = o.shape.spares.given() ? *o.shape.spares : 0;
   launch.ssh = resolve_ssh(o.hosts, env, host);
   launch.env = passed_variables(o, env, host);
   launch.working_directory = host.working_directory();

@@ -97,7 +97,7 @@ void refuse_etcd(const std::string& backend, const std::string& source) {
 RendezvousToken resolve_token(const LaunchInputs& in, const JobShape& shape,
                               std::vector<std::string>& warnings) {
   if (auto given = resolve_given_token(in.options.rdzv, in.host)) return *given;
-  if (in.cluster.kind != ClusterKind::kSlurm || shape.max_nodes <= 1 || !in.cluster.run_id)
+  if (in.cluster.kind != ClusterKind::kSlurm || !shape.multi_node() || !in.cluster.run_id)
     return NoToken{};
   const auto secret = user_secret_path(in.env);
   if (!secret) {

@@ -108,10 +108,29 @@ void resolve_workers_and_devices(const LaunchInputs& in, JobShape& shape) {
     take_counted(in, listed, shape);
 }
 
+// --spares K, or under a scheduler whose allocation has more nodes than a static --nnodes, the
+// nodes beyond it.
+void resolve_spares(const LaunchInputs& in, JobShape& shape) {
+  const ShapeFlags& o = in.options.shape;
+  shape.spare_affinity = *o.spare_affinity;
+  if (o.spares.given()) {
+    if (*o.spares < 0 || *o.spares > 1'000'000) {
+      throw UsageError(fmt::format("{} {}: expected a count of spare nodes from 0 to 1000000",
+                                   o.spares.source(), *o.spares));
+    }
+    shape.spares = *o.spares;
+    return;
+  }
+  if (in.options.rdzv.nnodes.given() && in.cluster.nnodes && shape.min_nodes == shape.max_nodes &&
+      *in.cluster.nnodes > shape.max_nodes)
+    shape.spares = *in.cluster.nnodes - shape.max_nodes;
+}
+
 void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
   const LaunchOptions& o = in.options;
+  const int ranks = shape.max_nodes + shape.spares;  // spares' ranks follow the nodes'
   if (!o.shape.node_rank.given() && in.cluster.node_rank) {
-    if (*in.cluster.node_rank >= shape.max_nodes) {
+    if (*in.cluster.node_rank >= ranks) {
       throw UsageError(fmt::format(
           "{}: node rank {} is not below nnodes {}; the scheduler's variables disagree (a step "
           "environment copied into another job?): start npu_run with srun inside the allocation, "
@@ -121,10 +140,11 @@ void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
     shape.node_rank = in.cluster.node_rank;
   } else if (o.shape.node_rank.given()) {
     const int rank = *o.shape.node_rank;
-    if (rank < 0 || rank >= shape.max_nodes) {
-      throw UsageError(fmt::format("{} {}: node ranks run from 0 to {} with --nnodes {}",
-                                   o.shape.node_rank.source(), rank, shape.max_nodes - 1,
-                                   *o.rdzv.nnodes));
+    if (rank < 0 || rank >= ranks) {
+      throw UsageError(
+          fmt::format("{} {}: node ranks run from 0 to {} with --nnodes {}{}",
+                      o.shape.node_rank.source(), rank, ranks - 1, *o.rdzv.nnodes,
+                      shape.spares > 0 ? fmt::format(" and --spares {}", shape.spares) : ""));
     }
     shape.node_rank = rank;
   }
@@ -153,6 +173,7 @@ void resolve_shape(const LaunchInputs& in, JobShape& shape) {
     throw UsageError(fmt::format("--standalone runs a single node but {} is {}; drop one of them",
                                  o.rdzv.nnodes.source(), *o.rdzv.nnodes));
   }
+  resolve_spares(in, shape);
   resolve_node_rank(in, shape);
 }
 

@@ -26,6 +26,16 @@ void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
                                  f.max_no_progress_restarts.source(), no_progress));
   }
   supervision.max_no_progress_restarts = no_progress;
+  if (!f.ledger->empty())
+    supervision.ledger.path = *f.ledger;
+  else if (!in.options.output.log_dir->empty())
+    supervision.ledger.path = *in.options.output.log_dir + "/ledger.jsonl";
+  supervision.ledger.ttl =
+      seconds_option(*f.ledger_ttl, 1, 365 * 24 * 3600.0, f.ledger_ttl.source());
+  supervision.device_release_timeout =
+      seconds_option(*f.device_release_timeout, 0, 24 * 3600.0, f.device_release_timeout.source());
+  supervision.startup_window =
+      seconds_option(*f.startup_window, 0, 7 * 24 * 3600.0, f.startup_window.source());
   if (*f.exit_timeout != 0) {
     supervision.hang.exit_timeout =
         seconds_option(*f.exit_timeout, 0.001, 7 * 24 * 3600.0, f.exit_timeout.source());

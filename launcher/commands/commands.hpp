@@ -119,6 +119,9 @@ int show_status(const StatusCommand& command);
 // hostnames` (EXPR defaults to $SLURM_JOB_NODELIST); 2 with the error for invalid input.
 int print_hostnames(const std::vector<std::string>& args, const EnvMap& env);
 
+// `npu_run ledger list|clear [HOST...] [--ledger FILE|--log-dir DIR]`: the ledger of bad nodes.
+int ledger_command(const std::vector<std::string>& args, const EnvMap& env);
+
 // `npu_run completion bash`: the bash completion script, from the option tables.
 int print_completion(const std::vector<std::string>& args, const EnvMap& env);
 

@@ -241,7 +241,9 @@ class HostsRun {
     if (failure_code_ != 0) return failure_code_;
     if (interrupted_by_ != 0) return exit_for_signal(interrupted_by_);
     const HostOutcome& node0 = outcomes_.at(node0_);
-    if (node0.ended && node0.code != 0) return node0.code;
+    // With spares a lost host is replaced: the job's result is node 0's, whatever the lost
+    // host's session ended with.
+    if (node0.ended && (node0.code != 0 || launch_.spares > 0)) return node0.code;
     for (const auto& [host, outcome] : outcomes_) {
       if (outcome.ended && outcome.code != 0) return outcome.code;
     }
@@ -265,6 +267,8 @@ int launch_on_hosts(const HostsLaunch& launch) {
   const std::string here = asio::ip::host_name();
   configure_agent_logging(launch.agent.log_level, here, std::nullopt);
   set_launcher_log_identity(here);
+  for (const std::string& skipped : launch.ledgered)
+    spdlog::warn("left out, in the ledger of bad nodes: {}", skipped);
   std::optional<SelfBinary> self;
   if (launch.ssh.ship_binary) self = read_self_binary();
   const std::string master_addr = launch.rendezvous_given ? "" : node0_address(launch);

@@ -55,6 +55,8 @@ const std::vector<Subcommand>& subcommands() {
          return parse_and_run([&] { return parse_status_command(args, env); }, show_status);
        }},
       {"hostnames", "expand a Slurm hostlist, one host per line", nullptr, print_hostnames},
+      {"ledger", "list or clear the ledger of bad nodes (--spares, --ledger)", nullptr,
+       ledger_command},
       {"completion", "print the bash completion script", nullptr, print_completion},
   };
   return table;

@@ -52,6 +52,10 @@ struct HostsLaunch {
   // The token the hosts get through ssh's stdin: given, else made at launch (NoToken here).
   RendezvousToken token;
   AgentOptions agent;  // log level, --dry-run, --json
+  // --spares K: the last K hosts start as spares (node ranks from the job's node count on).
+  int spares = 0;
+  // Hosts the ledger of bad nodes keeps out, each with its entry: left out of `hosts`.
+  std::vector<std::string> ledgered;
 };
 
 }  // namespace npu_run

@@ -54,8 +54,11 @@ struct JobShape {
   int max_nodes = 1;
   std::optional<int> node_rank;  // unset: assigned by the rendezvous
   int agents_per_node = 1;       // --agents-per-node
+  int spares = 0;                // --spares: agents beyond max_nodes that wait as spares
+  std::string spare_affinity;    // --spare-affinity
 
-  bool multi_node() const { return max_nodes > 1; }
+  // A spare makes even a one-node job a rendezvous of several agents.
+  bool multi_node() const { return max_nodes + spares > 1; }
 };
 
 // The times and queue of a rendezvous: the same options, checks and defaults for the agents and
@@ -157,16 +160,28 @@ struct HangPolicy {
   bool any() const { return enabled() || exit_timeout.has_value(); }
 };
 
+// The ledger of bad nodes (cluster/node_ledger.hpp).
+struct LedgerConfig {
+  std::optional<std::string> path;  // --ledger, else <log dir>/ledger.jsonl; none: no ledger
+  milliseconds ttl{86'400'000};     // --ledger-ttl
+};
+
 // Stopping and restarting workers.
 struct SupervisionConfig {
   int max_restarts = 0;
-  int max_no_progress_restarts = 0;  // 0: off (rdzv::JobSettings)
+  int max_no_progress_restarts = 0;   // 0: off (rdzv::JobSettings)
   milliseconds term_timeout{30'000};  // grace between SIGTERM and SIGKILL
-  std::vector<int> stop_signals;      // signals that stop the job (--signals-to-handle)
+  // A failure this soon after the start that says the script is broken as written (an
+  // ImportError, a usage error) is deterministic: rdzv::FailureEvidence::early.
+  milliseconds startup_window{60'000};
+  // How long a device held by another program delays an attempt (agent/device_release.hpp).
+  milliseconds device_release_timeout{30'000};
+  std::vector<int> stop_signals;  // signals that stop the job (--signals-to-handle)
   // Started by a launcher (mpirun/orted, slurmstepd) that is the job's link to the scheduler:
   // if that process exits, stop as on SIGTERM rather than run on as an orphan.
   bool stop_with_parent = false;
   HangPolicy hang;
+  LedgerConfig ledger;
 };
 
 // Where workers' output goes.

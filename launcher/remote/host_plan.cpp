@@ -37,8 +37,9 @@ std::vector<HostPlan> plan_hosts(const HostsLaunch& launch, const std::string& m
                                  const std::string& program,
                                  const std::optional<ShippedBinary>& shipped) {
   std::vector<HostPlan> plans;
-  const int nodes = static_cast<int>(launch.hosts.size());
-  for (int rank = 0; rank < nodes; ++rank) {
+  const int hosts = static_cast<int>(launch.hosts.size());
+  const int nodes = hosts - launch.spares;  // the last hosts are spares: ranks nodes.. on
+  for (int rank = 0; rank < hosts; ++rank) {
     HostPlan plan;
     plan.host = launch.hosts[static_cast<size_t>(rank)];
     plan.node_rank = rank;

@@ -18,32 +18,7 @@
 #include "workers/proc_files.hpp"
 
 namespace npu_run {
-namespace {
-
-bool carries_mark(const std::string& dir, const std::string& entry) {
-  const std::string environ = read_proc_file(dir + "/environ");  // empty when not ours to read
-  size_t at = 0;
-  while (at < environ.size()) {
-    const size_t end = std::min(environ.find('\0', at), environ.size());
-    if (std::string_view(environ).substr(at, end - at) == entry) return true;
-    at = end + 1;
-  }
-  return false;
-}
-
-std::string command_of(const std::string& dir) {
-  std::string command = read_proc_file(dir + "/cmdline");
-  while (!command.empty() && command.back() == '\0') command.pop_back();
-  std::replace(command.begin(), command.end(), '\0', ' ');
-  if (command.empty()) {  // a kernel thread or a zombie: its name instead
-    command = read_proc_file(dir + "/comm");
-    while (!command.empty() && command.back() == '\n') command.pop_back();
-  }
-  if (command.size() > 80) command = command.substr(0, 77) + "...";
-  return command;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 const std::string& agent_mark() {
   static const std::string mark = [] {
@@ -85,9 +60,9 @@ std::vector<EscapedProcess> stop_escaped_processes(const EscapeSweep& sweep) {
       }
       if (killed.contains(pid)) continue;  // killed in an earlier pass, still exiting
       const bool escapee = (own_child && sweep.children_of_self) ||
-                           (!sweep.mark.empty() && carries_mark(dir, entry));
+                           (!sweep.mark.empty() && proc_environ_has(dir, entry));
       if (!escapee) continue;
-      EscapedProcess process{pid, command_of(dir), 0};
+      EscapedProcess process{pid, proc_command(dir), 0};
       if (::kill(pid, SIGKILL) != 0) process.kill_error = errno;
       if (process.kill_error == ESRCH) continue;  // exited meanwhile
       killed.insert(pid);

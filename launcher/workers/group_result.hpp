@@ -37,6 +37,9 @@ struct WorkerOutcome {
   // faulthandler dump ("train.py:88 in wait_for_data"; workers/python_dump.hpp), or the
   // kernel's view of a worker that is not Python, when a hang's dump asked for its stacks.
   std::vector<std::string> stack_frames;
+  // A failed worker's last stderr bytes (at most kStderrTailBytes): its traceback, a device
+  // fault it named.
+  std::string stderr_tail;
   // Set when the job's hang analysis found its top frame differs from the majority of ranks'.
   bool odd_one_out = false;
   // Its log files that lost output, each with why: "path (No space left on device (ENOSPC))".

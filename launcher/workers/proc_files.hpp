@@ -20,6 +20,13 @@ struct ProcStat {
   pid_t group = 0;  // process group
 };
 
+// Whether the environment of the process directory `dir` holds `entry` ("NAME=value");
+// false when it is not ours to read.
+bool proc_environ_has(const std::string& dir, const std::string& entry);
+
+// Its command line, NULs as spaces, cut to 80 bytes; a kernel thread's or zombie's name.
+std::string proc_command(const std::string& dir);
+
 // /proc/<pid>/stat of the process directory `dir`; nullopt when it is gone or unreadable.
 std::optional<ProcStat> read_proc_stat(const std::string& dir);
 

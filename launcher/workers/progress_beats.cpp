@@ -70,8 +70,7 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
     epoll_event event{};
     event.events = EPOLLIN | EPOLLONESHOT;
     event.data.u64 = r;
-    if (::epoll_ctl(epoll_fd, operation, ranks[r].fd, &event) != 0 &&
-        operation == EPOLL_CTL_ADD)
+    if (::epoll_ctl(epoll_fd, operation, ranks[r].fd, &event) != 0 && operation == EPOLL_CTL_ADD)
       throw std::runtime_error(fmt::format("epoll_ctl: {}", std::strerror(errno)));
   }
 
@@ -174,7 +173,9 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
 
 int64_t progress_value(const RankProgress& progress) {
   const std::string& text = progress.text;
-  const auto digit = [&text](size_t i) { return std::isdigit(static_cast<unsigned char>(text[i])) != 0; };
+  const auto digit = [&text](size_t i) {
+    return std::isdigit(static_cast<unsigned char>(text[i])) != 0;
+  };
   std::optional<int64_t> last;
   for (size_t i = 0; i < text.size();) {
     if (!digit(i)) {
@@ -206,6 +207,10 @@ const std::string& ProgressBeats::directory() const {
 
 std::string ProgressBeats::path(int local_rank) const {
   return impl_->ranks.at(static_cast<size_t>(local_rank)).path;
+}
+
+void ProgressBeats::collect_now() {
+  for (size_t r = 0; r < impl_->ranks.size(); ++r) impl_->drain(r);
 }
 
 void ProgressBeats::new_attempt() {

@@ -48,6 +48,9 @@ class ProgressBeats {
   std::string path(int local_rank) const;
   // The agent's private directory the sockets are in (workers/agent_directory.hpp).
   const std::string& directory() const;
+  // Takes the beats still queued now, not at the next collection (every 5 ms): a worker's
+  // last beat before it died is part of what its failure says.
+  void collect_now();
   // A new attempt: no rank has beaten in it yet (the longest intervals are kept).
   void new_attempt();
   const RankProgress& rank(int local_rank) const;

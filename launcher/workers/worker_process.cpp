@@ -393,8 +393,8 @@ void WorkerProcess::read_what_it_left() {
   read_stack_dump();
 }
 
-// A faulthandler dump in what the worker wrote last to its stderr: a relay holds the stream's
-// tail, a file sink is read back.
+// A faulthandler dump in what the worker wrote last to its stderr, and for a failed worker
+// that tail itself (its traceback): a relay holds the stream's tail, a file sink is read back.
 void WorkerProcess::read_stack_dump() {
   const StreamRoute& route = spec_.err;
   if (!route.keep_tail) return;
@@ -403,6 +403,7 @@ void WorkerProcess::read_stack_dump() {
                                ? file_tail(route.file, kStderrTailBytes)
                                : std::string();
   outcome_.stack_frames = python_dump_top_frames(tail, kTopFrames);
+  if (!outcome_.status.success()) outcome_.stderr_tail = tail;
 }
 
 }  // namespace npu_run

@@ -155,4 +155,14 @@ for expr in "n[1-2]" "node[08-11]" "a[1,3-4]b[2-3]" "x[9-11],y" "r[1-2]n[01-02]"
     fail "hostnames '$expr': npu_run gave [$actual] (exit $actual_rc), scontrol [$expected]"
 done
 
+echo "== 8. the allocation's node beyond --nnodes waits as a spare, then leaves with 0"
+out="$work/spare.out"
+rc=0
+id=$("${submit[@]}" --wait --nodes=2 --output="$out" "$templates/multi_node.sbatch" --nnodes 1 \
+  "$train" --steps 10) || rc=$?
+[ "$rc" -eq 0 ] || fail "the job with a spare exited $rc" "$out"
+expect_in "$out" "standing by as a spare of round 0 (1 node run, 1 spare wait)" \
+  "the job ended (exit 0) without needing this spare" "ranks 0-1 of 2, node 0 of 1"
+check_no_strays "the job with a spare"
+
 echo "slurm e2e: all checks passed"

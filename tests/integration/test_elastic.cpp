@@ -87,27 +87,33 @@ TEST_CASE("elastic: survivors of a SIGKILLed agent re-form with the smaller worl
   INFO(done[0].err << "\n----\n" << done[1].err);
   CHECK(done[0].exit_code == 0);
   CHECK(done[1].exit_code == 0);
-  // Round 1: two workers, restart count 1 (a lost node uses a restart), ranks dense.
+  // Round 1: two workers, restart count 1, ranks dense. A lost node is the infrastructure's
+  // fault: the restart does not use up --max-restarts.
   CHECK(exists(dir.path(), "ws2.r1.0"));
   CHECK(exists(dir.path(), "ws2.r1.1"));
   CHECK_FALSE(exists(dir.path(), "ws2.r1.2"));
-  CHECK_THAT(done[0].err, Contains("agent lost: connection closed") && Contains("restart 1 of 1"));
+  CHECK_THAT(done[0].err, Contains("agent lost: connection closed") &&
+                              Contains("[infrastructure: node ") && Contains(" was lost]") &&
+                              Contains("not counted against --max-restarts (0 of 1 used)"));
   nodes[2]->wait(10s);
   for (auto& n : nodes) require_no_strays(*n);
 }
 
-TEST_CASE("elastic: with no restarts left a lost node ends the job", "[integration][elastic]") {
+TEST_CASE(
+    "elastic: with no restarts left a lost node still shrinks the job (not the script's fault)",
+    "[integration][elastic]") {
   TempDir dir;
   const int port = unused_port();
   auto nodes = start_running(3, port, "2:3", worker_script(3), dir.path());
   nodes[2]->send_signal(SIGKILL);
   const auto done = wait_nodes(nodes, 2, 30s);
   INFO(done[0].err);
-  CHECK(done[0].exit_code == 125);
-  CHECK(done[1].exit_code == 125);
-  // (Node ranks follow host name, then arrival: the killed agent may hold rank 1 or 2.)
-  CHECK_THAT(done[0].err, Contains("the job failed; root cause: node") &&
-                              Contains("agent lost: connection closed"));
+  CHECK(done[0].exit_code == 0);
+  CHECK(done[1].exit_code == 0);
+  CHECK(exists(dir.path(), "ws2.r1.0"));
+  CHECK(exists(dir.path(), "ws2.r1.1"));
+  CHECK_THAT(done[0].err, Contains("agent lost: connection closed") &&
+                              Contains("not counted against --max-restarts (0 of 0 used)"));
   nodes[2]->wait(10s);
   for (auto& n : nodes) require_no_strays(*n);
 }

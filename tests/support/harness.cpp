@@ -69,14 +69,23 @@ NpuRunProcess::NpuRunProcess(const std::vector<std::string>& args, const EnvOver
   bp::default_process_launcher launcher;
   launcher.env = envp.data();
   bp::error_code ec;
+  // A host of its own: npu_run in a UTS namespace with that host name (the same pid, as
+  // unshare and sh exec it), so that loopback nodes differ by host as real ones do.
+  std::filesystem::path program = npu_run_binary();
+  std::vector<std::string> argv = args;
+  if (const auto name = env.find(kHostNameVariable); name != env.end() && name->second) {
+    argv = {"--uts",       "/bin/sh",       "-c", "hostname \"$0\" && exec \"$@\"",
+            *name->second, program.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    program = "/usr/bin/unshare";
+  }
   if (cwd.empty()) {
-    state_->process.emplace(launcher(state_->io.get_executor(), ec,
-                                     std::filesystem::path(npu_run_binary()), args,
+    state_->process.emplace(launcher(state_->io.get_executor(), ec, program, argv,
                                      bp::process_stdio{nullptr, out_pipe[1], err_pipe[1]}));
   } else {
-    state_->process.emplace(
-        launcher(state_->io.get_executor(), ec, std::filesystem::path(npu_run_binary()), args,
-                 bp::process_stdio{nullptr, out_pipe[1], err_pipe[1]}, bp::process_start_dir(cwd)));
+    state_->process.emplace(launcher(state_->io.get_executor(), ec, program, argv,
+                                     bp::process_stdio{nullptr, out_pipe[1], err_pipe[1]},
+                                     bp::process_start_dir(cwd)));
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -179,7 +188,7 @@ void NpuRunProcess::wait_until_stdout_full(milliseconds timeout) {
   while (!thread_blocked_in(pid(), "pipe_write")) {
     if (Clock::now() > deadline) {
       FAIL("npu_run's stdout did not fill within " << timeout.count() << " ms; stderr:\n"
-                                                    << state_->err());
+                                                   << state_->err());
     }
     pump(10ms);
   }

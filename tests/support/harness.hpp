@@ -20,6 +20,10 @@
 namespace npu_run::testing {
 
 using EnvOverrides = std::map<std::string, std::optional<std::string>>;  // nullopt: unset
+
+// In an NpuRunProcess's EnvOverrides: runs npu_run in a UTS namespace of its own with this host
+// name (the variable itself reaches npu_run too, unread).
+inline constexpr const char* kHostNameVariable = "NPU_RUN_TEST_HOST_NAME";
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 

@@ -197,3 +197,34 @@ TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > def
   c = parse({"--agents-per-node", "2", "--nproc-per-node", "2", "--devices", "0,1"}).config;
   CHECK(c.shape.devices == std::vector<int>{0, 1});
 }
+
+TEST_CASE("cluster: under Slurm the allocation's nodes beyond --nnodes are spares",
+          "[cluster][spares]") {
+  TempDir dir;
+  const std::string script = dir.write("train.py", "");
+  EnvMap env = slurm_step(1);
+  env["PATH"] = "/usr/bin:/bin";
+  env["PYTHON_EXEC"] = "/bin/sh";
+  auto parse = [&](std::vector<std::string> args) {
+    args.push_back(script);
+    ParseResult r = parse_command_line(args, env);
+    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
+    return std::get<ParsedLaunch>(r).config;
+  };
+  // Two nodes allocated, one asked for: node 1 waits as a spare (node rank 1 = the spare's).
+  LaunchConfig c = parse({"--nnodes", "1"});
+  CHECK(c.shape.max_nodes == 1);
+  CHECK(c.shape.spares == 1);
+  CHECK(c.shape.node_rank == 1);
+  CHECK(c.shape.multi_node());
+  CHECK(c.supervision.max_restarts == 0);
+  // --spares given wins; without --nnodes the allocation is the job.
+  CHECK(parse({"--nnodes", "1", "--spares", "3"}).shape.spares == 3);
+  CHECK(parse({}).shape.spares == 0);
+  // PET_SPARES and the affinity label.
+  env["PET_SPARES"] = "2";
+  env["PET_SPARE_AFFINITY"] = "rack7";
+  c = parse({"--nnodes", "1"});
+  CHECK(c.shape.spares == 2);
+  CHECK(c.shape.spare_affinity == "rack7");
+}

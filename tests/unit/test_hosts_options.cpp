@@ -2,12 +2,14 @@
 // launch over ssh picks, the variables it passes, the options each host's agent gets, and every
 // mistake refused with the value and the fix.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 
 #include "basics/env_file.hpp"
 #include "basics/usage_error.hpp"
 #include "cli/parse_launch.hpp"
 #include "cluster/host_slots.hpp"
+#include "cluster/node_ledger.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run;
@@ -183,6 +185,38 @@ TEST_CASE("hosts: each host's agent gets the options given here, not the launche
                                                      {"FROM_HERE", "here value <--env>"},
                                                      {"SET", "v <--env>"}});
   CHECK_FALSE(l.rendezvous_given);
+}
+
+TEST_CASE("hosts: --spares makes the last hosts spares, the ledger leaves bad hosts out",
+          "[hosts][spares]") {
+  HostsCli cli;
+  HostsLaunch l = cli.ok({"--hosts", "a,b,c", "--spares", "1", cli.script});
+  CHECK(l.spares == 1);
+  CHECK(names(l.hosts) == "a b c");
+  CHECK(std::count(l.agent_options.begin(), l.agent_options.end(), "--spares=1") == 1);
+  CHECK_THAT(cli.error({"--hosts", "a,b", "--spares", "2", cli.script}),
+             Contains("--spares 2: the spares are the last of the 2 hosts"));
+  CHECK_THAT(cli.error({"--hosts", "a,b,c", "--spares", "1", "--nnodes", "3", cli.script}),
+             Contains("--nnodes 3 with --spares 1 but 3 hosts are named"));
+  // b lost an hour ago, c cleared after its loss; an entry older than the TTL is void.
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  LedgerEntry lost{"b", "10.0.0.2", 1, now_ms - 3'600'000, "lost", "agent lost", "job", false};
+  LedgerEntry old = lost;
+  old.host = "a";
+  old.time_ms = now_ms - 2 * 86'400'000LL;
+  LedgerEntry c = lost;
+  c.host = "c";
+  LedgerEntry cleared{"c", "", -1, now_ms - 60'000, "", "", "", true};
+  const std::string ledger = cli.dir.write(
+      "ledger.jsonl", ledger_line(lost) + ledger_line(old) + ledger_line(c) + ledger_line(cleared));
+  l = cli.ok({"--hosts", "a,b,c", "--ledger", ledger, cli.script});
+  CHECK(names(l.hosts) == "a c");
+  REQUIRE(l.ledgered.size() == 1);
+  CHECK_THAT(l.ledgered[0], Contains("b: lost at ") && Contains("job 'job', node 1, 10.0.0.2"));
+  CHECK_THAT(cli.error({"--hosts", "b", "--ledger", ledger, cli.script}),
+             Contains("every host is in the ledger of bad nodes"));
 }
 
 TEST_CASE("hosts: .npu_run_env is read from here when present", "[hosts]") {

@@ -208,6 +208,29 @@ TEST_CASE("messages: every server message survives encode and decode", "[protoco
   CHECK(std::holds_alternative<ProtocolError>(decode_server_message(encode(hang_decision))));
   CHECK_FALSE(
       round_trip_server<Decision>(Decision{2, Action::kFinish, 0, 0, std::nullopt}).root_cause);
+  // The restart classification: the evidence a failure carries, the class and why.
+  FailureReport raised = f;
+  raised.lost = true;
+  raised.evidence = FailureEvidence{
+      "HCCS link error: x", "ValueError", "train.py:88 in step", "step 3", true, true, true};
+  Decision classified{4, Action::kFinish, 1, 123, raised};
+  classified.failure_class = FailureClass::kDeterministic;
+  classified.class_reason = "deterministic: ValueError at train.py:88 in step, twice";
+  classified.restarts_charged = 1;
+  const Decision back = round_trip_server<Decision>(classified);
+  CHECK(back.failure_class == FailureClass::kDeterministic);
+  CHECK(back.class_reason == classified.class_reason);
+  CHECK(back.restarts_charged == 1);
+  CHECK(back.root_cause->lost);
+  const FailureEvidence& seen = back.root_cause->evidence;
+  CHECK(seen.fault == "HCCS link error: x");
+  CHECK(seen.exception == "ValueError");
+  CHECK(seen.frame == "train.py:88 in step");
+  CHECK(seen.last_beat == "step 3");
+  CHECK((seen.early && seen.usage && seen.oom));
+  CHECK(round_trip_server<Decision>(Decision{}).failure_class == FailureClass::kNone);
+  classified.root_cause->evidence.frame.assign(Limits::kMaxEvidenceText + 1, 'x');
+  CHECK(std::holds_alternative<ProtocolError>(decode_server_message(encode(classified))));
   CHECK(round_trip_server<HeartbeatAck>(HeartbeatAck{4}).received == 4);
   CHECK(round_trip_server<Resumed>(Resumed{9}).received == 9);
   CHECK(sequenced(ServerMessage{Assigned{}}));

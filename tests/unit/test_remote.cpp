@@ -150,6 +150,22 @@ TEST_CASE("remote: ssh gets the user's options before npu_run's and one remote c
   CHECK(host_name_from_ssh_config("user root\n").empty());
 }
 
+TEST_CASE("remote: with --spares the last hosts start as spares, ranked after the nodes",
+          "[remote][spares]") {
+  HostsLaunch launch = two_hosts();
+  launch.spares = 1;
+  launch.agent_options.emplace_back("--spares=1");
+  const auto plans = plan_hosts(launch, "10.0.0.1", "/opt/npu_run", std::nullopt);
+  REQUIRE(plans.size() == 3);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const auto& args = plans[i].agent_args;
+    INFO(i);
+    CHECK(std::count(args.begin(), args.end(), "--nnodes=2") == 1);
+    CHECK(std::count(args.begin(), args.end(), "--spares=1") == 1);
+    CHECK(std::count(args.begin(), args.end(), "--node-rank=" + std::to_string(i)) == 1);
+  }
+}
+
 TEST_CASE("remote: each host's agent gets its node rank, slots, devices and the master",
           "[remote]") {
   const auto plans = plan_hosts(two_hosts(), "10.0.0.1", "/opt/npu_run", std::nullopt);
@@ -279,10 +295,8 @@ TEST_CASE("remote: two hosts' lines never cut into each other on the console", "
   ConsoleStream console(console_pipe[1]);
   bool a_ended = false;
   bool b_ended = false;
-  auto from_a =
-      std::make_shared<HostOutput>(io, a[0], console, nullptr, [&] { a_ended = true; });
-  auto from_b =
-      std::make_shared<HostOutput>(io, b[0], console, nullptr, [&] { b_ended = true; });
+  auto from_a = std::make_shared<HostOutput>(io, a[0], console, nullptr, [&] { a_ended = true; });
+  auto from_b = std::make_shared<HostOutput>(io, b[0], console, nullptr, [&] { b_ended = true; });
   from_a->start();
   from_b->start();
   // Host a's worker writes its line in pieces (python -u's print("x", "y")); host b's whole

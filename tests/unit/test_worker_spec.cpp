@@ -74,10 +74,12 @@ TEST_CASE("specs: ranks, devices, env and files per local rank", "[spec]") {
 
 TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
   LaunchConfig cfg = config(4);
-  SECTION("default: zero-copy console") {
+  SECTION("default: zero-copy console for stdout; stderr passes through unprefixed") {
     const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
     CHECK(s[0].out.sink == StreamSink::kInherit);
-    CHECK(s[0].err.sink == StreamSink::kInherit);
+    CHECK(s[0].err.sink == StreamSink::kRelay);
+    CHECK_FALSE(s[0].err.prefixed);
+    CHECK(s[0].err.keep_tail);
     CHECK(s[0].out.file.empty());
   }
   SECTION("--tee 3: relayed to console and files") {
@@ -100,7 +102,8 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
     CHECK(s[0].out.sink == StreamSink::kFile);
     CHECK_FALSE(s[0].out.to_console);
-    CHECK(s[0].err.sink == StreamSink::kInherit);
+    CHECK(s[0].err.sink == StreamSink::kRelay);
+    CHECK(s[0].err.file.empty());
   }
   SECTION("per-rank tee map") {
     cfg.output.tee = RankStreamMap::parse("0:3,3:2", "-t");
@@ -115,7 +118,8 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     const auto s = make_worker_specs(cfg, assignment(4), kErrorFilesOnly, {});
     CHECK(s[0].out.sink == StreamSink::kInherit);
     CHECK(s[1].out.sink == StreamSink::kDiscard);
-    CHECK(s[1].err.sink == StreamSink::kDiscard);
+    CHECK(s[1].err.sink == StreamSink::kRelay);  // to its kept tail only
+    CHECK_FALSE(s[1].err.to_console);
   }
   SECTION("--local-ranks-filter 0 with --log-dir: rank 0 on the console, every rank in files") {
     cfg.output.local_ranks_filter = std::set<int>{0};
@@ -136,7 +140,7 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(s[0].out.file.empty());
     CHECK(s[0].out.filters == std::vector<std::string>{"loss"});
     CHECK(s[0].out.filtered_file == "/logs/none/attempt_2/filtered_stdout.log");
-    CHECK(s[0].err.sink == StreamSink::kInherit);  // no stderr filters
+    CHECK_FALSE(s[0].err.prefixed);  // no stderr filters: passed through for its tail only
     CHECK(s[0].err.filters.empty());
     // Not on the console (redirected, or filtered off it): torchrun copies teed lines only.
     CHECK(s[1].out.sink == StreamSink::kFile);
@@ -148,8 +152,7 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(teed[0].out.file == "/logs/none/attempt_2/0/stdout.log");
     CHECK(teed[0].out.filtered_file == "/logs/none/attempt_2/filtered_stdout.log");
   }
-  SECTION("--hang-timeout: every stderr reaches the agent, which keeps its tail for the dump") {
-    cfg.supervision.hang.timeout = std::chrono::seconds(60);
+  SECTION("every stderr reaches the agent, which keeps its tail (traceback, stack dump)") {
     cfg.output.local_ranks_filter = std::set<int>{0, 1};
     cfg.output.redirects = RankStreamMap::parse("1:2", "-r");
     const auto s = make_worker_specs(cfg, assignment(4), kLogs, {});
@@ -170,9 +173,6 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     // stdout is never touched for it.
     CHECK(s[0].out.sink == StreamSink::kInherit);
     CHECK_FALSE(s[0].out.keep_tail);
-    cfg.supervision.hang = HangPolicy{};
-    cfg.supervision.hang.exit_timeout = std::chrono::seconds(30);
-    CHECK(make_worker_specs(cfg, assignment(4), kLogs, {})[0].err.keep_tail);
   }
   SECTION("an explicit prefix relays console output even without files") {
     cfg.output.prefix_template = "${rank}> ";

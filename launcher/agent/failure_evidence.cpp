@@ -1,0 +1,45 @@
+#include "agent/failure_evidence.hpp"
+
+#include <csignal>
+
+#include "health/fault_patterns.hpp"
+#include "rendezvous/protocol.hpp"
+#include "workers/python_traceback.hpp"
+
+namespace npu_run {
+
+namespace {
+
+std::string cut(std::string text) {
+  if (text.size() > rdzv::Limits::kMaxEvidenceText) text.resize(rdzv::Limits::kMaxEvidenceText);
+  return text;
+}
+
+}  // namespace
+
+rdzv::FailureEvidence failure_evidence(const EvidenceSources& s) {
+  const WorkerOutcome& w = s.worker;
+  rdzv::FailureEvidence e;
+  // The error file's traceback is the worker's own account; its stderr is the fallback.
+  const std::string error_text = s.error.message + "\n" + s.error.traceback;
+  std::optional<FaultMatch> fault = find_fault(error_text);
+  if (!fault) fault = find_fault(w.stderr_tail);
+  if (fault) e.fault = cut(fault->meaning + ": " + fault->line);
+  std::optional<PythonException> raised = last_python_exception(s.error.traceback);
+  if (!raised) raised = last_python_exception(w.stderr_tail);
+  if (raised) {
+    e.exception = cut(raised->type);
+    e.frame = cut(raised->frame);
+  }
+  e.last_beat = cut(s.last_beat);
+  e.usage = w.status.kind == ExitStatus::Kind::kExited && w.status.code == 2 &&
+            names_usage_error(w.stderr_tail);
+  const auto failed = w.raised_at.value_or(w.finished_at);
+  e.early = s.started.time_since_epoch().count() != 0 && failed - s.started < s.startup_window;
+  // SIGKILL that npu_run did not send, while the kernel counted an OOM kill.
+  e.oom = s.oom_killed && !w.stopped_by_agent && w.status.kind == ExitStatus::Kind::kSignaled &&
+          w.status.signal == SIGKILL;
+  return e;
+}
+
+}  // namespace npu_run

@@ -116,8 +116,8 @@ struct ShapeFlags : FlagGroup {
   Flag<std::string> spare_affinity{
       *this,
       {.name = "--spare-affinity",
-       .help = "A label of this node (a rack, a switch); a spare with the lost node's label is "
-               "preferred for its seat (default: the SuperPoD of a 1.2 rank table)",
+       .help = "A label of this node (its SuperPoD, rack or switch, e.g. superpod-3); a spare "
+               "with the lost node's label is preferred for its seat (default: none)",
        .type = "LABEL"}};
   Flag<std::string> master_addr{
       *this,

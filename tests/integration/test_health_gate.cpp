@@ -290,3 +290,32 @@ TEST_CASE("health gate: a hanging tool is stopped at its timeout, and the job st
                              "answer within 1.0 s"));
   CHECK(job.workers_started() == 2);
 }
+
+TEST_CASE(
+    "health gate: a node failing its gate at a restart is taken out and the spare takes "
+    "its seat",
+    "[integration][health][spares]") {
+  GateNodes job;
+  job.nproc = 1;
+  // Node 1's worker breaks its node's link (the fake hccn_tool reads the scenario on every
+  // call) and fails; at the restart node 1's gate fails, and the spare runs node 1's rank.
+  job.worker =
+      "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$GROUP_RANK\" = 1 ]; then "
+      "echo 'link_down 0' > \"$NPU_RUN_FAKE_SCENARIO\"; exit 1; fi; "
+      "[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && sleep 1; echo \"ran $(hostname) $GROUP_RANK\"";
+  for (int i = 0; i < 3; ++i) {
+    job.start(i, "2", "",
+              {"--node-rank", std::to_string(i), "--spares", "1", "--max-restarts", "1", "--ledger",
+               job.dir.file("ledger.jsonl")},
+              false, {{kHostNameVariable, "gate-host-" + std::to_string(i)}});
+  }
+  const auto done = job.wait_all();
+  INFO(done[0].err << "\n---- node 1 ----\n" << done[1].err);
+  for (const Finished& f : done) CHECK(f.exit_code == 0);
+  CHECK_THAT(done[1].err, Contains("is taken out of the job: it failed its health gate") &&
+                              Contains("link device 0: link status: DOWN"));
+  CHECK_THAT(done[2].out, Contains("ran gate-host-2 1"));
+  CHECK_THAT(
+      read_file(job.dir.file("ledger.jsonl")),
+      Contains("\"host\":\"gate-host-1\"") && Contains("\"reason\":\"failed its health gate\""));
+}

@@ -96,7 +96,9 @@ std::vector<LedgerEntry> read_ledger(const std::string& path) {
         fmt::format("cannot read the ledger of bad nodes {}: {}", path, std::strerror(errno)));
   }
   in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (end <= 0) return {};  // empty, or not a regular file
+  const auto size = static_cast<size_t>(end);
   const size_t from = size > kMaxLedgerBytes ? size - kMaxLedgerBytes : 0;
   in.seekg(static_cast<std::streamoff>(from));
   std::string text(size - from, '\0');

@@ -91,6 +91,10 @@ int serve(const ServerCommand& command) {
   store::StoreServer store(io);
   rdzv::ServerOptions options = command.options;
   share_port_with_store(options, store);
+  // The stop signals are caught before the server says it is up: one sent as soon as that line
+  // appears waits in the set for the handler below, never meets the default action or nothing.
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+  signals.add(SIGQUIT);
   rdzv::RendezvousServer server(io, command.settings, options);
   int exit_code = kExitRendezvous;
   server.start([&](const rdzv::Decision& decision) {
@@ -98,8 +102,6 @@ int serve(const ServerCommand& command) {
     io.stop();
   });
   // Stopping the server makes every agent stop its workers and exit: the job ends.
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
-  signals.add(SIGQUIT);
   signals.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
     spdlog::warn("received signal {}: closing the rendezvous; every agent will stop its workers",

@@ -92,10 +92,7 @@ int RendezvousState::spares_ready() const {
 }
 
 int RendezvousState::spares_waiting() const {
-  if (phase_ == Phase::kJoining) return 0;
-  return static_cast<int>(std::count_if(pending_.begin(), pending_.end(), [](const auto& p) {
-    return gate_of(p.second) == Gate::kReady;
-  }));
+  return phase_ == Phase::kJoining ? 0 : spares_ready();
 }
 
 void RendezvousState::tell_spares(std::vector<Outgoing>& out) {

@@ -67,14 +67,18 @@ TEST_CASE(
   TempDir dir;
   const std::string root = fake_devices(dir);
   // Not a process of the job: started here, it holds davinci1 until killed.
+  const std::string ready = dir.file("holding");
   const pid_t holder = ::fork();
   REQUIRE(holder >= 0);
   if (holder == 0) {
     const std::string device = root + "/davinci1";
-    ::execl("/bin/sh", "sh", "-c", "exec 3<\"$0\"; exec sleep 60", device.c_str(), nullptr);
+    ::execl("/bin/sh", "sh", "-c", "exec 3<\"$0\"; : > \"$1\"; exec sleep 60", device.c_str(),
+            ready.c_str(), nullptr);
     ::_exit(127);
   }
-  ::usleep(200'000);
+  // It holds the device once it says so (the file appears after the open).
+  for (int i = 0; i < 200 && !std::filesystem::exists(ready); ++i) ::usleep(10'000);
+  REQUIRE(std::filesystem::exists(ready));
   NpuRunProcess p(
       {"--nproc-per-node", "2", "--device-release-timeout", "1", "--no-python", "/bin/true"},
       {{"NPU_RUN_DEV_ROOT", root}});

@@ -283,6 +283,8 @@ class RendezvousState {
   // Elastic: stops every running node so that the job re-forms (a node joined or left); not a
   // failure, so no restart is counted.
   void begin_reform(Reform reform, std::vector<Outgoing>& out);
+  // A member whose agent was signalled and leaves: false when that ends the job.
+  bool leave(Member& member, const Report& report, ClientId from, std::vector<Outgoing>& out);
   // The join timeout passed: every waiting agent is told who is missing; the job ends.
   std::vector<Outgoing> time_out_joining();
   // Records `failure` as the root cause if it is the first, and stops the other nodes.

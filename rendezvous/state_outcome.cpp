@@ -61,6 +61,34 @@ std::vector<Outgoing> RendezvousState::on_hang_notice(ClientId from, const HangN
   return out;
 }
 
+// A node leaving on purpose (its agent signalled: its ssh session lost, its host shutting
+// down). An elastic job re-forms without it. A static one with a spare ready hands the spare
+// its seat as a lost node's, and no restart is charged; it is not ledgered (nothing says the
+// host is bad). Otherwise (false) it is a deliberate stop that ends the job.
+bool RendezvousState::leave(Member& member, const Report& report, ClientId from,
+                            std::vector<Outgoing>& out) {
+  if (elastic()) {
+    member.left = true;
+    begin_reform(Reform{round_, member.node.host, member.node_rank,
+                        fmt::format("left the job (npu_run got signal {}); the job re-forms "
+                                    "without it",
+                                    report.stop_signal)},
+                 out);
+    return true;
+  }
+  if (settings_.spares == 0 || !spare_can_take(member.node_rank)) return false;
+  member.left = true;
+  FailureReport failure;
+  failure.host = member.node.host;
+  failure.node_rank = member.node_rank;
+  failure.exit_code = exit_for_signal(report.stop_signal);
+  failure.description = fmt::format("left the job (npu_run got signal {})", report.stop_signal);
+  failure.time_ms = now_.wall_ms;
+  failure.lost = true;
+  record_failure(failure, false, from, out);
+  return true;
+}
+
 std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& report) {
   Member* member = member_of(from);
   if (member == nullptr || (phase_ != Phase::kRunning && phase_ != Phase::kStopping)) {
@@ -85,14 +113,7 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
     member->stacks.push_back(stack);
     member->stacks.back().local_rank = stack.rank - member->rank_offset;
   }
-  if (by_signal && report.leaving && elastic() && !root_cause_) {
-    // A node leaving an elastic job on purpose: the others re-form without it.
-    member->left = true;
-    begin_reform(Reform{round_, member->node.host, member->node_rank,
-                        fmt::format("left the job (npu_run got signal {}); the job re-forms "
-                                    "without it",
-                                    report.stop_signal)},
-                 out);
+  if (by_signal && report.leaving && !root_cause_ && leave(*member, report, from, out)) {
     decide_if_complete(out);
     return out;
   }
@@ -196,7 +217,7 @@ bool RendezvousState::restart_is_free() const {
   if (elastic()) return true;
   // Every seat this round vacates needs a spare: the lost nodes', and the live node at fault.
   int vacated = root_cause_->lost ? 0 : 1;
-  for (const Member& m : members_) vacated += m.lost ? 1 : 0;
+  for (const Member& m : members_) vacated += (m.lost || m.left) ? 1 : 0;
   return spare_can_take(root_cause_->node_rank) && spares_ready() >= vacated;
 }
 

@@ -147,6 +147,7 @@ void RendezvousState::take_out(ClientId who, const NodeInfo& node, int node_rank
 
 void RendezvousState::dismiss_at_fault(std::vector<Outgoing>& out) {
   Member& m = members_[root_cause_->node_rank];
+  if (m.left) return;  // gone on purpose: not known to be bad, and told nothing more
   take_out(
       m.id, m.node, m.node_rank, m.lost ? "lost" : "infrastructure fault",
       root_cause_->evidence.fault.empty() ? root_cause_->description : root_cause_->evidence.fault);

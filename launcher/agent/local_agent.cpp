@@ -67,16 +67,6 @@ std::string describe_progress(const rdzv::Progress& p) {
                      missing == 1 ? "" : "s");
 }
 
-// What this node's devices are, to see who holds them before an attempt.
-HolderSearch holder_search(const LaunchConfig& cfg, const EnvMap& env) {
-  HolderSearch search;
-  search.devices =
-      device_nodes(lookup(env, "NPU_RUN_DEV_ROOT").value_or("/dev"), cfg.shape.devices);
-  search.mark = std::string(kAgentMarkVariable) + "=" + agent_mark();
-  search.self = ::getpid();
-  return search;
-}
-
 }  // namespace
 
 bool LocalAgent::allowed(State from, State to) {
@@ -95,8 +85,9 @@ struct LocalAgent::Impl {
         signals(io_context),
         parent_watch(io_context),
         health(io_context, config, ctx.host, ctx.agent_env),
-        device_release(io_context, holder_search(config, ctx.agent_env),
-                       config.supervision.device_release_timeout) {
+        device_release(io_context, device_release_settings(
+                                       config, ctx.agent_env,
+                                       std::string(kAgentMarkVariable) + "=" + agent_mark())) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     open_progress_sockets();

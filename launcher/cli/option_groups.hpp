@@ -117,7 +117,8 @@ struct ShapeFlags : FlagGroup {
       *this,
       {.name = "--spare-affinity",
        .help = "A label of this node (its SuperPoD, rack or switch, e.g. superpod-3); a spare "
-               "with the lost node's label is preferred for its seat (default: none)",
+               "with the lost node's label is preferred for its seat (default: "
+               "superpod-$HCCL_LOGIC_SUPERPOD_ID where that is set, else none)",
        .type = "LABEL"}};
   Flag<std::string> master_addr{
       *this,

@@ -113,6 +113,11 @@ void resolve_workers_and_devices(const LaunchInputs& in, JobShape& shape) {
 void resolve_spares(const LaunchInputs& in, JobShape& shape) {
   const ShapeFlags& o = in.options.shape;
   shape.spare_affinity = *o.spare_affinity;
+  // HCCL's own name for a node's SuperPoD where no rank table gives one (Atlas A3): the label
+  // spares are matched by, unless one is given.
+  const auto superpod = lookup(in.env, "HCCL_LOGIC_SUPERPOD_ID");
+  if (!o.spare_affinity.given() && superpod && !superpod->empty())
+    shape.spare_affinity = "superpod-" + *superpod;
   if (o.spares.given()) {
     if (*o.spares < 0 || *o.spares > 1'000'000) {
       throw UsageError(fmt::format("{} {}: expected a count of spare nodes from 0 to 1000000",

@@ -37,14 +37,13 @@ void NodeCheckPlan::judge_npu_processes(const ToolRun& run) {
                 "without `npu-smi info -m` the processes cannot be placed on devices",
                 {}});
   }
+  std::vector<ChipMapRow> map;
+  for (const auto& [device, chip] : chips_) map.push_back(chip);
   std::map<int, std::vector<std::string>> holders;  // this job's devices only
-  for (const NpuSmiProcess& process : table.processes) {
-    for (const auto& [device, chip] : chips_) {
-      if (chip.npu != process.npu || chip.chip != process.chip) continue;
-      std::string name = process.name;
-      if (name.empty() && settings_.command_of) name = settings_.command_of(process.pid);
-      holders[device].push_back(held_by(process.pid, name));
-    }
+  for (const DeviceProcess& process : processes_on_devices(table, map, settings_.devices)) {
+    std::string name = process.name;
+    if (name.empty() && settings_.command_of) name = settings_.command_of(process.pid);
+    holders[process.device].push_back(held_by(process.pid, name));
   }
   for (const int device : settings_.devices) {
     const auto held = holders.find(device);

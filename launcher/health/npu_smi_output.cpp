@@ -1,5 +1,6 @@
 #include "health/npu_smi_output.hpp"
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 
@@ -129,6 +130,20 @@ std::vector<ChipMapRow> parse_chip_map(const std::string& text) {
     rows.push_back(row);
   }
   return rows;
+}
+
+std::vector<DeviceProcess> processes_on_devices(const NpuSmiTable& table,
+                                                const std::vector<ChipMapRow>& map,
+                                                const std::vector<int>& devices) {
+  std::vector<DeviceProcess> found;
+  for (const NpuSmiProcess& process : table.processes) {
+    for (const ChipMapRow& chip : map) {
+      if (chip.npu != process.npu || chip.chip != process.chip) continue;
+      if (std::find(devices.begin(), devices.end(), chip.physical_id) == devices.end()) continue;
+      found.push_back(DeviceProcess{chip.physical_id, process.pid, process.name});
+    }
+  }
+  return found;
 }
 
 }  // namespace npu_run

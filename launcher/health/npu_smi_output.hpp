@@ -51,4 +51,16 @@ struct ChipMapRow {
 // `npu-smi info -m`: the rows with a logic id (an MCU's row has "-" and is left out).
 std::vector<ChipMapRow> parse_chip_map(const std::string& text);
 
+// A process npu-smi lists on one of a job's devices.
+struct DeviceProcess {
+  int device = 0;  // physical id
+  long pid = 0;
+  std::string name;  // npu-smi's; empty inside a container
+};
+
+// The process rows of `table` on `devices` (physical ids), placed through the `info -m` map.
+std::vector<DeviceProcess> processes_on_devices(const NpuSmiTable& table,
+                                                const std::vector<ChipMapRow>& map,
+                                                const std::vector<int>& devices);
+
 }  // namespace npu_run

@@ -50,6 +50,13 @@ std::vector<std::string> held_by(const std::string& dir, const std::vector<std::
   return held;
 }
 
+// The job's: this agent's child, or a process that carries its mark.
+bool is_ours(const HolderSearch& search, const std::string& dir) {
+  const auto stat = read_proc_stat(dir);
+  return (stat && stat->parent == search.self) ||
+         (!search.mark.empty() && proc_environ_has(dir, search.mark));
+}
+
 }  // namespace
 
 std::vector<DeviceHolder> find_device_holders(const HolderSearch& search) {
@@ -60,13 +67,20 @@ std::vector<DeviceHolder> find_device_holders(const HolderSearch& search) {
     const std::string dir = fmt::format("{}/{}", search.proc_root, pid);
     const std::vector<std::string> held = held_by(dir, search.devices);
     if (held.empty()) continue;
-    const auto stat = read_proc_stat(dir);
-    const bool ours = (stat && stat->parent == search.self) ||
-                      (!search.mark.empty() && proc_environ_has(dir, search.mark));
+    const bool ours = is_ours(search, dir);
     for (const std::string& device : held)
       holders.push_back(DeviceHolder{pid, device, proc_command(dir), ours});
   }
   return holders;
+}
+
+DeviceHolder reported_holder(const HolderSearch& search, pid_t pid, const std::string& device,
+                             const std::string& reported_name) {
+  const std::string dir = fmt::format("{}/{}", search.proc_root, pid);
+  std::string command = proc_command(dir);
+  // A pid of another pid namespace (npu-smi names the host's inside a container).
+  if (command.empty()) command = reported_name.empty() ? "not visible here" : reported_name;
+  return DeviceHolder{pid, device, command, pid != search.self && is_ours(search, dir)};
 }
 
 std::vector<std::string> device_nodes(const std::string& dev_root,

@@ -29,6 +29,11 @@ struct HolderSearch {
 // Every process (one row per device it holds) that has one of the devices open.
 std::vector<DeviceHolder> find_device_holders(const HolderSearch& search);
 
+// A holder another source named (npu-smi's process rows, which see what /proc cannot: a
+// process in another container), judged as find_device_holders() judges its own.
+DeviceHolder reported_holder(const HolderSearch& search, pid_t pid, const std::string& device,
+                             const std::string& reported_name);
+
 // The device nodes of these physical devices under `dev_root` ($NPU_RUN_DEV_ROOT, else /dev):
 // davinciN where the root has any davinci node, else nvidiaN.
 std::vector<std::string> device_nodes(const std::string& dev_root, const std::vector<int>& devices);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `npu_run --hosts` against real OpenSSH servers: three hosts in network namespaces on a bridge
-# (10.231.91.1-3; sshd on 1 and 2, none on 3), the launcher in the root namespace. Jobs: a 2-host
+# (10.231.91.1-4; sshd on 1, 2 and 4, none on 3), the launcher in the root namespace. Jobs: a 2-host
 # DDP run that agrees on the weights; a rank failing on host 2 gives its code to the launcher;
 # SIGINT to the launcher (running, and while the hosts start) stops both hosts; a host without
 # sshd is named with ssh's error; a lost ssh session stops its host's agent, and so does a
 # launcher killed outright; include/exclude and slots pick the devices; variables and env files
-# reach the workers; --ship-binary and --ssh-tree. After each, nothing of the job is left on any
+# reach the workers; --ship-binary and --ssh-tree; --spares 1 makes host 4 a spare that takes
+# the seat of host 2 when its session is lost. After each, nothing of the job is left on any
 # host (workers and host-agents carry the test's marker, the agents through ssh's SetEnv).
 #
 # usage: ssh_launch.sh NPU_RUN_BINARY SOURCE_DIR     (root required; exits 77 = skipped otherwise)
@@ -40,8 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-SSHD_HOSTS="1 2" make_ssh_hosts "$tag" 10.231.91 3 "$work/ssh"
-h1=10.231.91.1 h2=10.231.91.2 h3=10.231.91.3
+SSHD_HOSTS="1 2 4" make_ssh_hosts "$tag" 10.231.91 4 "$work/ssh"
+h1=10.231.91.1 h2=10.231.91.2 h3=10.231.91.3 h4=10.231.91.4
 cd "$work"
 
 # Starts the launcher in the background; its pid in launcher_pid. The files are emptied first,
@@ -212,3 +213,27 @@ expect_in "$work/err" "sending npu_run's binary"
 launch_shipped
 if grep -q "sending npu_run's binary" "$work/err"; then fail "the binary was sent again" "$work/err"; fi
 no_strays "--ship-binary and --ssh-tree"
+
+# 8. --spares 1: the last host stands by. Host 2's ssh session is lost mid-job (its client
+# killed here): its agent stops, the spare takes node 1's seat (rank 1, GROUP_RANK 1) while rank
+# 0 keeps its own, --max-restarts 0 is enough, and the launcher exits with node 0's 0.
+cat >"$work/spare.py" <<'EOF'
+import os, time
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+print(f"rank {os.environ['RANK']} group {os.environ['GROUP_RANK']} attempt {attempt} up", flush=True)
+if attempt == "0":
+    time.sleep(300)
+EOF
+start_launcher --hosts "$h1:1,$h2:1,$h4:1" --spares 1 --max-restarts 0 --term-timeout 5 \
+  "$work/spare.py"
+wait_for 60 "2 workers up" workers_up 2
+wait_for 30 "host 4 to stand by" output_has "$work/err" "standing by as a spare"
+ssh_pid=$(pgrep -P "$launcher_pid" -f "ssh .* $h2 ")
+kill -9 "$ssh_pid"
+wait_bounded 90 "$launcher_pid" "the launcher after host 2 was lost" "$work/err"
+launcher_pid=
+[ "$rc" -eq 0 ] || fail "the job with a spare exited $rc after host 2 was lost" "$work/err"
+expect_in "$work/out" "$h1: rank 0 group 0 attempt 0 up" "$h2: rank 1 group 1 attempt 0 up" \
+  "$h1: rank 0 group 0 attempt 1 up" "$h4: rank 1 group 1 attempt 1 up"
+! grep -q "^$h2: .*attempt 1" "$work/out" || fail "host 2 ran attempt 1" "$work/out"
+no_strays "a spare host takes the seat of a lost one"

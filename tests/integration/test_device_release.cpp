@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
@@ -93,5 +94,63 @@ TEST_CASE(
              Contains("[infrastructure: ") || Contains("failure class: infrastructure: node 0 ("));
   CHECK_THAT(f.err, Contains("a device is still held: device "));
   CHECK_THAT(f.err, !Contains("davinci_manager"));
+  require_no_strays(p);
+}
+
+namespace {
+
+// npu-smi's stand-in first on PATH, with this scenario.
+EnvOverrides npu_smi_env(const TempDir& dir, const std::string& root, const std::string& scenario) {
+  return {{"NPU_RUN_DEV_ROOT", root},
+          {"NPU_RUN_FAKE_SCENARIO", dir.write("scenario", scenario)},
+          {"PATH", source_dir() + "/tests/tools/fake_tools:" + std::getenv("PATH")}};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "device release: a holder only npu-smi sees (another container's process) is named "
+    "and waited for",
+    "[integration][devices]") {
+  TempDir dir;
+  const std::string root = fake_devices(dir);
+  // The gate off: it would name the process first; the release is checked on its own.
+  NpuRunProcess p({"--nproc-per-node", "2", "--health-check", "off", "--device-release-timeout",
+                   "1", "--no-python", "/bin/true"},
+                  npu_smi_env(dir, root, "devices 0 1\nprocess 1 4190000 python3\n"));
+  const Finished f = p.wait(60s);
+  INFO(f.err);
+  CHECK(f.exit_code == 122);
+  const std::string device = std::filesystem::canonical(root).string() + "/davinci1";
+  CHECK_THAT(f.err, Contains("device " + device +
+                             " is held by pid 4190000 (python3), not a process of this job: "
+                             "waiting up to 1 s"));
+  CHECK_THAT(f.err, Contains("a device is still held: device " + device));
+  require_no_strays(p);
+}
+
+TEST_CASE("device release: npu-smi is asked again while it names a holder, which lets go in time",
+          "[integration][devices]") {
+  TempDir dir;
+  const std::string root = fake_devices(dir);
+  const pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    ::execl("/bin/sleep", "sleep", "60", nullptr);
+    ::_exit(127);
+  }
+  NpuRunProcess p(
+      {"--nproc-per-node", "2", "--health-check", "off", "--device-release-timeout", "30",
+       "--no-python", "/bin/sh", "-c", "echo attempt ran"},
+      npu_smi_env(dir, root, "devices 0 1\nholder 0 " + std::to_string(holder) + " python3\n"));
+  p.wait_for_output("not a process of this job: waiting up to 30 s", 1, 30s, true);
+  ::kill(holder, SIGKILL);  // the fake lists it no more once it is gone
+  ::waitpid(holder, nullptr, 0);
+  const Finished f = p.wait(60s);
+  INFO(f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.err, Contains("held by pid " + std::to_string(holder) + " (sleep 60)"));
+  CHECK_THAT(f.err, Contains("this node's devices are free"));
+  CHECK_THAT(f.out, Contains("attempt ran"));
   require_no_strays(p);
 }

@@ -227,4 +227,9 @@ TEST_CASE("cluster: under Slurm the allocation's nodes beyond --nnodes are spare
   c = parse({"--nnodes", "1"});
   CHECK(c.shape.spares == 2);
   CHECK(c.shape.spare_affinity == "rack7");
+  // A SuperPoD named to HCCL is the label unless one is given.
+  env["HCCL_LOGIC_SUPERPOD_ID"] = "3";
+  CHECK(parse({"--nnodes", "1"}).shape.spare_affinity == "rack7");
+  env.erase("PET_SPARE_AFFINITY");
+  CHECK(parse({"--nnodes", "1"}).shape.spare_affinity == "superpod-3");
 }

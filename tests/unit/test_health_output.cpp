@@ -108,6 +108,23 @@ TEST_CASE("npu-smi info -m: the physical id of each (NPU, chip), MCU rows left o
   CHECK(a3[2].physical_id == 8);  // the Phy-ID, not the logic id
 }
 
+TEST_CASE("npu-smi: the processes on a job's devices, placed by the chip map", "[health]") {
+  // A3: NPU 0 chip 1 is physical device 1; NPU 1 chip 0 is device 8.
+  const auto map = parse_chip_map(
+      "NPU ID  Chip ID  Chip Logic ID  Chip Phy-ID  Chip Name\n0 0 0 0 Ascend910\n"
+      "0 1 1 1 Ascend910\n1 0 2 8 Ascend910\n");
+  NpuSmiTable table;
+  table.processes = {{0, 1, 42, "python3"}, {1, 0, 43, ""}, {0, 0, 44, "other"}, {5, 0, 45, ""}};
+  const auto on = processes_on_devices(table, map, {1, 8});
+  REQUIRE(on.size() == 2);
+  CHECK(on[0].device == 1);
+  CHECK(on[0].pid == 42);
+  CHECK(on[0].name == "python3");
+  CHECK(on[1].device == 8);  // not device 0 (another job's), nor NPU 5 (not in the map)
+  CHECK(on[1].pid == 43);
+  CHECK(processes_on_devices(table, {}, {1, 8}).empty());
+}
+
 TEST_CASE("hccn_tool: link, net health, address and TLS switch, by key", "[health]") {
   CHECK(parse_link_status("link status: UP\n") == "UP");
   CHECK(parse_link_status("link status:   DOWN  \n") == "DOWN");

@@ -1048,6 +1048,38 @@ TEST_CASE("rdzv spares: a lost node's seat goes to the spare, no other rank move
   CHECK(error_to(back, 6).code == "ledgered");
 }
 
+TEST_CASE("rdzv spares: a node whose agent was signalled leaves its seat to a ready spare",
+          "[rdzv][spares]") {
+  for (const bool spare_ready : {true, false}) {
+    Job job(with_spares(2, 1));
+    join_spare_job(job, 1, "a");
+    join_spare_job(job, 2, "b");
+    if (spare_ready) join_spare_job(job, 3, "c");
+    // b's agent got SIGTERM (its ssh session was lost) and leaves.
+    Report leaving{0, Outcome::kStopped, std::nullopt, 15};
+    leaving.leaving = true;
+    auto out = job.send(2, leaving, t0 + 1s);
+    REQUIRE(message_to<StopWorkers>(out, 1) != nullptr);
+    out = job.send(1, Report{0, Outcome::kStopped, std::nullopt, 0}, t0 + 1s);
+    const Decision* d = message_to<Decision>(out, 1);
+    REQUIRE(d != nullptr);
+    if (!spare_ready) {  // a deliberate stop, as ever: the job ends with the signal's code
+      CHECK(d->action == Action::kFinish);
+      CHECK(d->exit_code == 143);
+      continue;
+    }
+    CHECK(d->action == Action::kRestart);
+    CHECK(d->restarts_charged == 0);
+    CHECK(d->failure_class == FailureClass::kInfrastructure);
+    CHECK(job.state.take_taken_out().empty());  // it left: not ledgered
+    out = job.send(1, rejoin_of(job, "a"), t0 + 2s);
+    const Assigned* spare = message_to<Assigned>(out, 3);
+    REQUIRE(spare != nullptr);
+    CHECK(spare->node_rank == 1);
+    CHECK(message_to<Assigned>(out, 1)->node_rank == 0);
+  }
+}
+
 TEST_CASE("rdzv spares: with no spare left a static job's lost node costs a restart, then 125",
           "[rdzv][spares]") {
   Job job(with_spares(2, 1));

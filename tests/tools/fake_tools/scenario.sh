@@ -13,6 +13,14 @@ fake_style=narrow
 fake_busy_once=0
 fake_ip_base=10.0.0
 
+# Whether PID runs: a zombie has let go of its devices already.
+fake_alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+
 if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
   while read -r key a b rest; do
     case $key in
@@ -32,6 +40,7 @@ if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
       no_cert) fake_nocert[$a]=1 ;;
       health) fake_health[$a]=$b; fake_codes[$a]=$rest ;;
       process) fake_process[$a]="$b $rest" ;;
+      holder) if fake_alive "$b"; then fake_process[$a]="$b $rest"; fi ;;
       optical) fake_optical[$a]=$b ;;
       link_flap) fake_flap[$a]=$b ;;
       ping_fail) fake_ping[$a]=$b ;;

@@ -26,10 +26,12 @@ std::string describe_route(const StreamRoute& route, bool relayed_prefix) {
   return text;
 }
 
-// MASTER_PORT is only known once the agent holds it.
+// MASTER_PORT (and MindSpore's and the TF Adapter's names for that port) is only known once
+// the agent holds it.
 std::string env_value(const std::string& name, const std::string& value, const Assignment& a) {
-  if (name == "MASTER_PORT" && a.worker_master_port == 0)
-    return "<held by the agent, chosen at launch>";
+  const bool held_port =
+      name == "MASTER_PORT" || name == "MS_SCHED_PORT" || name == "CM_CHIEF_PORT";
+  if (held_port && a.worker_master_port == 0) return "<held by the agent, chosen at launch>";
   return value;
 }
 

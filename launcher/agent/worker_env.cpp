@@ -1,5 +1,6 @@
 #include "agent/worker_env.hpp"
 
+#include "agent/framework_env.hpp"
 #include "basics/token_file.hpp"
 
 namespace npu_run {
@@ -62,14 +63,17 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
   // and every node must wait as long as the others.
   if (cfg.ascend.rank_table.index() != 0 && !agent_env.count("HCCL_CONNECT_TIMEOUT"))
     env["HCCL_CONNECT_TIMEOUT"] = "300";
+  add_framework_env(cfg, a, slot.local_rank, agent_env, env);
   return env;
 }
 
-EnvMap merged_worker_env(const EnvMap& agent_env, const EnvMap& contract) {
+EnvMap merged_worker_env(const LaunchConfig& cfg, const EnvMap& agent_env, const EnvMap& contract) {
   EnvMap env = agent_env;
   // The rendezvous token is the agents' secret: a worker (and anyone reading its
   // /proc/PID/environ or `ps e`) must not see it.
   env.erase(kTokenVariable);
+  for (auto it = env.begin(); it != env.end();)
+    it = withheld_from_workers(cfg, it->first) ? env.erase(it) : std::next(it);
   for (const auto& [name, value] : contract) env[name] = value;
   return env;
 }

@@ -20,9 +20,10 @@ struct WorkerSlot {
 EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& assignment,
                            const WorkerSlot& slot, const EnvMap& agent_env);
 
-// The agent's environment, without the rendezvous token, with the contract laid over it: what
-// the worker actually receives.
-EnvMap merged_worker_env(const EnvMap& agent_env, const EnvMap& contract);
+// The agent's environment, without the rendezvous token and what the framework's workers must
+// not inherit (agent/framework_env.hpp), with the contract laid over it: what the worker
+// actually receives.
+EnvMap merged_worker_env(const LaunchConfig& cfg, const EnvMap& agent_env, const EnvMap& contract);
 
 // True when npu_run sets OMP_NUM_THREADS=1 (unset in the agent and more than one worker), so
 // the agent can say so once.

@@ -110,7 +110,7 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
     }
     spec.contract_env = worker_contract_env(
         cfg, assignment, WorkerSlot{local_rank, layout.attempt, spec.error_file}, agent_env);
-    spec.env = merged_worker_env(agent_env, spec.contract_env);
+    spec.env = merged_worker_env(cfg, agent_env, spec.contract_env);
     if (!cfg.worker.numa.empty()) {
       const NumaPlacement& place = cfg.worker.numa.at(static_cast<size_t>(local_rank));
       spec.cpus = place.cpus;

@@ -218,6 +218,24 @@ struct WorkerFlags : FlagGroup {
                "node (torchrun 2.x): node, socket, exclusive (the node's cores split among its "
                "devices) or core-complex (one last-level cache each)",
        .type = kNumaModeChoices}};
+  Flag<std::string> framework{
+      *this,
+      {.name = "--framework",
+       .help = "The workers' framework, whose environment contract they get besides RANK, "
+               "LOCAL_RANK, DEVICE_ID, RANK_ID, RANK_SIZE: torch (default), mindspore (MS_* "
+               "variables and MindSpore's scheduler started on node 0, or rank-table mode with "
+               "--rank-table) or tensorflow (the TF Adapter's rank table, or its CM_* variables "
+               "with --tf-cluster env)",
+       .type = "{torch,mindspore,tensorflow}"},
+      "torch"};
+  Flag<std::string> tf_cluster{
+      *this,
+      {.name = "--tf-cluster",
+       .help = "--framework tensorflow: how the TF Adapter learns the cluster: rank-table "
+               "(default; needs --rank-table) or env (CM_CHIEF_IP, CM_CHIEF_PORT, "
+               "CM_CHIEF_DEVICE, CM_WORKER_SIZE, CM_WORKER_IP, and no rank table)",
+       .type = "{rank-table,env}"},
+      "rank-table"};
 };
 
 struct SupervisionFlags : FlagGroup {

@@ -51,6 +51,7 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   resolve_outputs(in, cfg.shape.nproc_per_node, cfg.output);
   resolve_worker(in, script_and_args, cfg.worker);
   resolve_numa(in, cfg.shape, cfg.worker);
+  resolve_framework(in, cfg);
   return parsed;
 }
 

@@ -52,4 +52,8 @@ HostsLaunch resolve_hosts(const LaunchOptions& options,
 void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& script_and_args,
                     WorkerCommand& worker);
 
+// --framework and --tf-cluster, after the others: the contract, the store it needs, the
+// combinations it refuses (cli/resolve_framework.cpp).
+void resolve_framework(const LaunchInputs& in, LaunchConfig& cfg);
+
 }  // namespace npu_run

@@ -28,6 +28,14 @@ enum class WorkerMode {
 };
 
 // What each worker runs.
+// --framework: the worker environment contract added to the common one (RANK, LOCAL_RANK,
+// DEVICE_ID, RANK_ID, RANK_SIZE, ...; agent/framework_env.hpp): torch's (the default),
+// MindSpore's (a dynamic cluster around a scheduler process on node 0, or rank-table mode) or
+// the TF Adapter's (a rank table, or its CM_* variables).
+enum class Framework { kTorch, kMindSpore, kTensorFlow };
+// --tf-cluster: how the TF Adapter learns the cluster.
+enum class TfCluster { kRankTable, kEnv };
+
 struct WorkerCommand {
   WorkerMode mode = WorkerMode::kPythonScript;
   std::string entrypoint;         // script, module, or executable as the user wrote it
@@ -43,6 +51,8 @@ struct WorkerCommand {
   // --numa-binding: the mode, and each local rank's CPUs and memory node (empty: unbound).
   std::optional<NumaMode> numa_mode;
   std::vector<NumaPlacement> numa;
+  Framework framework = Framework::kTorch;
+  TfCluster tf_cluster = TfCluster::kRankTable;
 };
 
 // How many nodes and workers, on which devices.
@@ -215,8 +225,12 @@ struct LaunchConfig {
   OutputConfig output;
   AgentOptions agent;
 
-  // Every node's device counts and addresses are needed (topology rules, generated rank tables).
-  bool wants_peers() const { return ascend.soc != Soc::kNone || ascend.rank_table_auto(); }
+  // Every node's device counts and addresses are needed (topology rules, generated rank tables,
+  // the TF Adapter's chief device on node 0).
+  bool wants_peers() const {
+    return ascend.soc != Soc::kNone || ascend.rank_table_auto() ||
+           (worker.framework == Framework::kTensorFlow && worker.tf_cluster == TfCluster::kEnv);
+  }
 };
 
 }  // namespace npu_run

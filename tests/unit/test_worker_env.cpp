@@ -89,7 +89,7 @@ TEST_CASE("worker env: user settings are inherited, npu_run's contract wins over
   CHECK_FALSE(contract.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
   CHECK_FALSE(contract.count("NCCL_ASYNC_ERROR_HANDLING"));
   CHECK_FALSE(contract.count("TORCHELASTIC_ERROR_FILE"));
-  const EnvMap merged = merged_worker_env(agent, contract);
+  const EnvMap merged = merged_worker_env(config(4), agent, contract);
   CHECK(merged.at("PATH") == "/bin");
   CHECK(merged.at("RANK") == "4");
   CHECK(merged.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");

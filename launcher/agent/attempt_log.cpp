@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 
 #include "agent/failure_summary.hpp"
@@ -81,8 +82,13 @@ void log_restart(const LaunchConfig& cfg, const rdzv::Decision& d, const Attempt
 
 void log_success(const Attempt& attempt) {
   const GroupResult& result = attempt.result;
-  spdlog::info("all {} worker{} exited 0 after {:.2f} s", result.workers.size(),
-               plural(result.workers.size()),
+  // MindSpore's scheduler is among the outcomes with local rank -1.
+  const auto scheduler = static_cast<size_t>(
+      std::count_if(result.workers.begin(), result.workers.end(),
+                    [](const WorkerOutcome& w) { return w.local_rank < 0; }));
+  const size_t workers = result.workers.size() - scheduler;
+  spdlog::info("all {} worker{}{} exited 0 after {:.2f} s", workers, plural(workers),
+               scheduler > 0 ? " and MindSpore's scheduler" : "",
                std::chrono::duration<double>(result.elapsed).count());
 }
 

@@ -86,13 +86,14 @@ void DeviceRelease::ask_npu_smi(std::vector<std::string> arguments) {
       deadline_ - std::chrono::steady_clock::now());
   const auto timeout =
       std::min(settings_.call_timeout, std::max(left, std::chrono::milliseconds(1000)));
-  call_ = ToolCall::start(io_, *exits_, std::move(arguments), timeout,
-                          [this, alive = std::weak_ptr<char>(alive_), cycle = cycle_](ToolRun run) {
-                            // A killed call still answers, maybe after this is gone.
-                            if (alive.expired() || cycle != cycle_ || !done_) return;
-                            call_.reset();
-                            npu_smi_answered(run);
-                          });
+  call_ = ToolCall::start(
+      io_, *exits_, std::move(arguments), timeout,
+      [this, alive = std::weak_ptr<char>(alive_), cycle = cycle_](const ToolRun& run) {
+        // A killed call still answers, maybe after this is gone.
+        if (alive.expired() || cycle != cycle_ || !done_) return;
+        call_.reset();
+        npu_smi_answered(run);
+      });
 }
 
 void DeviceRelease::npu_smi_answered(const ToolRun& run) {

@@ -65,6 +65,8 @@ rdzv::FailureReport worker_failure(const GroupResult& result, const Assignment& 
   f.stopped_after_error = w.stopped_by_agent;
   f.description = w.stopped_by_agent ? "raised an error, then was stopped by npu_run while exiting"
                                      : w.status.describe();
+  if (w.local_rank < 0)
+    f.description = "MindSpore's scheduler (MS_ROLE=MS_SCHED): " + f.description;
   f.error_message = error_message;
   f.evidence = evidence;
   f.time_ms = wall_ms(failed_at(w));

@@ -125,9 +125,10 @@ std::string format_failure_summary(const GroupResult& result, const SummaryConte
     const WorkerOutcome& w = result.workers[i];
     const bool root = result.root_cause && i == *result.root_cause;
     table.push_back({root ? "*" : "", clock_time(w.finished_at), ctx.host,
-                     std::to_string(ctx.node_rank), std::to_string(w.global_rank),
-                     std::to_string(w.local_rank), w.pid > 0 ? std::to_string(w.pid) : "-",
-                     result_text(w, root)});
+                     std::to_string(ctx.node_rank),
+                     w.local_rank < 0 ? "scheduler" : std::to_string(w.global_rank),
+                     w.local_rank < 0 ? "-" : std::to_string(w.local_rank),
+                     w.pid > 0 ? std::to_string(w.pid) : "-", result_text(w, root)});
   }
   std::array<size_t, kColumns> width{};
   for (const Cells& cells : table) {

@@ -23,6 +23,7 @@
 #include "agent/oom_kills.hpp"
 #include "agent/parent_watch.hpp"
 #include "agent/progress_record.hpp"
+#include "agent/scheduler_workers.hpp"
 #include "agent/status_service.hpp"
 #include "agent/worker_plan.hpp"
 #include "basics/enum_table.hpp"
@@ -32,6 +33,7 @@
 #include "rendezvous/describe.hpp"
 #include "rendezvous/protocol.hpp"
 #include "workers/escaped_processes.hpp"
+#include "workers/guardian.hpp"
 
 namespace npu_run {
 
@@ -90,6 +92,7 @@ struct LocalAgent::Impl {
                                        std::string(kAgentMarkVariable) + "=" + agent_mark())) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
+    if (guardian != nullptr) guardian_pid = guardian->pid();
     open_progress_sockets();
     if (beats) {
       status = std::make_unique<StatusService>(
@@ -248,8 +251,22 @@ struct LocalAgent::Impl {
     move_to(State::kRunning);
     attempt->started = std::chrono::system_clock::now();
     attempt->oom_kills_before = own_oom_kill_count();
-    attempt->group =
-        ctx.make_workers(std::move(specs), StopPolicy{cfg.supervision.term_timeout, kKillTimeout});
+    StopPolicy policy{cfg.supervision.term_timeout, kKillTimeout};
+    const AttemptLayout layout{ctx.run_dir, ctx.log_files, a.restart_count};
+    if (auto scheduler = make_scheduler_spec(cfg, a, layout, ctx.agent_env)) {
+      // Node 0 of a MindSpore dynamic cluster: its scheduler first, stopped last.
+      spdlog::info("starting MindSpore's scheduler (MS_ROLE=MS_SCHED) on {}:{}",
+                   a.worker_master_addr, a.worker_master_port);
+      policy.sweep_escaped = false;
+      auto scheduler_group = ctx.make_workers({std::move(*scheduler)}, policy);
+      auto workers = ctx.make_workers(std::move(specs), policy);
+      std::vector<pid_t> spare;
+      if (guardian_pid > 0) spare.push_back(guardian_pid);
+      attempt->group = scheduler_beside_workers(io, std::move(scheduler_group), std::move(workers),
+                                                kSchedulerGrace, std::move(spare));
+    } else {
+      attempt->group = ctx.make_workers(std::move(specs), policy);
+    }
     npu_info_file("npu_info_before.txt");
     if (beats) beats->new_attempt();
     attempt->hangs = std::make_unique<HangResponse>(
@@ -391,7 +408,7 @@ struct LocalAgent::Impl {
     const std::optional<uint64_t> oom_kills = own_oom_kill_count();
     const bool oom_killed =
         oom_kills && attempt->oom_kills_before && *oom_kills > *attempt->oom_kills_before;
-    const bool has_beats = beats && w.local_rank < beats->local_ranks();
+    const bool has_beats = beats && w.local_rank >= 0 && w.local_rank < beats->local_ranks();
     end.evidence = failure_evidence(
         EvidenceSources{w, error, has_beats ? beats->rank(w.local_rank).text : std::string(),
                         attempt->started, cfg.supervision.startup_window, oom_killed});
@@ -509,6 +526,7 @@ struct LocalAgent::Impl {
   asio::signal_set signals;
   ParentWatch parent_watch;
   HealthGate health;                         // the node's checks before each round (--health-check)
+  pid_t guardian_pid = 0;                    // spared by the sweep of escaped processes
   DeviceRelease device_release;              // this node's devices free before each attempt
   bool awaiting_devices = false;             // assigned, the devices not yet free
   std::optional<std::string> socket_ifname;  // socket_interface(), once asked

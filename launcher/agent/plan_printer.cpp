@@ -26,12 +26,15 @@ std::string describe_route(const StreamRoute& route, bool relayed_prefix) {
   return text;
 }
 
-// MASTER_PORT (and MindSpore's and the TF Adapter's names for that port) is only known once
-// the agent holds it.
+// MASTER_PORT, and MindSpore's and the TF Adapter's names for the same port node 0 holds.
+bool is_held_port(const std::string& name) {
+  return name == "MASTER_PORT" || name == "MS_SCHED_PORT" || name == "CM_CHIEF_PORT";
+}
+
+// The held port is only known once the agent holds it.
 std::string env_value(const std::string& name, const std::string& value, const Assignment& a) {
-  const bool held_port =
-      name == "MASTER_PORT" || name == "MS_SCHED_PORT" || name == "CM_CHIEF_PORT";
-  if (held_port && a.worker_master_port == 0) return "<held by the agent, chosen at launch>";
+  if (is_held_port(name) && a.worker_master_port == 0)
+    return "<held by the agent, chosen at launch>";
   return value;
 }
 
@@ -99,8 +102,12 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                          ? ""
                          : fmt::format(", with --health-check-cmd '{}'", cfg.health.user_check));
   for (const WorkerSpec& spec : specs) {
-    out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank, spec.global_rank,
-                       spec.device_id);
+    if (spec.local_rank < 0) {
+      out += "\nMindSpore's scheduler (node 0 only; started first, stopped last)\n";
+    } else {
+      out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank,
+                         spec.global_rank, spec.device_id);
+    }
     std::string command;
     for (const auto& part : command_of(spec))
       command += (command.empty() ? "" : " ") + shell_quote(part);
@@ -131,7 +138,7 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
     };
     json env = json::object();
     for (const auto& [name, value] : spec.contract_env) {
-      env[name] = name == "MASTER_PORT" && a.worker_master_port == 0 ? json(nullptr) : json(value);
+      env[name] = is_held_port(name) && a.worker_master_port == 0 ? json(nullptr) : json(value);
     }
     workers.push_back({{"local_rank", spec.local_rank},
                        {"rank", spec.global_rank},
@@ -184,7 +191,9 @@ std::string format_plan(const LaunchConfig& cfg, const EnvMap& env, const std::s
   const std::string run_dir = RunDirectory::preview(cfg, env);
   const AttemptLayout layout{run_dir,
                              cfg.output.log_dir.has_value() || cfg.output.log_dir_is_temporary, 0};
-  const auto specs = make_worker_specs(cfg, assignment, layout, env);
+  auto specs = make_worker_specs(cfg, assignment, layout, env);
+  if (auto scheduler = make_scheduler_spec(cfg, assignment, layout, env))
+    specs.insert(specs.begin(), std::move(*scheduler));
   return cfg.agent.json ? format_plan_json(cfg, assignment, specs, run_dir)
                         : format_plan_text(cfg, assignment, specs, run_dir);
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/framework_env.hpp"
 #include "agent/worker_env.hpp"
 #include "config/line_prefix.hpp"
 
@@ -125,6 +126,39 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+std::optional<WorkerSpec> make_scheduler_spec(const LaunchConfig& cfg, const Assignment& assignment,
+                                              const AttemptLayout& layout,
+                                              const EnvMap& agent_env) {
+  if (!runs_mindspore_scheduler(cfg, assignment)) return std::nullopt;
+  // The first worker's command (msrun runs the same one), then what makes it the scheduler.
+  WorkerSpec spec = make_worker_specs(cfg, assignment, layout, agent_env).front();
+  spec.local_rank = -1;
+  spec.global_rank = -1;
+  spec.device_id = -1;
+  spec.contract_env = scheduler_contract_env(cfg, assignment, layout.attempt);
+  spec.env = merged_worker_env(cfg, agent_env, spec.contract_env);
+  spec.cpus.clear();
+  spec.numa_node = -1;
+  spec.reads_stdin = false;
+  spec.error_file.clear();
+  spec.log_dir = layout.run_dir.empty()
+                     ? ""
+                     : fmt::format("{}/attempt_{}/scheduler", layout.run_dir, layout.attempt);
+  for (StreamRoute* route : {&spec.out, &spec.err}) {
+    // On the console, prefixed; in its own files wherever the workers' go to files.
+    const bool to_file = !route->file.empty() || layout.log_files;
+    const char* name = route == &spec.out ? "stdout.log" : "stderr.log";
+    route->to_console = true;
+    route->sink = StreamSink::kRelay;
+    route->prefixed = true;
+    route->filters.clear();
+    route->filtered_file.clear();
+    route->file = to_file && !spec.log_dir.empty() ? spec.log_dir + "/" + name : "";
+  }
+  spec.console_prefix = "[scheduler] ";
+  return spec;
 }
 
 void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats,

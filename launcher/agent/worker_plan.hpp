@@ -2,6 +2,7 @@
 // Assignment the rendezvous gave this node, and where the attempt's files go.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ std::string attempt_rank_dir(const AttemptLayout& layout, int local_rank);
 // One spec per local rank.
 std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignment& assignment,
                                           const AttemptLayout& layout, const EnvMap& agent_env);
+
+// MindSpore's scheduler on node 0 of a dynamic cluster (agent/framework_env.hpp): the workers'
+// command with the scheduler's contract, local and global rank -1, no device, its console lines
+// prefixed "[scheduler]", its files under <run_dir>/attempt_<n>/scheduler/. Nullopt elsewhere.
+std::optional<WorkerSpec> make_scheduler_spec(const LaunchConfig& cfg, const Assignment& assignment,
+                                              const AttemptLayout& layout, const EnvMap& agent_env);
 
 // NPU_RUN_PROGRESS for every worker (`beats` null: none could be made), and with hang detection
 // PYTHONFAULTHANDLER=1 unless the agent's environment sets it: a hang's stack dump is SIGABRT,

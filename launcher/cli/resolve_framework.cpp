@@ -58,13 +58,6 @@ void resolve_framework(const LaunchInputs& in, LaunchConfig& cfg) {
     const std::string what = f.framework.source() + " mindspore";
     refuse_store_choice(in, what, "MindSpore's scheduler (MS_SCHED_HOST:MS_SCHED_PORT)");
     cfg.rendezvous.worker_store = WorkerStore::kTorch;
-    // Its workers' contract is in place (agent/framework_env.hpp); the scheduler process that
-    // node 0's agent must supervise beside them is not yet, and workers without it would wait.
-    throw UsageError(fmt::format(
-        "{} without a rank table is MindSpore's dynamic cluster, whose scheduler process "
-        "npu_run does not start yet; give --rank-table auto or --rank-table FILE (MindSpore's "
-        "rank-table mode)",
-        what));
   }
   if (worker.framework != Framework::kTensorFlow) return;
   if (worker.tf_cluster == TfCluster::kEnv) {

@@ -64,10 +64,16 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     if (on_each_exit) on_each_exit(w.spec().local_rank, w.outcome().status.success());
     if (phase == Phase::kRunning && !w.outcome().status.success()) {
       root_cause = index;
-      spdlog::error(
-          "local rank {} (rank {}, pid {}) failed with {}; stopping the other {} worker{}",
-          w.spec().local_rank, w.spec().global_rank, w.pid(), w.outcome().status.describe(), alive,
-          alive == 1 ? "" : "s");
+      if (w.spec().local_rank < 0) {
+        // A group of its own (agent/scheduler_workers.hpp), which says what it stops next.
+        spdlog::error("MindSpore's scheduler (pid {}) failed with {}", w.pid(),
+                      w.outcome().status.describe());
+      } else {
+        spdlog::error(
+            "local rank {} (rank {}, pid {}) failed with {}; stopping the other {} worker{}",
+            w.spec().local_rank, w.spec().global_rank, w.pid(), w.outcome().status.describe(),
+            alive, alive == 1 ? "" : "s");
+      }
       begin_stop(SIGTERM);
     }
     if (alive == 0) finish();
@@ -179,22 +185,13 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   // as the agent runs them (a test running two groups at once in one process would see the
   // first one's end stop the second one's workers).
   void sweep_escaped() const {
-    EscapeSweep sweep;
-    sweep.mark = agent_mark();
-    int subreaper = 0;
-    sweep.children_of_self = ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && subreaper != 0;
-    if (guardian != nullptr) sweep.spare.push_back(guardian->pid());
+    if (!policy.sweep_escaped) return;
+    std::vector<pid_t> spare;
+    if (guardian != nullptr) spare.push_back(guardian->pid());
     for (const auto& w : workers) {
-      if (w->outcome().survived_kill) sweep.spare.push_back(w->outcome().pid);
+      if (w->outcome().survived_kill) spare.push_back(w->outcome().pid);
     }
-    const auto escaped = stop_escaped_processes(sweep);
-    if (escaped.empty()) return;
-    const bool all_stopped = std::all_of(escaped.begin(), escaped.end(),
-                                         [](const EscapedProcess& p) { return p.kill_error == 0; });
-    if (all_stopped)
-      spdlog::warn("stopped {}", describe_escaped(escaped));
-    else
-      spdlog::error("found {}", describe_escaped(escaped));
+    sweep_escaped_processes(spare);
   }
 
   asio::io_context& io;
@@ -272,6 +269,22 @@ std::vector<pid_t> WorkerGroup::running_pids() const {
     if (w->running()) pids.push_back(w->pid());
   }
   return pids;
+}
+
+void sweep_escaped_processes(const std::vector<pid_t>& spare) {
+  EscapeSweep sweep;
+  sweep.mark = agent_mark();
+  int subreaper = 0;
+  sweep.children_of_self = ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && subreaper != 0;
+  sweep.spare = spare;
+  const auto escaped = stop_escaped_processes(sweep);
+  if (escaped.empty()) return;
+  const bool all_stopped = std::all_of(escaped.begin(), escaped.end(),
+                                       [](const EscapedProcess& p) { return p.kill_error == 0; });
+  if (all_stopped)
+    spdlog::warn("stopped {}", describe_escaped(escaped));
+  else
+    spdlog::error("found {}", describe_escaped(escaped));
 }
 
 }  // namespace npu_run

@@ -23,7 +23,15 @@ class Guardian;
 struct StopPolicy {
   std::chrono::milliseconds term_timeout{30'000};  // first signal -> SIGKILL
   std::chrono::milliseconds kill_timeout{5'000};   // SIGKILL -> give up on a pid (D state)
+  // false: the group leaves the sweep of escaped processes to its caller, which runs two groups
+  // at once (MindSpore's scheduler beside the workers) and sweeps once both have ended.
+  bool sweep_escaped = true;
 };
+
+// Stops the processes that left an attempt's process groups (they carry the agent's mark, or
+// are orphans of the subreaper agent), sparing `spare` (the guardian, workers SIGKILL could
+// not end), and says which it stopped. Called when no process of the attempt runs any more.
+void sweep_escaped_processes(const std::vector<pid_t>& spare);
 
 class WorkerGroup {
  public:

@@ -47,6 +47,8 @@ void resolve_framework(const LaunchInputs& in, LaunchConfig& cfg) {
   const WorkerFlags& f = in.options.worker;
   WorkerCommand& worker = cfg.worker;
   worker.framework = parse_framework(f.framework);
+  // A MindCluster MindSpore pod runs MindSpore unless told otherwise.
+  if (!f.framework.given() && mindcluster_pod(in.env)) worker.framework = Framework::kMindSpore;
   check_choice(*f.tf_cluster, {"rank-table", "env"}, f.tf_cluster.source());
   worker.tf_cluster = *f.tf_cluster == "env" ? TfCluster::kEnv : TfCluster::kRankTable;
   const bool rank_table = cfg.ascend.rank_table.index() != 0;

@@ -63,9 +63,8 @@ void take_discovered(const LaunchInputs& in, const std::optional<std::vector<int
 
 // A number of workers (or cpu), on --devices or 0..N-1.
 void take_counted(const LaunchInputs& in, const std::optional<std::vector<int>>& listed,
-                  JobShape& shape) {
+                  const std::string& n, JobShape& shape) {
   const ShapeFlags& o = in.options.shape;
-  const std::string& n = *o.nproc_per_node;
   if (n == "cpu") {
     shape.nproc_per_node = in.host.cpu_count();
   } else {
@@ -101,11 +100,14 @@ void resolve_workers_and_devices(const LaunchInputs& in, JobShape& shape) {
     listed = parse_device_list(*o.devices, o.devices.source());
     check_devices_present(*listed, in.host.devices(), o.devices.source(), *o.devices);
   }
-  const std::string& n = *o.nproc_per_node;
+  std::string n = *o.nproc_per_node;
+  // A MindCluster MindSpore pod says how many workers it holds.
+  const auto pod_workers = lookup(in.env, "MS_LOCAL_WORKER");
+  if (!o.nproc_per_node.given() && pod_workers && mindcluster_pod(in.env)) n = *pod_workers;
   if (n == "auto" || n == "npu" || n == "gpu")
     take_discovered(in, listed, shape);
   else
-    take_counted(in, listed, shape);
+    take_counted(in, listed, n, shape);
 }
 
 // --spares K, or under a scheduler whose allocation has more nodes than a static --nnodes, the

@@ -203,7 +203,48 @@ ClusterDefaults detect_k8s(const EnvMap& env, bool forced) {
   return d;
 }
 
+// A MindSpore pod of MindCluster's operator (Ascend's Kubernetes job manager), which gives
+// every pod msrun's view of the job: MS_SCHED_HOST:MS_SCHED_PORT (where the job meets),
+// MS_WORKER_NUM workers in all, MS_LOCAL_WORKER in this pod, and MS_NODE_RANK. npu_run's
+// rendezvous meets there; its own scheduler gets a port node 0's agent holds.
+ClusterDefaults detect_mindcluster(const EnvMap& env) {
+  ClusterDefaults d;
+  d.kind = ClusterKind::kK8s;
+  d.facts.description = "Kubernetes pod of a MindCluster MindSpore job";
+  const auto workers = int_var(env, "MS_WORKER_NUM", 1, 1'000'000);
+  const auto local = int_var(env, "MS_LOCAL_WORKER", 1, 1'000'000);
+  if (workers && local) {
+    if (*workers % *local != 0) {
+      throw UsageError(fmt::format(
+          "MS_WORKER_NUM={} is not a multiple of MS_LOCAL_WORKER={}: the pods of this MindSpore "
+          "job cannot hold the same number of workers; fix the job's worker counts",
+          *workers, *local));
+    }
+    d.nnodes = *workers / *local;
+    d.facts.detected.push_back(
+        fmt::format("nnodes = {} (MS_WORKER_NUM / MS_LOCAL_WORKER)", *d.nnodes));
+  }
+  if (const auto rank = int_var(env, "MS_NODE_RANK", 0, 1'000'000)) {
+    d.node_rank = rank;
+    d.facts.detected.push_back(fmt::format("node rank = {} (MS_NODE_RANK)", *rank));
+  }
+  if (auto host = lookup(env, "MS_SCHED_HOST")) {
+    d.master_addr = host;
+    d.facts.detected.push_back(fmt::format("master = {} (MS_SCHED_HOST)", *host));
+  }
+  if (auto port = int_var(env, "MS_SCHED_PORT", 1, 65535)) {
+    d.master_port = port;
+    d.facts.detected.push_back(fmt::format("master port = {} (MS_SCHED_PORT)", *port));
+  }
+  return d;
+}
+
 }  // namespace
+
+bool mindcluster_pod(const EnvMap& env) {
+  return lookup(env, "MS_SCHED_HOST") && lookup(env, "MS_WORKER_NUM") &&
+         lookup(env, "MS_LOCAL_WORKER") && lookup(env, "MS_NODE_RANK");
+}
 
 namespace {
 
@@ -260,12 +301,13 @@ ClusterDefaults detect_cluster(const EnvMap& env, ClusterKind requested, int age
     case ClusterKind::kMpi:
       return detect_mpi(env, agents_per_node);
     case ClusterKind::kK8s:
-      return detect_k8s(env, true);
+      return mindcluster_pod(env) ? detect_mindcluster(env) : detect_k8s(env, true);
     case ClusterKind::kAuto:
       break;
   }
   if (lookup(env, "SLURM_JOB_ID")) return detect_slurm(env, agents_per_node, false);
   if (lookup(env, "OMPI_COMM_WORLD_SIZE")) return detect_mpi(env, agents_per_node);
+  if (mindcluster_pod(env)) return detect_mindcluster(env);
   // A pod of a PyTorchJob: Kubernetes plus the per-pod variables of the job.
   if (lookup(env, "KUBERNETES_SERVICE_HOST") && lookup(env, "WORLD_SIZE") && lookup(env, "RANK")) {
     return detect_k8s(env, false);

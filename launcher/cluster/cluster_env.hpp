@@ -46,6 +46,11 @@ struct ClusterDefaults {
 // node of the rendezvous. Throws UsageError when a forced kind finds no such environment.
 ClusterDefaults detect_cluster(const EnvMap& env, ClusterKind requested, int agents_per_node);
 
+// A MindSpore pod of MindCluster's operator: MS_SCHED_HOST, MS_WORKER_NUM, MS_LOCAL_WORKER and
+// MS_NODE_RANK are set (read as launch defaults, like a PyTorchJob's; --framework mindspore and
+// --nproc-per-node MS_LOCAL_WORKER follow unless given).
+bool mindcluster_pod(const EnvMap& env);
+
 // Slurm's "2(x3),1" task counts per node -> 2,2,2,1; throws UsageError naming `source`.
 std::vector<int> parse_tasks_per_node(const std::string& text, const std::string& source);
 

@@ -233,3 +233,37 @@ TEST_CASE("cluster: under Slurm the allocation's nodes beyond --nnodes are spare
   env.erase("PET_SPARE_AFFINITY");
   CHECK(parse({"--nnodes", "1"}).shape.spare_affinity == "superpod-3");
 }
+
+TEST_CASE("cluster: a MindCluster MindSpore pod's MS_* variables are the launch's defaults",
+          "[cluster][framework]") {
+  TempDir dir;
+  const std::string script = dir.write("train.py", "");
+  EnvMap env{{"PATH", "/usr/bin:/bin"},       {"PYTHON_EXEC", "/bin/sh"},
+             {"MS_SCHED_HOST", "10.0.0.1"},   {"MS_SCHED_PORT", "8118"},
+             {"MS_WORKER_NUM", "16"},         {"MS_LOCAL_WORKER", "8"},
+             {"MS_NODE_RANK", "1"}};
+  auto parse = [&](std::vector<std::string> args) {
+    args.push_back(script);
+    ParseResult r = parse_command_line(args, env);
+    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
+    return std::get<ParsedLaunch>(r).config;
+  };
+  LaunchConfig c = parse({});
+  CHECK(c.shape.max_nodes == 2);
+  CHECK(c.shape.node_rank == 1);
+  CHECK(c.shape.nproc_per_node == 8);
+  CHECK(c.rendezvous.master_addr == "10.0.0.1");
+  CHECK(c.rendezvous.master_port == 8118);
+  CHECK(c.worker.framework == Framework::kMindSpore);
+  CHECK(c.rendezvous.worker_store == WorkerStore::kTorch);  // the scheduler's held port
+  // Flags win.
+  c = parse({"--nproc-per-node", "4", "--nnodes", "4", "--framework", "torch"});
+  CHECK(c.shape.nproc_per_node == 4);
+  CHECK(c.worker.framework == Framework::kTorch);
+  // Counts that cannot be split evenly over the pods are named.
+  env["MS_LOCAL_WORKER"] = "3";
+  const ParseResult bad = parse_command_line({script}, env);
+  const auto* e = std::get_if<EarlyExit>(&bad);
+  REQUIRE(e != nullptr);
+  CHECK_THAT(e->text, Contains("MS_WORKER_NUM=16 is not a multiple of MS_LOCAL_WORKER=3"));
+}

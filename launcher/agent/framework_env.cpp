@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "basics/text.hpp"
+#include "devices/device_discovery.hpp"
 
 namespace npu_run {
 
@@ -29,10 +30,19 @@ void add_mindspore_cluster(const LaunchConfig& cfg, const Assignment& a, EnvMap&
   env["MS_TOPO_TIMEOUT"] = std::to_string(std::max<int64_t>(1, seconds.count()));
 }
 
-void add_mindspore(const LaunchConfig& cfg, const Assignment& a, int local_rank, EnvMap& env) {
+// DEVICE_NUM: the node's NPUs, as the model zoo's scripts export it (8 in ascend4p.sh too,
+// which trains on 4 of a server's 8); the job's count on a node where none are found.
+int node_device_count(const LaunchConfig& cfg, const EnvMap& agent_env) {
+  const DiscoveredDevices found = discover_devices(agent_env);
+  return found.kind == DeviceKind::kAscend ? static_cast<int>(found.physical_ids.size())
+                                           : cfg.shape.nproc_per_node;
+}
+
+void add_mindspore(const LaunchConfig& cfg, const Assignment& a, int local_rank,
+                   const EnvMap& agent_env, EnvMap& env) {
   if (!mindspore_dynamic(cfg)) {
     // Rank-table mode, as the model zoo's ascend8p.sh exports it.
-    env["DEVICE_NUM"] = std::to_string(cfg.shape.nproc_per_node);
+    env["DEVICE_NUM"] = std::to_string(node_device_count(cfg, agent_env));
     return;
   }
   add_mindspore_cluster(cfg, a, env);
@@ -79,7 +89,7 @@ void add_framework_env(const LaunchConfig& cfg, const Assignment& a, int local_r
     case Framework::kTorch:
       return;
     case Framework::kMindSpore:
-      return add_mindspore(cfg, a, local_rank, env);
+      return add_mindspore(cfg, a, local_rank, agent_env, env);
     case Framework::kTensorFlow:
       return add_tensorflow(cfg, a, local_rank, agent_env, env);
   }

@@ -4,6 +4,8 @@
 // scheduler listens on MS_SCHED_HOST:MS_SCHED_PORT and waits for MS_WORKER_NUM workers with
 // distinct MS_NODE_IDs; workers register and wait for it), so a wrong variable, a missing or
 // late scheduler, or a port another process holds fails these tests as it would fail MindSpore.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <regex>
@@ -125,4 +127,59 @@ TEST_CASE("mindspore: SIGKILL of the agent leaves neither the scheduler nor a wo
   p.send_signal(SIGKILL);
   p.wait(30s);
   require_no_strays(p);
+}
+
+namespace {
+
+// A fake Ascend server with eight NPUs (/dev/davinci0-7 under NPU_RUN_DEV_ROOT).
+std::string eight_npus(const TempDir& dir) {
+  const std::string root = dir.file("dev");
+  for (int i = 0; i < 8; ++i) dir.write("dev/davinci" + std::to_string(i), "");
+  dir.write("dev/davinci_manager", "");
+  return root;
+}
+
+// Each process prints what the model zoo's loop exports, and whether RANK_TABLE_FILE is
+// byte for byte hccl_tools.py's table (argv[1]).
+const char* const kLoopContract =
+    "import os, sys\n"
+    "same = open(os.environ['RANK_TABLE_FILE']).read() == open(sys.argv[1]).read()\n"
+    "sys.stdout.write('rank %s device %s size %s num %s role %s table-same %s\\n' % ("
+    "os.environ['RANK_ID'], os.environ['DEVICE_ID'], os.environ['RANK_SIZE'], "
+    "os.environ['DEVICE_NUM'], os.environ.get('MS_ROLE'), same))\n";
+
+}  // namespace
+
+TEST_CASE(
+    "mindspore rank-table mode: the model zoo's ascend8p.sh and ascend4p.sh loops, re-enacted",
+    "[integration][mindspore]") {
+  TempDir dir;
+  const std::string dev = eight_npus(dir);
+  const std::string script = dir.write("contract.py", kLoopContract);
+  const std::string data = source_dir() + "/tests/data/rank_table/";
+  // ascend8p.sh: DEVICE_NUM=8 RANK_SIZE=8, DEVICE_ID=RANK_ID=i; ascend4p.sh: DEVICE_NUM=8
+  // RANK_SIZE=4, DEVICE_ID=i+4, RANK_ID=i. The tables are hccl_tools.py's for those devices.
+  struct Loop {
+    const char* nproc;
+    const char* devices;
+    const char* table;
+    int first_device;
+  };
+  for (const Loop& loop : {Loop{"8", "0-7", "hccl_8p_01234567_127.0.0.1.json", 0},
+                           Loop{"4", "4-7", "hccl_4p_4567_127.0.0.1.json", 4}}) {
+    NpuRunProcess p({"--framework", "mindspore", "--nproc-per-node", loop.nproc, "--devices",
+                     loop.devices, "--rank-table", "auto", "--hccn-conf", data + "hccn.conf",
+                     "--no-python", "/usr/bin/python3", script, data + loop.table},
+                    {{"NPU_RUN_DEV_ROOT", dev}, {"MS_ROLE", "MS_WORKER"}});
+    const Finished f = p.wait(60s);
+    INFO(f.out << f.err);
+    CHECK(f.exit_code == 0);
+    const int size = std::stoi(loop.nproc);
+    for (int i = 0; i < size; ++i) {
+      CHECK_THAT(f.out, Contains(fmt::format("rank {} device {} size {} num 8 role None "
+                                             "table-same True",
+                                             i, i + loop.first_device, size)));
+    }
+    require_no_strays(p);
+  }
 }

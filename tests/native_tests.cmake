@@ -88,6 +88,9 @@ npu_run_e2e_test("Slurm jobs on a real two-node test cluster" slurm_e2e.sh 400 s
 npu_run_e2e_test("a spare takes a lost node's seat in DDP across network namespaces"
                  netns_spare_ddp.sh 300 netns)
 npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
+# MindSpore's scheduler and the TF Adapter's chief on node 0, reached from node 1's namespace.
+npu_run_e2e_test("MindSpore and TensorFlow contracts across two network namespaces"
+                 netns_frameworks.sh 240 netns)
 # A partition shorter than the heartbeat timeout, ridden out; behind the old-kernel wrapper too,
 # where TCP_RTO_MAX_MS is refused as before Linux 6.15 and only the session's resume on a new
 # connection carries the job through.

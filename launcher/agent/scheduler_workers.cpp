@@ -30,9 +30,10 @@ class SchedulerBesideWorkers : public RoundWorkers {
     scheduler_->forward_signal(sig);
     workers_->forward_signal(sig);
   }
-  // The workers first; the scheduler once they have ended, or with a second call (escalation).
+  // The workers first; the scheduler once they have ended (at once if they have: it may be in
+  // its grace), or with a second call (escalation).
   void stop(int sig) override {
-    if (stop_asked_ && !scheduler_result_) scheduler_->stop(sig);
+    if ((stop_asked_ || workers_result_) && !scheduler_result_) scheduler_->stop(sig);
     stop_asked_ = true;
     stop_signal_ = sig;
     workers_->stop(sig);

@@ -129,6 +129,21 @@ TEST_CASE("mindspore: SIGKILL of the agent leaves neither the scheduler nor a wo
   require_no_strays(p);
 }
 
+TEST_CASE(
+    "mindspore: a scheduler lingering after its workers is stopped at once by a SIGTERM to "
+    "npu_run",
+    "[integration][mindspore]") {
+  NpuRunProcess p({"--framework", "mindspore", "--nproc-per-node", "2", fake_mindspore()},
+                  {{"FAKE_MS_SCHED_LINGER", "120"}});
+  p.wait_for_output("scheduler: cluster finished", 1, 30s);
+  p.send_signal(SIGTERM);
+  const Finished f = p.wait(20s);  // not the 30 s grace, nor the 120 s linger
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 143);
+  CHECK(f.seconds < 15);
+  require_no_strays(p);
+}
+
 namespace {
 
 // A fake Ascend server with eight NPUs (/dev/davinci0-7 under NPU_RUN_DEV_ROOT).

@@ -14,7 +14,8 @@ mindspore.communication.init() relies on (../shared/design/REFERENCE.md section 
 
 Test switches: FAKE_MS_FAIL=<rank> makes that worker exit 7 before it is done, in attempt
 FAKE_MS_FAIL_ATTEMPT (default 0) only; FAKE_MS_SCHED_FAIL=1 makes the scheduler exit 3 once every
-worker registered; FAKE_MS_TRAIN_SECONDS=S makes each worker "train" S seconds before it is done.
+worker registered; FAKE_MS_TRAIN_SECONDS=S makes each worker "train" S seconds before it is done;
+FAKE_MS_SCHED_LINGER=S keeps the scheduler S seconds after the cluster finished.
 """
 import os
 import socket
@@ -88,6 +89,7 @@ def scheduler():
             say(f"scheduler: worker {node_id} was lost")
             sys.exit(1)
     say("scheduler: cluster finished")
+    time.sleep(float(env("FAKE_MS_SCHED_LINGER") or 0))
 
 
 def worker():

@@ -56,6 +56,13 @@ void resolve_framework(const LaunchInputs& in, LaunchConfig& cfg) {
     throw UsageError(fmt::format("{} {} is for --framework tensorflow, not {}; drop it",
                                  f.tf_cluster.source(), *f.tf_cluster, *f.framework));
   }
+  if (worker.framework == Framework::kMindSpore && *f.virtual_local_rank) {
+    throw UsageError(fmt::format(
+        "{} with {} mindspore: MindSpore reads DEVICE_ID (the physical id), not LOCAL_RANK, and "
+        "a narrowed ASCEND_RT_VISIBLE_DEVICES would put that id outside what the worker sees; "
+        "drop {}",
+        f.virtual_local_rank.source(), f.framework.source(), f.virtual_local_rank.source()));
+  }
   if (worker.framework == Framework::kMindSpore && !rank_table) {
     const std::string what = f.framework.source() + " mindspore";
     refuse_store_choice(in, what, "MindSpore's scheduler (MS_SCHED_HOST:MS_SCHED_PORT)");

@@ -173,6 +173,19 @@ ClusterDefaults detect_mpi(const EnvMap& env, int agents_per_node) {
   return d;
 }
 
+// Where a pod's job meets, from the variables its operator sets, each noted as found.
+void take_master(const EnvMap& env, const char* addr_var, const char* port_var,
+                 ClusterDefaults& d) {
+  if (auto addr = lookup(env, addr_var)) {
+    d.master_addr = addr;
+    d.facts.detected.push_back(fmt::format("master = {} ({})", *addr, addr_var));
+  }
+  if (auto port = int_var(env, port_var, 1, 65535)) {
+    d.master_port = port;
+    d.facts.detected.push_back(fmt::format("master port = {} ({})", *port, port_var));
+  }
+}
+
 ClusterDefaults detect_k8s(const EnvMap& env, bool forced) {
   ClusterDefaults d;
   d.kind = ClusterKind::kK8s;
@@ -192,14 +205,7 @@ ClusterDefaults detect_k8s(const EnvMap& env, bool forced) {
     d.node_rank = rank;
     d.facts.detected.push_back(fmt::format("node rank = {} (RANK)", *rank));
   }
-  if (auto addr = lookup(env, "MASTER_ADDR")) {
-    d.master_addr = addr;
-    d.facts.detected.push_back(fmt::format("master = {} (MASTER_ADDR)", *addr));
-  }
-  if (auto port = int_var(env, "MASTER_PORT", 1, 65535)) {
-    d.master_port = port;
-    d.facts.detected.push_back(fmt::format("master port = {} (MASTER_PORT)", *port));
-  }
+  take_master(env, "MASTER_ADDR", "MASTER_PORT", d);
   return d;
 }
 
@@ -228,14 +234,7 @@ ClusterDefaults detect_mindcluster(const EnvMap& env) {
     d.node_rank = rank;
     d.facts.detected.push_back(fmt::format("node rank = {} (MS_NODE_RANK)", *rank));
   }
-  if (auto host = lookup(env, "MS_SCHED_HOST")) {
-    d.master_addr = host;
-    d.facts.detected.push_back(fmt::format("master = {} (MS_SCHED_HOST)", *host));
-  }
-  if (auto port = int_var(env, "MS_SCHED_PORT", 1, 65535)) {
-    d.master_port = port;
-    d.facts.detected.push_back(fmt::format("master port = {} (MS_SCHED_PORT)", *port));
-  }
+  take_master(env, "MS_SCHED_HOST", "MS_SCHED_PORT", d);
   return d;
 }
 

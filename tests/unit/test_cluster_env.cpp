@@ -1,5 +1,6 @@
 // Cluster detection (Slurm, Open MPI, Kubernetes) and its precedence below flags and PET_.
 #include <catch2/catch.hpp>
+#include <utility>
 
 #include "basics/usage_error.hpp"
 #include "cli/parse_launch.hpp"
@@ -11,6 +12,15 @@ using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
 
 namespace {
+
+// `npu_run ARGS SCRIPT` resolved with `env`; an early exit fails the test with its text.
+ParsedLaunch parsed_launch(const EnvMap& env, const std::string& script,
+                           std::vector<std::string> args) {
+  args.push_back(script);
+  ParseResult r = parse_command_line(args, env);
+  if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
+  return std::get<ParsedLaunch>(r);
+}
 
 // What srun gives the second task of `srun -N2 --ntasks-per-node=1` (recorded on a real Slurm).
 EnvMap slurm_step(int node_id) {
@@ -151,10 +161,7 @@ TEST_CASE("cluster precedence: flag > PET_ variable > launcher environment > def
   env["PATH"] = "/usr/bin:/bin";
   env["PYTHON_EXEC"] = "/bin/sh";
   auto parse = [&](std::vector<std::string> args) {
-    args.push_back(script);
-    ParseResult r = parse_command_line(args, env);
-    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
-    return std::get<ParsedLaunch>(r);
+    return parsed_launch(env, script, std::move(args));
   };
   ParsedLaunch p = parse({});
   LaunchConfig c = p.config;
@@ -206,10 +213,7 @@ TEST_CASE("cluster: under Slurm the allocation's nodes beyond --nnodes are spare
   env["PATH"] = "/usr/bin:/bin";
   env["PYTHON_EXEC"] = "/bin/sh";
   auto parse = [&](std::vector<std::string> args) {
-    args.push_back(script);
-    ParseResult r = parse_command_line(args, env);
-    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
-    return std::get<ParsedLaunch>(r).config;
+    return parsed_launch(env, script, std::move(args)).config;
   };
   // Two nodes allocated, one asked for: node 1 waits as a spare (node rank 1 = the spare's).
   LaunchConfig c = parse({"--nnodes", "1"});
@@ -238,15 +242,11 @@ TEST_CASE("cluster: a MindCluster MindSpore pod's MS_* variables are the launch'
           "[cluster][framework]") {
   TempDir dir;
   const std::string script = dir.write("train.py", "");
-  EnvMap env{{"PATH", "/usr/bin:/bin"},       {"PYTHON_EXEC", "/bin/sh"},
-             {"MS_SCHED_HOST", "10.0.0.1"},   {"MS_SCHED_PORT", "8118"},
-             {"MS_WORKER_NUM", "16"},         {"MS_LOCAL_WORKER", "8"},
+  EnvMap env{{"PATH", "/usr/bin:/bin"}, {"PYTHON_EXEC", "/bin/sh"}, {"MS_SCHED_HOST", "10.0.0.1"},
+             {"MS_SCHED_PORT", "8118"}, {"MS_WORKER_NUM", "16"},    {"MS_LOCAL_WORKER", "8"},
              {"MS_NODE_RANK", "1"}};
   auto parse = [&](std::vector<std::string> args) {
-    args.push_back(script);
-    ParseResult r = parse_command_line(args, env);
-    if (auto* e = std::get_if<EarlyExit>(&r)) FAIL(e->text);
-    return std::get<ParsedLaunch>(r).config;
+    return parsed_launch(env, script, std::move(args)).config;
   };
   LaunchConfig c = parse({});
   CHECK(c.shape.max_nodes == 2);

@@ -20,6 +20,27 @@ const char* plural(size_t n) {
   return n == 1 ? "" : "s";
 }
 
+// Where the workers meet, under the framework's name for it: the port node 0's agent chose is
+// MindSpore's scheduler's or the TF Adapter's chief's there, not a store.
+std::string meeting_point(const LaunchConfig& cfg, const Assignment& a) {
+  const std::string at = fmt::format("{}:{}", a.worker_master_addr, a.worker_master_port);
+  switch (cfg.worker.framework) {
+    case Framework::kMindSpore:
+      if (cfg.ascend.rank_table.index() != 0 || cfg.worker.ms_simulation) return "";
+      return ", MindSpore's scheduler at " + at;
+    case Framework::kTensorFlow:
+      return cfg.worker.tf_cluster == TfCluster::kEnv ? ", the TF Adapter's chief at " + at : "";
+    case Framework::kTorch:
+      break;
+  }
+  const char* store = cfg.rendezvous.worker_store == WorkerStore::kTiered && cfg.shape.multi_node()
+                          ? " (this node's proxy of node 0's store)"
+                      : cfg.rendezvous.worker_store == WorkerStore::kTorch
+                          ? " (hosted by worker rank 0)"
+                          : "";
+  return fmt::format(", workers' store at {}{}", at, store);
+}
+
 }  // namespace
 
 void log_attempt_start(const LaunchConfig& cfg, const Assignment& a, const EnvMap& agent_env,
@@ -30,17 +51,9 @@ void log_attempt_start(const LaunchConfig& cfg, const Assignment& a, const EnvMa
         "choose)",
         cfg.shape.nproc_per_node);
   }
-  const char* store = cfg.rendezvous.worker_store == WorkerStore::kTiered && cfg.shape.multi_node()
-                          ? " (this node's proxy of node 0's store)"
-                      : cfg.rendezvous.worker_store == WorkerStore::kTorch
-                          ? " (hosted by worker rank 0)"
-                          : "";
-  spdlog::info(
-      "starting {} worker{} (ranks {}-{} of {}, node {} of {}, attempt {}), workers' store at "
-      "{}:{}{}",
-      workers, plural(workers), a.rank_offset, a.rank_offset + cfg.shape.nproc_per_node - 1,
-      a.world_size, a.node_rank, a.nnodes, a.restart_count, a.worker_master_addr,
-      a.worker_master_port, store);
+  spdlog::info("starting {} worker{} (ranks {}-{} of {}, node {} of {}, attempt {}){}", workers,
+               plural(workers), a.rank_offset, a.rank_offset + cfg.shape.nproc_per_node - 1,
+               a.world_size, a.node_rank, a.nnodes, a.restart_count, meeting_point(cfg, a));
 }
 
 void log_report_sent(const rdzv::Report& report, int nnodes) {
@@ -83,9 +96,9 @@ void log_restart(const LaunchConfig& cfg, const rdzv::Decision& d, const Attempt
 void log_success(const Attempt& attempt) {
   const GroupResult& result = attempt.result;
   // MindSpore's scheduler is among the outcomes with local rank -1.
-  const auto scheduler = static_cast<size_t>(
-      std::count_if(result.workers.begin(), result.workers.end(),
-                    [](const WorkerOutcome& w) { return w.local_rank < 0; }));
+  const auto scheduler =
+      static_cast<size_t>(std::count_if(result.workers.begin(), result.workers.end(),
+                                        [](const WorkerOutcome& w) { return w.local_rank < 0; }));
   const size_t workers = result.workers.size() - scheduler;
   spdlog::info("all {} worker{}{} exited 0 after {:.2f} s", workers, plural(workers),
                scheduler > 0 ? " and MindSpore's scheduler" : "",

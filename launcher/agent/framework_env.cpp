@@ -12,7 +12,8 @@ namespace npu_run {
 namespace {
 
 bool mindspore_dynamic(const LaunchConfig& cfg) {
-  return cfg.worker.framework == Framework::kMindSpore && cfg.ascend.rank_table.index() == 0;
+  return cfg.worker.framework == Framework::kMindSpore && cfg.ascend.rank_table.index() == 0 &&
+         !cfg.worker.ms_simulation;
 }
 
 bool tf_env_mode(const LaunchConfig& cfg) {
@@ -40,6 +41,15 @@ int node_device_count(const LaunchConfig& cfg, const EnvMap& agent_env) {
 
 void add_mindspore(const LaunchConfig& cfg, const Assignment& a, int local_rank,
                    const EnvMap& agent_env, EnvMap& env) {
+  if (const auto& sim = cfg.worker.ms_simulation) {
+    // As msrun exports it for a dry run: the job simulated, no cluster to join.
+    env["MS_SIMULATION_LEVEL"] = std::to_string(sim->level);
+    env["MS_WORKER_NUM"] = std::to_string(sim->worker_num);
+    env["RANK_SIZE"] = std::to_string(sim->worker_num);
+    env["RANK_ID"] =
+        std::to_string(sim->rank_id >= 0 ? sim->rank_id : sim->first_rank + local_rank);
+    return;
+  }
   if (!mindspore_dynamic(cfg)) {
     // Rank-table mode, as the model zoo's ascend8p.sh exports it.
     env["DEVICE_NUM"] = std::to_string(node_device_count(cfg, agent_env));

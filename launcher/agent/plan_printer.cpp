@@ -65,6 +65,34 @@ std::string shell_quote(const std::string& arg) {
   return quoted + "'";
 }
 
+// One worker (or the scheduler) of the plan: command, placement, contract, streams.
+std::string format_spec_text(const WorkerSpec& spec, const Assignment& a) {
+  std::string out;
+  if (spec.local_rank < 0) {
+    out += "\nMindSpore's scheduler (node 0 only; started first, stopped last)\n";
+  } else {
+    out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank, spec.global_rank,
+                       spec.device_id);
+  }
+  std::string command;
+  for (const auto& part : command_of(spec))
+    command += (command.empty() ? "" : " ") + shell_quote(part);
+  out += "  command: " + command + "\n";
+  if (!spec.cpus.empty()) {
+    out += spec.numa_node >= 0 ? fmt::format("  numa: CPUs {}, memory preferred from node {}\n",
+                                             format_device_list(spec.cpus), spec.numa_node)
+                               : fmt::format("  cpus: {} (no memory node preferred)\n",
+                                             format_device_list(spec.cpus));
+  }
+  out += "  env (set by npu_run; everything else is inherited):\n";
+  for (const auto& [name, value] : spec.contract_env)
+    out += fmt::format("    {}={}\n", name, env_value(name, value, a));
+  const bool prefixed = !spec.console_prefix.empty();
+  out += fmt::format("  stdout: {}\n  stderr: {}\n", describe_route(spec.out, prefixed),
+                     describe_route(spec.err, prefixed));
+  return out;
+}
+
 std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir) {
   std::string out = "npu_run dry run: the plan below is resolved; nothing is started.\n";
@@ -101,29 +129,7 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                      cfg.health.user_check.empty()
                          ? ""
                          : fmt::format(", with --health-check-cmd '{}'", cfg.health.user_check));
-  for (const WorkerSpec& spec : specs) {
-    if (spec.local_rank < 0) {
-      out += "\nMindSpore's scheduler (node 0 only; started first, stopped last)\n";
-    } else {
-      out += fmt::format("\nlocal rank {} -> rank {}, device {}\n", spec.local_rank,
-                         spec.global_rank, spec.device_id);
-    }
-    std::string command;
-    for (const auto& part : command_of(spec))
-      command += (command.empty() ? "" : " ") + shell_quote(part);
-    out += "  command: " + command + "\n";
-    if (!spec.cpus.empty()) {
-      out += fmt::format("  numa: CPUs {}, memory preferred from node {}\n",
-                         format_device_list(spec.cpus), spec.numa_node);
-    }
-    out += "  env (set by npu_run; everything else is inherited):\n";
-    for (const auto& [name, value] : spec.contract_env) {
-      out += fmt::format("    {}={}\n", name, env_value(name, value, a));
-    }
-    const bool prefixed = !spec.console_prefix.empty();
-    out += fmt::format("  stdout: {}\n  stderr: {}\n", describe_route(spec.out, prefixed),
-                       describe_route(spec.err, prefixed));
-  }
+  for (const WorkerSpec& spec : specs) out += format_spec_text(spec, a);
   return out;
 }
 

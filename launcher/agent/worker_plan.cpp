@@ -67,6 +67,39 @@ StreamRoute route_stream(const LaunchConfig& cfg, const AttemptLayout& layout, i
   return route;
 }
 
+// `npu_run msrun`'s layout (config/launch_config.hpp MsrunLogs): msrun points both streams of
+// a process at one file; the console shows what --tail_worker_log names (msrun tails the files).
+StreamRoute msrun_route(const std::string& file, bool to_console, int attempt, bool is_stdout) {
+  StreamRoute route;
+  route.file = file;
+  route.shared_file = true;
+  route.keep_file = attempt > 0;  // msrun has no restarts; ours add to the first attempt's file
+  route.to_console = to_console;
+  route.sink = to_console ? StreamSink::kRelay : StreamSink::kFile;
+  route.keep_tail = !is_stdout;  // the failure's traceback, read back from the file
+  return route;
+}
+
+std::string msrun_file(const MsrunLogs& logs, const std::string& name) {
+  return logs.dir.empty() ? name : fmt::format("{}/{}", logs.dir, name);
+}
+
+// The rank a process was given (RANK_ID): its global rank, or the one a dry run simulates.
+int msrun_rank(const LaunchConfig& cfg, const WorkerSpec& spec) {
+  const auto& sim = cfg.worker.ms_simulation;
+  if (!sim) return spec.global_rank;
+  return sim->rank_id >= 0 ? sim->rank_id : sim->first_rank + spec.local_rank;
+}
+
+void route_to_msrun_files(const LaunchConfig& cfg, int attempt, WorkerSpec& spec) {
+  const MsrunLogs& logs = *cfg.output.msrun_logs;
+  const int rank = msrun_rank(cfg, spec);
+  const std::string file = msrun_file(logs, fmt::format("{}_{}.log", logs.stem, rank));
+  const bool console = logs.console && (!logs.console_ranks || logs.console_ranks->count(rank) > 0);
+  spec.out = msrun_route(file, console, attempt, true);
+  spec.err = msrun_route(file, console, attempt, false);
+}
+
 }  // namespace
 
 std::string attempt_rank_dir(const AttemptLayout& layout, int local_rank) {
@@ -120,6 +153,7 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
     spec.reads_stdin = local_rank == 0;  // pdb and breakpoint() in rank 0, as under torchrun
     spec.out = route_stream(cfg, layout, local_rank, true);
     spec.err = route_stream(cfg, layout, local_rank, false);
+    if (cfg.output.msrun_logs) route_to_msrun_files(cfg, layout.attempt, spec);
     spec.console_prefix = expand_prefix_template(
         prefix_template, PrefixValues{spec.global_rank, local_rank, assignment.node_rank,
                                       cfg.worker.role, assignment.host});
@@ -158,6 +192,12 @@ std::optional<WorkerSpec> make_scheduler_spec(const LaunchConfig& cfg, const Ass
     route->file = to_file && !spec.log_dir.empty() ? spec.log_dir + "/" + name : "";
   }
   spec.console_prefix = "[scheduler] ";
+  if (const auto& logs = cfg.output.msrun_logs) {
+    // msrun never shows the scheduler's output: scheduler.log holds it.
+    const std::string file = msrun_file(*logs, "scheduler.log");
+    spec.out = msrun_route(file, false, layout.attempt, true);
+    spec.err = msrun_route(file, false, layout.attempt, false);
+  }
   return spec;
 }
 

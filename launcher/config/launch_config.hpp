@@ -36,6 +36,15 @@ enum class Framework { kTorch, kMindSpore, kTensorFlow };
 // --tf-cluster: how the TF Adapter learns the cluster.
 enum class TfCluster { kRankTable, kEnv };
 
+// msrun --sim_level/--sim_rank_id: MindSpore's own dry run. No cluster is built (no scheduler,
+// no MS_ROLE or MS_SCHED_*); each process compiles as rank `rank_id` of `worker_num` would.
+struct MindSporeSimulation {
+  int level = 0;       // MS_SIMULATION_LEVEL
+  int rank_id = -1;    // RANK_ID of the one process; -1: first_rank + each one's local rank
+  int first_rank = 0;  // msrun's --node_rank * --local_worker_num
+  int worker_num = 1;  // MS_WORKER_NUM and RANK_SIZE: the job simulated
+};
+
 struct WorkerCommand {
   WorkerMode mode = WorkerMode::kPythonScript;
   std::string entrypoint;         // script, module, or executable as the user wrote it
@@ -53,6 +62,7 @@ struct WorkerCommand {
   std::vector<NumaPlacement> numa;
   Framework framework = Framework::kTorch;
   TfCluster tf_cluster = TfCluster::kRankTable;
+  std::optional<MindSporeSimulation> ms_simulation;  // set by `npu_run msrun` only
 };
 
 // How many nodes and workers, on which devices.
@@ -195,6 +205,16 @@ struct SupervisionConfig {
 };
 
 // Where workers' output goes.
+// `npu_run msrun`'s files, as msrun names them (REFERENCE.md section 9): each worker's stdout
+// and stderr in one `<dir>/<stem>_<global rank>.log`, the scheduler's in `<dir>/scheduler.log`;
+// the first attempt starts them afresh, a restart adds to them.
+struct MsrunLogs {
+  std::string dir;                             // --log_dir ("": the working directory)
+  std::string stem = "worker";                 // --worker_log_name, {ip} {hostname} expanded
+  std::optional<std::set<int>> console_ranks;  // --tail_worker_log; nullopt: every rank
+  bool console = true;                         // false: --join False, no terminal to write to
+};
+
 struct OutputConfig {
   std::optional<std::string> log_dir;
   bool log_dir_is_temporary = false;  // -r/-t or filters asked for files without --log-dir
@@ -206,6 +226,7 @@ struct OutputConfig {
   // copied to attempt_<n>/filtered_{stdout,stderr}.log.
   std::vector<std::string> stdout_filters;
   std::vector<std::string> stderr_filters;
+  std::optional<MsrunLogs> msrun_logs;  // set by `npu_run msrun` only
 };
 
 // How the agent itself behaves.

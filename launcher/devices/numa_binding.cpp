@@ -169,6 +169,26 @@ std::set<int> parse_cpu_list(std::string_view text) {
   return cpus;
 }
 
+std::vector<NumaPlacement> split_cpus_evenly(const std::set<int>& allowed, int workers) {
+  const std::vector<int> cpus(allowed.begin(), allowed.end());
+  std::vector<NumaPlacement> out;
+  const size_t n = cpus.size();
+  for (size_t w = 0; w < static_cast<size_t>(workers); ++w) {
+    NumaPlacement place{-1, {}};
+    if (n >= static_cast<size_t>(workers)) {
+      // Shares of n / workers CPUs or one more, in order.
+      const size_t begin = w * n / static_cast<size_t>(workers);
+      const size_t end = (w + 1) * n / static_cast<size_t>(workers);
+      place.cpus.assign(cpus.begin() + static_cast<std::ptrdiff_t>(begin),
+                        cpus.begin() + static_cast<std::ptrdiff_t>(end));
+    } else if (n > 0) {
+      place.cpus = {cpus[w % n]};
+    }
+    out.push_back(std::move(place));
+  }
+  return out;
+}
+
 std::set<int> allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -40,6 +40,11 @@ std::vector<NumaPlacement> plan_numa_binding(NumaMode mode, DeviceKind kind,
                                              const std::string& sys_root,
                                              const std::set<int>& allowed);
 
+// msrun --bind_core True on a host without devices: `allowed` split into `workers` contiguous
+// shares as even as can be (a CPU is shared only when there are fewer CPUs than workers), no
+// memory node preferred (node -1).
+std::vector<NumaPlacement> split_cpus_evenly(const std::set<int>& allowed, int workers);
+
 // Logical CPUs this process may run on.
 std::set<int> allowed_cpus();
 

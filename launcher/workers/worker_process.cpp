@@ -118,9 +118,13 @@ struct WorkerProcessSetup {
   }
 };
 
-// The file's directory is the worker's log_dir, which spawn() has created.
-int open_log_file(const std::string& path) {
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+// The file's directory is the worker's log_dir, which spawn() has created (or msrun's
+// --log_dir, which `npu_run msrun` has).
+int open_log_file(const StreamRoute& route) {
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+  if (route.shared_file || route.keep_file) flags |= O_APPEND;
+  if (!route.keep_file) flags |= O_TRUNC;  // both streams truncate before the child writes
+  return ::open(route.file.c_str(), flags, 0644);
 }
 
 // ESRCH only means the group is already gone.
@@ -165,12 +169,12 @@ int WorkerProcess::open_sink(const StreamRoute& route, int console_fd, std::vect
       return fd;
     }
     case StreamSink::kFile: {
-      const int fd = open_log_file(route.file);
+      const int fd = open_log_file(route);
       if (fd >= 0) to_close.push_back(fd);
       return fd;
     }
     case StreamSink::kRelay: {
-      const int file_fd = route.file.empty() ? -1 : open_log_file(route.file);
+      const int file_fd = route.file.empty() ? -1 : open_log_file(route);
       if (!route.file.empty() && file_fd < 0) return -1;
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) {

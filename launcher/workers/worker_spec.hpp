@@ -20,7 +20,11 @@ enum class StreamSink {
 struct StreamRoute {
   StreamSink sink = StreamSink::kInherit;
   bool to_console = true;
-  std::string file;      // empty: no log file
+  std::string file;  // empty: no log file
+  // msrun's layout (agent/worker_plan.hpp): both streams write one file, each with O_APPEND so
+  // that neither overwrites the other's lines; `keep_file`: a restart adds to the file.
+  bool shared_file = false;
+  bool keep_file = false;
   bool prefixed = true;  // console lines get the rank's prefix (false: relayed only for `filters`)
   // --duplicate-*-filters: lines containing any of these also go to `filtered_file`.
   std::vector<std::string> filters;

@@ -12,6 +12,10 @@ mindspore.communication.init() relies on (../shared/design/REFERENCE.md section 
   prints what it was given, and says it is done; one whose scheduler went away exits 1 after
   MS_NODE_TIMEOUT seconds (here default 1), as MindSpore's notice it by missed heartbeats.
 
+Under MS_SIMULATION_LEVEL (msrun --sim_level, MindSpore's dry run) init() builds no cluster: the
+process compiles as rank RANK_ID of MS_WORKER_NUM would, alone; the stand-in says so and exits 0,
+or 2 if it was also given a cluster role (a dry run must not wait for a scheduler).
+
 Test switches: FAKE_MS_FAIL=<rank> makes that worker exit 7 before it is done, in attempt
 FAKE_MS_FAIL_ATTEMPT (default 0) only; FAKE_MS_SCHED_FAIL=1 makes the scheduler exit 3 once every
 worker registered; FAKE_MS_TRAIN_SECONDS=S makes each worker "train" S seconds before it is done;
@@ -121,9 +125,19 @@ def worker():
     conn.sendall(f"done {node_id}\n".encode())
 
 
+def simulation():
+    if env("MS_ROLE") or env("MS_SCHED_HOST"):
+        say(f"simulation with a cluster role: MS_ROLE={env('MS_ROLE')}")
+        sys.exit(2)
+    say(f"simulating rank {env('RANK_ID')} of {env('MS_WORKER_NUM')} at level "
+        f"{env('MS_SIMULATION_LEVEL')} " + " ".join(f"{n}={env(n)}" for n in SHOWN))
+
+
 if __name__ == "__main__":
     role = env("MS_ROLE")
-    if role == "MS_SCHED":
+    if env("MS_SIMULATION_LEVEL"):
+        simulation()
+    elif role == "MS_SCHED":
         scheduler()
     elif role == "MS_WORKER":
         worker()

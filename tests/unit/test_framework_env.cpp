@@ -67,6 +67,21 @@ TEST_CASE("framework env: MindSpore's dynamic cluster, every worker of it", "[en
   CHECK_FALSE(runs_mindspore_scheduler(cfg, second_node()));
 }
 
+TEST_CASE("framework env: MindSpore's dry run (msrun --sim_level) builds no cluster",
+          "[env][framework]") {
+  LaunchConfig cfg = config(Framework::kMindSpore);
+  cfg.worker.ms_simulation = MindSporeSimulation{2, 13, 0, 16};
+  const EnvMap env = contract(cfg, second_node(), 1);
+  CHECK(env.at("MS_SIMULATION_LEVEL") == "2");
+  CHECK(env.at("MS_WORKER_NUM") == "16");
+  CHECK(env.at("RANK_SIZE") == "16");
+  CHECK(env.at("RANK_ID") == "13");
+  for (const char* cluster :
+       {"MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_TOPO_TIMEOUT", "MS_NODE_ID"})
+    CHECK_FALSE(env.count(cluster));
+  CHECK_FALSE(runs_mindspore_scheduler(cfg, Assignment{}));
+}
+
 TEST_CASE("framework env: MindSpore's rank-table mode is ascend8p.sh's contract",
           "[env][framework]") {
   LaunchConfig cfg = config(Framework::kMindSpore);
@@ -106,8 +121,7 @@ TEST_CASE("framework env: the TF Adapter's rank table: JOB_ID and the logical de
   CHECK(tf_job_id("") == "npu_run");
 }
 
-TEST_CASE("framework env: the TF Adapter's CM_* mode has no rank variables",
-          "[env][framework]") {
+TEST_CASE("framework env: the TF Adapter's CM_* mode has no rank variables", "[env][framework]") {
   LaunchConfig cfg = config(Framework::kTensorFlow);
   cfg.worker.tf_cluster = TfCluster::kEnv;
   Assignment a = second_node();

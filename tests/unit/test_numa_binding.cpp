@@ -133,3 +133,19 @@ TEST_CASE("numa binding: what sysfs lacks is named", "[numa]") {
   CHECK(parse_numa_mode("core-complex") == NumaMode::kCoreComplex);
   CHECK_FALSE(parse_numa_mode("numa").has_value());
 }
+
+TEST_CASE("numa: msrun's even split of the CPUs where there is no device", "[numa][msrun]") {
+  auto cpus = [](const std::vector<NumaPlacement>& places) {
+    std::vector<std::vector<int>> out;
+    for (const NumaPlacement& p : places) {
+      CHECK(p.node == -1);  // no memory node preferred
+      out.push_back(p.cpus);
+    }
+    return out;
+  };
+  CHECK(cpus(split_cpus_evenly({0, 1, 2, 3, 4, 5, 6}, 3)) ==
+        std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5, 6}});
+  CHECK(cpus(split_cpus_evenly({2, 3}, 2)) == std::vector<std::vector<int>>{{2}, {3}});
+  // Fewer CPUs than workers: shared in turn, never an empty set (which would mean "any").
+  CHECK(cpus(split_cpus_evenly({0, 1}, 3)) == std::vector<std::vector<int>>{{0}, {1}, {0}});
+}

@@ -182,3 +182,53 @@ TEST_CASE("specs: stream routing for every combination of flags", "[spec]") {
     CHECK(s[2].console_prefix == "2> ");
   }
 }
+
+TEST_CASE("specs: msrun's files, one per rank for both streams, the console as --tail_worker_log",
+          "[spec][msrun]") {
+  LaunchConfig cfg = config(2);
+  cfg.worker.framework = Framework::kMindSpore;
+  cfg.output.msrun_logs = MsrunLogs{"msrun_log", "worker", std::set<int>{5}, true};
+  Assignment a = assignment(2);
+  a.world_size = 4;
+  a.rank_offset = 4;  // node 2 of a job of 2-worker nodes
+  auto specs = make_worker_specs(cfg, a, AttemptLayout{"/tmp/run", false, 0}, {});
+  for (const WorkerSpec& spec : specs) {
+    const std::string file = "msrun_log/worker_" + std::to_string(spec.global_rank) + ".log";
+    for (const StreamRoute* route : {&spec.out, &spec.err}) {
+      CHECK(route->file == file);
+      CHECK(route->shared_file);  // O_APPEND: neither stream overwrites the other
+      CHECK_FALSE(route->keep_file);
+      // Rank 5 is tailed to the console (a relay writes its file too); rank 4 only in its file.
+      CHECK(route->to_console == (spec.global_rank == 5));
+      CHECK(route->sink == (spec.global_rank == 5 ? StreamSink::kRelay : StreamSink::kFile));
+    }
+    CHECK(spec.err.keep_tail);  // the failure's traceback is read back from the file
+  }
+  // A restart adds to the files; detached (--join False) nothing goes to a console.
+  cfg.output.msrun_logs->console = false;
+  specs = make_worker_specs(cfg, a, AttemptLayout{"/tmp/run", false, 1}, {});
+  CHECK(specs[1].out.keep_file);
+  CHECK_FALSE(specs[1].out.to_console);
+  // The scheduler's both streams in scheduler.log, never on the console.
+  const auto sched =
+      make_scheduler_spec(cfg, Assignment{}, AttemptLayout{"/tmp/run", false, 0}, {});
+  REQUIRE(sched.has_value());
+  CHECK(sched->out.file == "msrun_log/scheduler.log");
+  CHECK(sched->err.file == "msrun_log/scheduler.log");
+  CHECK_FALSE(sched->err.to_console);
+}
+
+TEST_CASE("specs: a dry run's files are named after the rank it simulates", "[spec][msrun]") {
+  LaunchConfig cfg = config(2);
+  cfg.worker.framework = Framework::kMindSpore;
+  cfg.output.msrun_logs = MsrunLogs{"", "10.0.0.2_h1", std::nullopt, true};
+  cfg.worker.ms_simulation = MindSporeSimulation{1, -1, 6, 8};
+  auto specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
+  CHECK(specs[1].out.file == "10.0.0.2_h1_7.log");
+  CHECK(specs[1].env.at("RANK_ID") == "7");
+  cfg.worker.ms_simulation->rank_id = 3;
+  specs = make_worker_specs(cfg, assignment(2), kErrorFilesOnly, {});
+  CHECK(specs[0].out.file == "10.0.0.2_h1_3.log");
+  // No cluster: no scheduler beside a dry run.
+  CHECK_FALSE(make_scheduler_spec(cfg, Assignment{}, kErrorFilesOnly, {}).has_value());
+}

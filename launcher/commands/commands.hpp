@@ -110,10 +110,15 @@ struct StatusCommand {
   pid_t agent_pid = 0;  // 0: whichever agent runs here
   std::chrono::milliseconds timeout{10'000};
   bool json = false;
+  bool stop = false;  // --stop: end the job of the agent here (SIGTERM) and wait for it
 };
 std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
                                                             const EnvMap& env);
 int show_status(const StatusCommand& command);
+
+// `npu_run msrun [MSRUN OPTIONS] [NPU_RUN OPTIONS] SCRIPT ...`: MindSpore's msrun command line
+// run by npu_run (commands/msrun.cpp).
+int msrun_command(const std::vector<std::string>& args, const EnvMap& env);
 
 // `npu_run hostnames [EXPR]`: a Slurm hostlist, one host per line, like `scontrol show
 // hostnames` (EXPR defaults to $SLURM_JOB_NODELIST); 2 with the error for invalid input.

@@ -12,8 +12,13 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "agent/status_text.hpp"
 #include "basics/token_file.hpp"
@@ -49,8 +54,12 @@ class StatusOptions : public OptionTable {
         ->type_name("FILE");
     app_.add_option("--pid", cmd.agent_pid,
                     "Ask the agent with this pid, when several run on this host");
-    app_.add_option("--timeout", timeout_seconds, "Seconds to wait for the answer (default 10)");
+    timeout = app_.add_option("--timeout", timeout_seconds,
+                              "Seconds to wait for the answer (default 10)");
     app_.add_flag("--json", cmd.json, "Print the status as JSON");
+    app_.add_flag("--stop", cmd.stop,
+                  "Stop the job of the agent on this host (as SIGTERM would: its workers are "
+                  "stopped, then it exits) and wait for it, up to --timeout (default 120)");
   }
   CLI::App& app() override { return app_; }
 
@@ -58,7 +67,7 @@ class StatusOptions : public OptionTable {
   StatusCommand cmd;
   std::string token_file;
   double timeout_seconds = 10;
-  CLI::Option *master_addr, *master_port;
+  CLI::Option *master_addr, *master_port, *timeout = nullptr;
 };
 
 StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
@@ -75,6 +84,12 @@ StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
                     o.timeout_seconds));
   }
   cmd.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000));
+  // A stop waits for the workers' --term-timeout and the agent's own end.
+  if (cmd.stop && o.timeout->count() == 0) cmd.timeout = std::chrono::seconds(120);
+  if (cmd.stop && cmd.direct)
+    throw UsageError(
+        "--stop ends the job of an agent on this host: leave out --master-addr/--master-port "
+        "and run it on a node of the job");
   if (cmd.direct && cmd.agent_pid != 0)
     throw UsageError(
         "--pid asks an agent on this host, --master-addr/--master-port the "
@@ -138,6 +153,64 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
   return fmt::format("several jobs run on this host: {}; pick one with --pid", list);
 }
 
+// An agent that is gone, or a zombie its parent has not reaped yet.
+bool process_ended(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
+}
+
+// The one agent --stop means: the --pid given, or the only one here.
+std::variant<pid_t, std::string> agent_to_stop(const StatusCommand& cmd) {
+  std::vector<AgentDirectory> agents = live_agent_directories(cmd.agent_pid != 0);
+  if (cmd.agent_pid != 0) {
+    std::erase_if(agents, [&](const AgentDirectory& a) { return a.pid != cmd.agent_pid; });
+    if (agents.empty())
+      return fmt::format("no npu_run agent with pid {} runs on this host as this user",
+                         cmd.agent_pid);
+  }
+  if (agents.empty()) return std::string("no npu_run agent of this user runs on this host");
+  if (agents.size() > 1) {
+    std::string pids;
+    for (const AgentDirectory& a : agents)
+      pids += fmt::format("{}{}", pids.empty() ? "" : ", ", a.pid);
+    return fmt::format("several npu_run agents run on this host (pids {}); pick one with --pid",
+                       pids);
+  }
+  return agents.front().pid;
+}
+
+int stop_agent_here(const StatusCommand& cmd) {
+  const auto which = agent_to_stop(cmd);
+  if (const auto* why = std::get_if<std::string>(&which)) {
+    std::cerr << "npu_run status --stop: " << *why << "\n";
+    return 1;
+  }
+  const pid_t pid = std::get<pid_t>(which);
+  if (::kill(pid, SIGTERM) != 0) {
+    std::cerr << fmt::format("npu_run status --stop: cannot signal pid {}: {}\n", pid,
+                             std::strerror(errno));
+    return 1;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + cmd.timeout;
+  while (!process_ended(pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::cerr << fmt::format(
+          "npu_run status --stop: agent pid {} got SIGTERM and is still stopping its job after "
+          "{} s; wait longer (--timeout) or send it SIGKILL (its guardian then kills the "
+          "workers)\n",
+          pid, std::chrono::duration_cast<std::chrono::seconds>(cmd.timeout).count());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cout << fmt::format("npu_run status --stop: the agent pid {} stopped its job and ended\n",
+                           pid);
+  return 0;
+}
+
 }  // namespace
 
 std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
@@ -147,6 +220,7 @@ std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<st
 }
 
 int show_status(const StatusCommand& command) {
+  if (command.stop) return stop_agent_here(command);
   const rdzv::StatusResult answer =
       command.direct ? rdzv::query_rendezvous_status(command.master_addr, command.master_port,
                                                      command.run_id, command.token, command.timeout)

@@ -54,6 +54,8 @@ const std::vector<Subcommand>& subcommands() {
        [](const std::vector<std::string>& args, const EnvMap& env) {
          return parse_and_run([&] { return parse_status_command(args, env); }, show_status);
        }},
+      {"msrun", "MindSpore's msrun command line, run by npu_run (change one word)", nullptr,
+       msrun_command},
       {"hostnames", "expand a Slurm hostlist, one host per line", nullptr, print_hostnames},
       {"ledger", "list or clear the ledger of bad nodes (--spares, --ledger)", nullptr,
        ledger_command},

@@ -5,8 +5,8 @@
 # (node 0's scheduler listens on MS_SCHED_HOST:MS_SCHED_PORT; every worker, node 1's over the
 # veth, registers its MS_NODE_ID with it), and a TF stand-in checks the CM_* variables and has
 # node 0's chief listen on CM_CHIEF_IP:CM_CHIEF_PORT where node 1's processes connect. Then a
-# MindSpore worker on node 1 fails once: the job restarts (scheduler again) and ends 0. No
-# process of the jobs survives.
+# MindSpore worker on node 1 fails once: the job restarts (scheduler again) and ends 0. Then
+# `npu_run msrun` with msrun's own line on each host. No process of the jobs survives.
 #
 # usage: netns_frameworks.sh NPU_RUN_BINARY SOURCE_DIR   (root required; exits 77 = skipped otherwise)
 set -euo pipefail
@@ -116,4 +116,29 @@ expect_in "$work/node0.out" "chief heard from 10.231.78.1/1 10.231.78.2/2 10.231
 expect_in "$work/node1.out" "rank 2 CM_WORKER_IP=10.231.78.2 CM_CHIEF_DEVICE=0"
 require_no_job_processes "TensorFlow CM_* across two namespaces"
 echo "passed: the TF Adapter's chief on node 0's held port, reached from both nodes"
+# 4. msrun's own command line on each "host" (--node_rank -1: the rendezvous numbers the
+# nodes), each node's files in its own --log_dir, named as msrun names them.
+run_msrun() {  # ns index
+  local ns=$1 i=$2
+  ip netns exec "$ns" env NPU_RUN_TEST_MARKER="$marker" PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}" \
+    "$npu_run" msrun --worker_num=4 --local_worker_num=2 --master_addr=10.231.78.1 --master_port=29684 \
+    --log_dir="$work/msrun$i" --join=True --cluster_time_out=60 "$source_dir/tests/tools/fake_mindspore.py" \
+    >"$work/node$i.out" 2>"$work/node$i.err" &
+  pids[$i]=$!
+}
+run_msrun "$ns_a" 0
+run_msrun "$ns_b" 1
+for i in 0 1; do
+  wait_bounded 120 "${pids[$i]}" "node $i (npu_run msrun)"
+  [ "$rc" -eq 0 ] || fail "node $i exited $rc (npu_run msrun)"
+done
+files=$(cd "$work" && ls msrun0 msrun1 | grep '\.log$' | sort | tr '\n' ' ')
+[ "$files" = "scheduler.log worker_0.log worker_1.log worker_2.log worker_3.log " ] ||
+  fail "msrun's files across the two nodes: $files"
+cat "$work"/msrun*/scheduler.log >"$work/scheduler.log"
+cat "$work"/msrun*/worker_3.log >"$work/worker_3.log"
+expect_in "$work/scheduler.log" "all 4 workers registered with ids [0, 1, 2, 3]"
+expect_in "$work/worker_3.log" "worker 3 of 4 runs MS_ROLE=MS_WORKER MS_SCHED_HOST=10.231.78.1"
+require_no_job_processes "npu_run msrun across two namespaces"
+echo "passed: npu_run msrun on two hosts, msrun's files, the rendezvous numbering the nodes"
 echo "PASS: MindSpore and TensorFlow contracts across two network namespaces"

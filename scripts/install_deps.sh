@@ -21,6 +21,7 @@ packages=(
   nftables                                    # tests/e2e/netns_partition.sh: partitions
   openssh-server openssh-client               # tests/e2e/ssh_hosts.sh: hosts reached by ssh
   ccache                                      # every build (cmake/compiler_cache.cmake)
+  etcd-server etcd-client                     # the real etcd of the etcd rendezvous' tests
 )
 cross=0
 for arg in "$@"; do

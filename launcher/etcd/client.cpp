@@ -1,0 +1,106 @@
+#include "etcd/client.hpp"
+
+#include <fmt/format.h>
+
+#include "etcd/http_call.hpp"
+
+namespace npu_run::etcd {
+
+namespace {
+
+constexpr int kUnauthenticated = 16;  // gRPC: the token is unknown or expired
+constexpr int kUnavailable = 14;      // gRPC: "etcdserver: no leader", a member stopping
+
+// etcd's error answer: {"error": ..., "message": ..., "code": N}; anything else as text.
+Failure failure_of(int status, const std::string& body, const std::string& member) {
+  Failure f;
+  f.http_status = status;
+  const Json answer = Json::parse(body, nullptr, false);
+  std::string message =
+      answer.is_object() ? answer.value("message", answer.value("error", "")) : body.substr(0, 200);
+  if (answer.is_object() && answer.contains("code") && answer.at("code").is_number_integer())
+    f.code = answer.at("code").get<int>();
+  f.what = fmt::format("etcd at {} answered HTTP {}: {}", member, status, message);
+  return f;
+}
+
+}  // namespace
+
+struct Client::Call {
+  std::string path;
+  std::string body;
+  ReplyHandler done;
+  size_t tried = 0;      // members tried for this call
+  std::string failures;  // what each said
+  bool logged_in_again = false;
+};
+
+Client::Client(boost::asio::io_context& io, Settings settings)
+    : io_(io), settings_(std::move(settings)) {}
+
+Client::~Client() = default;
+
+void Client::call(const std::string& path, const Json& body, ReplyHandler done) {
+  auto c = std::make_shared<Call>(Call{path, body.dump(), std::move(done), 0, {}, false});
+  if (!settings_.user.empty() && token_.empty()) return log_in_then(c);
+  send(c);
+}
+
+// /v3/auth/authenticate, through the same failover, then the call itself.
+void Client::log_in_then(const std::shared_ptr<Call>& c) {
+  const Json login{{"name", settings_.user}, {"password", settings_.password}};
+  auto then = [this, c](Reply reply) {
+    if (auto* f = std::get_if<Failure>(&reply)) {
+      f->what = fmt::format("logging in to etcd as user '{}': {}", settings_.user, f->what);
+      return c->done(std::move(*f));
+    }
+    token_ = std::get<Json>(reply).value("token", "");
+    send(c);
+  };
+  send(std::make_shared<Call>(
+      Call{"/v3/auth/authenticate", login.dump(), std::move(then), 0, {}, true}));
+}
+
+void Client::send(const std::shared_ptr<Call>& c) {
+  const size_t index = (current_ + c->tried) % settings_.endpoints.size();
+  const bool login = c->path == "/v3/auth/authenticate";
+  post_json(
+      io_, settings_.endpoints[index], c->path, c->body, login ? "" : token_, settings_.timeout,
+      [this, c, index, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& error,
+                                                           const HttpAnswer& answer) {
+        if (alive.expired()) return;
+        if (error) {
+          return try_next(
+              c, fmt::format("{}: {}", settings_.endpoints[index].to_string(), error.message()));
+        }
+        on_answer(c, index, answer.status, answer.body);
+      });
+}
+
+void Client::on_answer(const std::shared_ptr<Call>& c, size_t index, int status,
+                       const std::string& body) {
+  const std::string member = settings_.endpoints[index].to_string();
+  if (status == 200) {
+    current_ = index;
+    Json answer = Json::parse(body, nullptr, false);
+    if (answer.is_discarded())
+      return c->done(Failure{fmt::format("etcd at {} answered with no JSON", member), 200, 0});
+    return c->done(std::move(answer));
+  }
+  Failure f = failure_of(status, body, member);
+  if (f.code == kUnavailable) return try_next(c, f.what);
+  if (f.code == kUnauthenticated && !settings_.user.empty() && !c->logged_in_again) {
+    c->logged_in_again = true;  // the token lapsed: once more with a fresh one
+    token_.clear();
+    return log_in_then(c);
+  }
+  c->done(std::move(f));
+}
+
+void Client::try_next(const std::shared_ptr<Call>& c, const std::string& why) {
+  c->failures += (c->failures.empty() ? "" : "; ") + why;
+  if (++c->tried < settings_.endpoints.size()) return send(c);
+  c->done(Failure{fmt::format("no etcd member answered ({})", c->failures), 0, 0});
+}
+
+}  // namespace npu_run::etcd

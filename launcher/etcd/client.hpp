@@ -1,0 +1,67 @@
+// etcd v3 over its JSON gateway for the agent's event loop: a call is a POST to one member,
+// the one that answered last, then each other in turn while none answers (refused, timed out,
+// "no leader"), so a 3-member cluster that lost one is no different to the caller. With a user
+// it logs in first, and again when etcd says the token expired (simple tokens lapse after 5
+// minutes unused). The password is never logged nor put in a message.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "etcd/endpoints.hpp"
+#include "etcd/requests.hpp"
+
+namespace npu_run::etcd {
+
+struct Settings {
+  std::vector<Endpoint> endpoints;
+  std::string user;  // empty: no authentication
+  std::string password;
+  std::chrono::milliseconds timeout{3000};  // one request on one member
+};
+
+struct Failure {
+  std::string what;     // names the members and what each said, or etcd's own message
+  int http_status = 0;  // the answer's status; 0 when no member answered
+  int code = 0;         // etcd's (gRPC) code in an error answer: 9 failed precondition, ...
+  bool answered() const { return http_status != 0; }
+};
+using Reply = std::variant<Json, Failure>;
+using ReplyHandler = std::function<void(Reply)>;
+
+class Client {
+ public:
+  Client(boost::asio::io_context& io, Settings settings);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // POSTs `body` to `path` ("/v3/kv/range"); `done` runs once, from the loop, never after the
+  // client is gone.
+  void call(const std::string& path, const Json& body, ReplyHandler done);
+
+  const Settings& settings() const { return settings_; }
+  // The member that answered last ("host:port").
+  std::string member() const { return settings_.endpoints.at(current_).to_string(); }
+
+ private:
+  struct Call;
+  void log_in_then(const std::shared_ptr<Call>& call);
+  void send(const std::shared_ptr<Call>& call);
+  void on_answer(const std::shared_ptr<Call>& call, size_t index, int status,
+                 const std::string& body);
+  void try_next(const std::shared_ptr<Call>& call, const std::string& why);
+
+  boost::asio::io_context& io_;
+  Settings settings_;
+  size_t current_ = 0;
+  std::string token_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace npu_run::etcd

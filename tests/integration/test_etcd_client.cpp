@@ -1,0 +1,193 @@
+// The etcd layer against a real 3-member etcd cluster (support/etcd_cluster.hpp): what the
+// etcd rendezvous relies on, checked on the server it will run against: reads, the create-if-
+// absent election and its epoch, writes fenced by the epoch, leases that lapse, failover across
+// members, a member that never answers, logins.
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <optional>
+#include <thread>
+
+#include "etcd/client.hpp"
+#include "support/etcd_cluster.hpp"
+#include "support/fixtures.hpp"
+#include "support/run_until.hpp"
+
+using namespace npu_run;
+using namespace npu_run::testing;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Calls etcd and runs the loop until the answer is in.
+class Caller {
+ public:
+  explicit Caller(const std::string& endpoints, std::chrono::milliseconds timeout = 2s,
+                  std::string user = "", std::string password = "") {
+    etcd::Settings settings;
+    settings.endpoints = etcd::parse_endpoints(endpoints);
+    settings.timeout = timeout;
+    settings.user = std::move(user);
+    settings.password = std::move(password);
+    client_ = std::make_unique<etcd::Client>(io_, settings);
+  }
+
+  etcd::Reply call(const std::string& path, const etcd::Json& body) {
+    std::optional<etcd::Reply> reply;
+    client_->call(path, body, [&](etcd::Reply r) { reply = std::move(r); });
+    REQUIRE(run_until(
+        io_, [&] { return reply.has_value(); }, 30s));
+    return std::move(*reply);
+  }
+  etcd::Json ok(const std::string& path, const etcd::Json& body) {
+    etcd::Reply reply = call(path, body);
+    if (auto* f = std::get_if<etcd::Failure>(&reply)) FAIL(f->what);
+    return std::get<etcd::Json>(reply);
+  }
+  std::string failure(const std::string& path, const etcd::Json& body) {
+    etcd::Reply reply = call(path, body);
+    REQUIRE(std::holds_alternative<etcd::Failure>(reply));
+    return std::get<etcd::Failure>(reply).what;
+  }
+  std::vector<etcd::KeyValue> range(const std::string& key, bool prefix) {
+    return etcd::range_kvs(ok("/v3/kv/range", etcd::range_request(key, prefix)));
+  }
+  etcd::Client& client() { return *client_; }
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<etcd::Client> client_;
+};
+
+}  // namespace
+
+TEST_CASE("etcd client: keys, prefixes and deletes on a 3-member cluster", "[integration][etcd]") {
+  EtcdCluster cluster;
+  Caller etcd(cluster.endpoints());
+  etcd.ok("/v3/kv/put", etcd::put_request("/job/a/x", "1"));
+  etcd.ok("/v3/kv/put", etcd::put_request("/job/a/y", "2"));
+  etcd.ok("/v3/kv/put", etcd::put_request("/job/ab", "3"));  // not under "/job/a/"
+  const auto kvs = etcd.range("/job/a/", true);
+  REQUIRE(kvs.size() == 2);
+  CHECK(kvs[0].key == "/job/a/x");
+  CHECK(kvs[1].value == "2");
+  CHECK(etcd.range("/job/none", false).empty());
+  etcd.ok("/v3/kv/deleterange", etcd::delete_request("/job/a/", true));
+  CHECK(etcd.range("/job/a/", true).empty());
+  CHECK(etcd.range("/job/ab", false).size() == 1);
+}
+
+TEST_CASE("etcd client: the create-if-absent election, its epoch and the writes it fences",
+          "[integration][etcd]") {
+  EtcdCluster cluster;
+  Caller etcd(cluster.endpoints());
+  const etcd::TxnResult won =
+      etcd::txn_result(etcd.ok("/v3/kv/txn", etcd::create_if_absent_request("/j/leader", "a", 0)));
+  CHECK(won.succeeded);
+  const etcd::TxnResult lost =
+      etcd::txn_result(etcd.ok("/v3/kv/txn", etcd::create_if_absent_request("/j/leader", "b", 0)));
+  CHECK_FALSE(lost.succeeded);
+  REQUIRE(lost.read.size() == 1);
+  CHECK(lost.read[0].value == "a");  // the loser learns who leads
+  const int64_t epoch = lost.read[0].create_revision;
+  CHECK(epoch == won.revision);  // the winner's write made the key: its revision is the epoch
+  // The leader's writes go through while its key stands with its epoch ...
+  CHECK(etcd::txn_result(etcd.ok("/v3/kv/txn", etcd::guarded_txn_request("/j/leader", epoch,
+                                                                         {{"/j/round", "1"}})))
+            .succeeded);
+  // ... and never once a new leader's key replaced it, even with the same value.
+  etcd.ok("/v3/kv/deleterange", etcd::delete_request("/j/leader", false));
+  etcd.ok("/v3/kv/txn", etcd::create_if_absent_request("/j/leader", "a", 0));
+  CHECK_FALSE(etcd::txn_result(etcd.ok("/v3/kv/txn", etcd::guarded_txn_request(
+                                                         "/j/leader", epoch, {{"/j/round", "2"}})))
+                  .succeeded);
+  CHECK(etcd.range("/j/round", false).at(0).value == "1");
+}
+
+TEST_CASE("etcd client: a lease keeps its keys while renewed, and they go when it lapses",
+          "[integration][etcd]") {
+  EtcdCluster cluster;
+  Caller etcd(cluster.endpoints());
+  const etcd::Lease lease =
+      etcd::lease_result(etcd.ok("/v3/lease/grant", etcd::lease_grant_request(2)));
+  REQUIRE(lease.id != 0);
+  CHECK(lease.ttl == 2);
+  etcd.ok("/v3/kv/put", etcd::put_request("/j/member/0", "host-a", lease.id));
+  for (int i = 0; i < 4; ++i) {  // renewed every 0.7 s for 2.8 s: longer than its TTL
+    std::this_thread::sleep_for(700ms);
+    CHECK(
+        etcd::lease_result(etcd.ok("/v3/lease/keepalive", etcd::lease_id_request(lease.id))).ttl ==
+        2);
+  }
+  CHECK(etcd.range("/j/member/0", false).size() == 1);
+  std::this_thread::sleep_for(3200ms);  // no renewal: expiry is checked every 0.5 s
+  CHECK(etcd.range("/j/member/0", false).empty());
+  // An expired lease still answers 200, without TTL.
+  CHECK(etcd::lease_result(etcd.ok("/v3/lease/keepalive", etcd::lease_id_request(lease.id))).ttl ==
+        0);
+  // A revoked lease takes its keys at once (a clean exit leaves nothing under the prefix).
+  const etcd::Lease second =
+      etcd::lease_result(etcd.ok("/v3/lease/grant", etcd::lease_grant_request(60)));
+  etcd.ok("/v3/kv/put", etcd::put_request("/j/member/1", "host-b", second.id));
+  etcd.ok("/v3/lease/revoke", etcd::lease_id_request(second.id));
+  CHECK(etcd.range("/j/", true).empty());
+}
+
+TEST_CASE("etcd client: members that are gone or never answer are passed over, all gone is named",
+          "[integration][etcd]") {
+  EtcdCluster cluster;
+  // A listener that accepts and never answers (a hung member), then one nobody serves.
+  const int stall = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(stall, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(stall, 8) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(stall, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int stalled_port = ntohs(addr.sin_port);
+  const int free_port = unused_port();
+  Caller etcd(
+      fmt::format("127.0.0.1:{},127.0.0.1:{},{}", stalled_port, free_port, cluster.endpoints()),
+      500ms);
+  etcd.ok("/v3/kv/put", etcd::put_request("/k", "v"));
+  CHECK(etcd.client().member() == fmt::format("127.0.0.1:{}", cluster.client_port(0)));
+  // One member of three lost: nothing changes for the caller.
+  cluster.kill(0);
+  CHECK(etcd.range("/k", false).at(0).value == "v");
+  CHECK(etcd.client().member() == fmt::format("127.0.0.1:{}", cluster.client_port(1)));
+  // All lost: every member is named with what it said.
+  cluster.kill(1);
+  cluster.kill(2);
+  const std::string why = etcd.failure("/v3/kv/range", etcd::range_request("/k", false));
+  CHECK_THAT(why, Contains("no etcd member answered"));
+  CHECK_THAT(why, Contains(fmt::format("127.0.0.1:{}: ", stalled_port)));
+  CHECK_THAT(why, Contains(fmt::format("127.0.0.1:{}: Connection refused", free_port)));
+  CHECK_THAT(why, Contains(fmt::format("127.0.0.1:{}: ", cluster.client_port(2))));
+  ::close(stall);
+}
+
+TEST_CASE("etcd client: a user and password log in; a wrong password is refused by name",
+          "[integration][etcd]") {
+  EtcdCluster cluster(1);
+  Caller admin(cluster.endpoints());
+  admin.ok("/v3/auth/user/add", {{"name", "root"}, {"password", "root-secret"}});
+  admin.ok("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}});
+  admin.ok("/v3/auth/enable", etcd::Json::object());
+  // Without a login etcd refuses; with one the call goes through.
+  CHECK_THAT(admin.failure("/v3/kv/range", etcd::range_request("/k", false)),
+             Contains("answered HTTP"));
+  Caller user(cluster.endpoints(), 2s, "root", "root-secret");
+  user.ok("/v3/kv/put", etcd::put_request("/k", "v"));
+  CHECK(user.range("/k", false).at(0).value == "v");
+  Caller wrong(cluster.endpoints(), 2s, "root", "not-the-secret");
+  const std::string why = wrong.failure("/v3/kv/range", etcd::range_request("/k", false));
+  CHECK_THAT(why,
+             Contains("logging in to etcd as user 'root'") && Contains("authentication failed"));
+  CHECK_THAT(why, !Contains("not-the-secret"));
+}

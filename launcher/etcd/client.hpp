@@ -46,8 +46,11 @@ class Client {
   void call(const std::string& path, const Json& body, ReplyHandler done);
 
   const Settings& settings() const { return settings_; }
-  // The member that answered last ("host:port").
+  // The member that answered last ("host:port"), and its index in the settings.
   std::string member() const { return settings_.endpoints.at(current_).to_string(); }
+  size_t member_index() const { return current_; }
+  // The login's token ("" before one, or without a user): a watch sends it too.
+  const std::string& token() const { return token_; }
 
  private:
   struct Call;

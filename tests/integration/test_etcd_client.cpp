@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "etcd/client.hpp"
+#include "etcd/watch.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/fixtures.hpp"
 #include "support/run_until.hpp"
@@ -154,13 +155,14 @@ TEST_CASE("etcd client: members that are gone or never answer are passed over, a
   const int free_port = unused_port();
   Caller etcd(
       fmt::format("127.0.0.1:{},127.0.0.1:{},{}", stalled_port, free_port, cluster.endpoints()),
-      500ms);
+      3s);  // a call during etcd's own election waits for its new leader
   etcd.ok("/v3/kv/put", etcd::put_request("/k", "v"));
   CHECK(etcd.client().member() == fmt::format("127.0.0.1:{}", cluster.client_port(0)));
   // One member of three lost: nothing changes for the caller.
   cluster.kill(0);
   CHECK(etcd.range("/k", false).at(0).value == "v");
-  CHECK(etcd.client().member() == fmt::format("127.0.0.1:{}", cluster.client_port(1)));
+  // (member 1, or member 2 when 1 was still waiting for etcd's own new leader)
+  CHECK(etcd.client().member() != fmt::format("127.0.0.1:{}", cluster.client_port(0)));
   // All lost: every member is named with what it said.
   cluster.kill(1);
   cluster.kill(2);
@@ -190,4 +192,78 @@ TEST_CASE("etcd client: a user and password log in; a wrong password is refused 
   CHECK_THAT(why,
              Contains("logging in to etcd as user 'root'") && Contains("authentication failed"));
   CHECK_THAT(why, !Contains("not-the-secret"));
+}
+
+TEST_CASE(
+    "etcd watch: every put and delete under the prefix once, in order, across the loss of its "
+    "member",
+    "[integration][etcd]") {
+  EtcdCluster cluster;
+  boost::asio::io_context io;
+  etcd::Settings settings;
+  settings.endpoints = etcd::parse_endpoints(cluster.endpoints());
+  settings.timeout = 3s;  // a call during etcd's own election waits for its new leader
+  etcd::Client client(io, settings);
+  auto call = [&](const std::string& path, const etcd::Json& body) {
+    std::optional<etcd::Reply> reply;
+    client.call(path, body, [&](etcd::Reply r) { reply = std::move(r); });
+    REQUIRE(run_until(
+        io, [&] { return reply.has_value(); }, 30s));
+    if (auto* f = std::get_if<etcd::Failure>(&*reply)) FAIL(path << ": " << f->what);
+    return std::get<etcd::Json>(*reply);
+  };
+  call("/v3/kv/put", etcd::put_request("/w/before", "not seen"));
+  std::vector<std::string> seen;  // "PUT /w/a=1", "DELETE /w/a"
+  int troubles = 0;
+  etcd::Watch watch(
+      io, client, "/w/", 0,
+      {[&](const std::vector<etcd::WatchEvent>& events, int64_t) {
+         for (const auto& e : events)
+           seen.push_back(e.deleted ? "DELETE " + e.kv.key : "PUT " + e.kv.key + "=" + e.kv.value);
+       },
+       [&](const std::string& why) { FAIL("the watch ended: " << why); },
+       [&](const std::string&) { ++troubles; }});
+  io.run_for(300ms);  // the watch is created
+  io.restart();
+  call("/v3/kv/put", etcd::put_request("/w/a", "1"));
+  call("/v3/kv/put", etcd::put_request("/x/other", "not watched"));
+  call("/v3/kv/deleterange", etcd::delete_request("/w/a", false));
+  const int64_t lease =
+      etcd::lease_result(call("/v3/lease/grant", etcd::lease_grant_request(2))).id;
+  call("/v3/kv/put", etcd::put_request("/w/member", "m", lease));
+  REQUIRE(run_until(
+      io, [&] { return seen.size() == 4; }, 10s));  // the lease lapses: a DELETE
+  CHECK(seen == std::vector<std::string>{"PUT /w/a=1", "DELETE /w/a", "PUT /w/member=m",
+                                         "DELETE /w/member"});
+  // Its member dies while keys change: the watch resumes on another from where it was.
+  cluster.kill(0);
+  for (int i = 0; i < 5; ++i) call("/v3/kv/put", etcd::put_request("/w/n", std::to_string(i)));
+  REQUIRE(run_until(
+      io, [&] { return seen.size() == 9; }, 20s));
+  CHECK(std::vector<std::string>(seen.begin() + 4, seen.end()) ==
+        std::vector<std::string>{"PUT /w/n=0", "PUT /w/n=1", "PUT /w/n=2", "PUT /w/n=3",
+                                 "PUT /w/n=4"});
+  CHECK(troubles >= 1);
+  io.run_for(500ms);
+  CHECK(seen.size() == 9);  // nothing repeated
+}
+
+TEST_CASE("etcd watch: a compacted start revision ends it, saying so", "[integration][etcd]") {
+  EtcdCluster cluster(1);
+  Caller etcd(cluster.endpoints());
+  for (int i = 0; i < 3; ++i) etcd.ok("/v3/kv/put", etcd::put_request("/c/k", std::to_string(i)));
+  const int64_t now =
+      etcd::header_revision(etcd.ok("/v3/kv/range", etcd::range_request("/c/k", false)));
+  etcd.ok("/v3/kv/compaction", {{"revision", std::to_string(now)}, {"physical", true}});
+  boost::asio::io_context io;
+  etcd::Settings settings;
+  settings.endpoints = etcd::parse_endpoints(cluster.endpoints());
+  etcd::Client client(io, settings);
+  std::optional<std::string> ended;
+  etcd::Watch watch(io, client, "/c/", 2,
+                    {[](const std::vector<etcd::WatchEvent>&, int64_t) {},
+                     [&](const std::string& why) { ended = why; }, nullptr});
+  REQUIRE(run_until(
+      io, [&] { return ended.has_value(); }, 10s));
+  CHECK_THAT(*ended, Contains("compacted"));
 }

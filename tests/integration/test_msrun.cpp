@@ -90,9 +90,11 @@ TEST_CASE(
     "files",
     "[integration][msrun]") {
   TempDir work;
-  Finished f = run_npu_run({"msrun", "--worker_num=4", "--local_worker_num=4", "--join=True",
-                            "--log_dir=logs", "--tail_worker_log=0,1", fake_mindspore()},
-                           {{"FAKE_MS_FAIL", "2"}}, 60s, work.path());
+  Finished f =
+      run_npu_run({"msrun", "--worker_num=4", "--local_worker_num=4", "--join=True",
+                   "--log_dir=logs", "--tail_worker_log=0,1", fake_mindspore()},
+                  // Every worker prints its line before rank 2 fails, a second later.
+                  {{"FAKE_MS_FAIL", "2"}, {"FAKE_MS_TRAIN_SECONDS", "1"}}, 60s, work.path());
   INFO(f.out << f.err);
   CHECK(f.exit_code == 7);  // msrun exits 1 whatever failed
   CHECK_THAT(f.err, Contains("exit code 7") && Contains("log: logs/worker_2.log"));

@@ -180,6 +180,10 @@ size_t Watch::Stream::on_chunk(std::string_view data, beast::error_code& ec) {
       last = parsed.revision;
       next_revision = last + 1;
       handlers.events(parsed.events, parsed.revision);
+      if (stopped) {  // the handler stopped the watch (a new election replaces it)
+        ec = asio::error::operation_aborted;
+        return data.size();
+      }
     }
   }
   if (pending.size() > kMaxAnswerBytes) ec = http::error::body_limit;

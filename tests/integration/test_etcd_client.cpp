@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "etcd/client.hpp"
+#include "etcd/election.hpp"
+#include "etcd/lease_keeper.hpp"
 #include "etcd/watch.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/fixtures.hpp"
@@ -266,4 +268,110 @@ TEST_CASE("etcd watch: a compacted start revision ends it, saying so", "[integra
   REQUIRE(run_until(
       io, [&] { return ended.has_value(); }, 10s));
   CHECK_THAT(*ended, Contains("compacted"));
+}
+
+namespace {
+
+// One agent's part in an election: its client, its lease, its candidacy.
+struct Candidate {
+  Candidate(boost::asio::io_context& io, const std::string& endpoints)
+      : client(io,
+               [&] {
+                 etcd::Settings s;
+                 s.endpoints = etcd::parse_endpoints(endpoints);
+                 s.timeout = 700ms;  // under a third of the TTL: a renewal outlives a dead member
+                 return s;
+               }()),
+        keeper(
+            io, client, 2s,
+            {[this](int64_t) { granted = true; }, [this](const std::string& why) { lost = why; }}) {
+    keeper.start();
+  }
+  void run_for(boost::asio::io_context& io, const std::string& name) {
+    election = std::make_unique<etcd::Election>(
+        io, client, "/job/leader", name, keeper.id(),
+        etcd::Election::Handlers{[this](int64_t epoch) { leads = epoch; },
+                                 [this](const std::string& who, int64_t epoch) {
+                                   follows = who;
+                                   followed_epoch = epoch;
+                                 },
+                                 nullptr});
+    election->campaign();
+  }
+  etcd::Client client;
+  etcd::LeaseKeeper keeper;
+  std::unique_ptr<etcd::Election> election;
+  bool granted = false;
+  std::optional<std::string> lost;
+  int64_t leads = 0;
+  std::string follows;
+  int64_t followed_epoch = 0;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "etcd election: one leads, the other follows; the leader's death or exit elects the other "
+    "with a higher epoch",
+    "[integration][etcd]") {
+  EtcdCluster cluster;
+  boost::asio::io_context io;
+  Candidate a(io, cluster.endpoints());
+  Candidate b(io, cluster.endpoints());
+  REQUIRE(run_until(
+      io, [&] { return a.granted && b.granted; }, 10s));
+  a.run_for(io, "a");
+  REQUIRE(run_until(
+      io, [&] { return a.leads != 0; }, 10s));
+  b.run_for(io, "b");
+  REQUIRE(run_until(
+      io, [&] { return !b.follows.empty(); }, 10s));
+  CHECK(b.follows == "a");
+  CHECK(b.followed_epoch == a.leads);
+  // a dies: its lease is no longer renewed, and lapses on etcd's side within its TTL.
+  const auto died = std::chrono::steady_clock::now();
+  a.keeper.abandon();
+  a.election.reset();
+  REQUIRE(run_until(
+      io, [&] { return b.leads != 0; }, 10s));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - died).count();
+  CHECK(took < 2.0 + 1.0);  // the TTL plus a second
+  CHECK(b.leads > a.leads);
+  // b exits cleanly: its revoked lease takes the key at once, and a new candidate leads.
+  Candidate c(io, cluster.endpoints());
+  REQUIRE(run_until(
+      io, [&] { return c.granted; }, 10s));
+  c.run_for(io, "c");
+  REQUIRE(run_until(
+      io, [&] { return c.follows == "b"; }, 10s));
+  bool revoked = false;
+  const auto left = std::chrono::steady_clock::now();
+  b.keeper.revoke([&] { revoked = true; });
+  REQUIRE(run_until(
+      io, [&] { return c.leads != 0; }, 10s));
+  CHECK(std::chrono::steady_clock::now() - left < 1s);
+  CHECK(c.leads > b.leads);
+  CHECK(revoked);
+  CHECK_FALSE(c.lost.has_value());
+}
+
+TEST_CASE("etcd lease keeper: cut off from etcd, the owner is told before etcd can expire it",
+          "[integration][etcd]") {
+  EtcdCluster cluster(1);
+  boost::asio::io_context io;
+  Candidate a(io, cluster.endpoints());
+  REQUIRE(run_until(
+      io, [&] { return a.granted; }, 10s));
+  io.run_for(1500ms);  // a few renewals
+  io.restart();
+  CHECK_FALSE(a.lost.has_value());
+  const auto cut = std::chrono::steady_clock::now();
+  cluster.kill(0);
+  REQUIRE(run_until(
+      io, [&] { return a.lost.has_value(); }, 10s));
+  // etcd counts the 2 s from the last renewal it took, no earlier than when it was sent, which
+  // was before the cut: the owner heard within the TTL less the margin of the cut.
+  CHECK(std::chrono::steady_clock::now() - cut < 2s - a.keeper.margin() + 100ms);
+  CHECK_THAT(*a.lost, Contains("no renewal of etcd lease"));
 }

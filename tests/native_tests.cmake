@@ -58,6 +58,12 @@ add_test(NAME "build: every file the docs name exists"
 set_tests_properties("build: every file the docs name exists"
                      PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION " 0 missing")
 
+# catch_discover_tests splits names on ';': a test name holding one would fail in CI only.
+add_test(NAME "build: no test name holds a semicolon"
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/test_names.py ${PROJECT_SOURCE_DIR})
+set_tests_properties("build: no test name holds a semicolon"
+                     PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION ", 0 with ';'")
+
 # End to end, with the binary and behind the Linux 3.10 wrapper (need root / mpirun; skipped
 # otherwise): across two network namespaces, a real Slurm (controller and two slurmd on this
 # machine) running the sbatch templates, and Open MPI's mpirun starting two agents.

@@ -176,7 +176,7 @@ TEST_CASE("etcd client: members that are gone or never answer are passed over, a
   ::close(stall);
 }
 
-TEST_CASE("etcd client: a user and password log in; a wrong password is refused by name",
+TEST_CASE("etcd client: a user and password log in, a wrong password is refused by name",
           "[integration][etcd]") {
   EtcdCluster cluster(1);
   Caller admin(cluster.endpoints());
@@ -311,8 +311,8 @@ struct Candidate {
 }  // namespace
 
 TEST_CASE(
-    "etcd election: one leads, the other follows; the leader's death or exit elects the other "
-    "with a higher epoch",
+    "etcd election: one leads, the other follows, and the leader's death or exit elects the "
+    "other with a higher epoch",
     "[integration][etcd]") {
   EtcdCluster cluster;
   boost::asio::io_context io;

@@ -198,3 +198,26 @@ TEST_CASE(
     require_no_strays(p);
   }
 }
+
+TEST_CASE(
+    "msrun --rank_table_file: MindSpore's rank-table mode, the model zoo's contract and no "
+    "scheduler",
+    "[integration][mindspore][msrun]") {
+  TempDir dir;
+  const std::string dev = eight_npus(dir);
+  const std::string script = dir.write("contract.py", kLoopContract);
+  const std::string table = source_dir() + "/tests/data/rank_table/hccl_8p_01234567_127.0.0.1.json";
+  NpuRunProcess p(
+      {"msrun", "--worker_num=8", "--local_worker_num=8", "--join=True",
+       "--log_dir=" + dir.file("logs"), "--rank_table_file=" + table, "python3", script, table},
+      {{"NPU_RUN_DEV_ROOT", dev}});
+  const Finished f = p.wait(60s);
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 0);
+  for (int i = 0; i < 8; ++i) {
+    CHECK_THAT(f.out, Contains(fmt::format(
+                          "rank {} device {} size 8 num 8 role None table-same True", i, i)));
+  }
+  CHECK_THAT(f.err, !Contains("scheduler"));
+  require_no_strays(p);
+}

@@ -6,8 +6,7 @@ namespace npu_run::etcd {
 
 LeaseKeeper::LeaseKeeper(boost::asio::io_context& io, Client& client, std::chrono::seconds ttl,
                          Handlers handlers)
-    : io_(io),
-      client_(client),
+    : client_(client),
       ttl_(ttl),
       handlers_(std::move(handlers)),
       renewal_(io),

@@ -49,7 +49,6 @@ class LeaseKeeper {
   void arm_deadline(Clock::time_point sent);
   void give_up(const std::string& why);
 
-  boost::asio::io_context& io_;
   Client& client_;
   std::chrono::milliseconds ttl_;
   Handlers handlers_;

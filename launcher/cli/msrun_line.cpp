@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 #include "basics/text.hpp"
 #include "basics/usage_error.hpp"
@@ -39,11 +40,12 @@ struct Split {
   std::vector<std::string> npu_run;        // npu_run's own options, as typed
   std::vector<std::string> npu_run_names;  // their names
   std::vector<std::string> script;         // the script and its arguments
+  std::set<std::string> typed;             // msrun's options the line gave
 };
 
 Split split_line(const std::vector<std::string>& args,
                  const std::function<bool(const std::string&)>& takes_value) {
-  Split s{msrun_defaults(), {}, {}, {}};
+  Split s{msrun_defaults(), {}, {}, {}, {}};
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -56,6 +58,7 @@ Split split_line(const std::vector<std::string>& args,
     const size_t start = a.find_first_not_of('-');
     const std::string name = a.substr(start, eq == std::string::npos ? eq : eq - start);
     if (a.rfind("--", 0) == 0 && s.msrun.count(name) > 0) {
+      s.typed.insert(name);
       if (eq != std::string::npos) {
         s.msrun[name] = a.substr(eq + 1);
       } else if (i + 1 < args.size()) {
@@ -161,21 +164,25 @@ std::optional<MindSporeSimulation> read_simulation(std::map<std::string, std::st
 }
 
 std::vector<std::string> shape_args(std::map<std::string, std::string>& o, const Counts& c,
-                                    bool simulated) {
+                                    bool simulated, const std::set<std::string>& typed) {
   // A dry run builds no cluster: one node, this one.
+  const int nodes = simulated ? 1 : c.nodes;
   std::vector<std::string> l = {
       "--framework",
       "mindspore",
       "--nproc-per-node",
       std::to_string(c.local),
       "--nnodes",
-      std::to_string(simulated ? 1 : c.nodes),
+      std::to_string(nodes),
       "--master-addr",
       simulated ? std::string("127.0.0.1") : o["master_addr"],
-      "--master-port",
-      std::to_string(msrun_int("master_port", o["master_port"], 1, 65535)),
       "--rdzv-timeout",
       std::to_string(msrun_int("cluster_time_out", o["cluster_time_out"], 1, 604'800))};
+  // Several nodes meet at the port; one node needs none, so msrun's default 8118 is left to
+  // npu_run's choice of a free port there: two single-node jobs on one host never collide.
+  const int port = msrun_int("master_port", o["master_port"], 1, 65535);
+  if (nodes > 1 || typed.count("master_port") > 0)
+    l.insert(l.end(), {"--master-port", std::to_string(port)});
   if (c.node_rank >= 0 && !simulated)
     l.insert(l.end(), {"--node-rank", std::to_string(c.node_rank)});
   if (!o["rank_table_file"].empty()) l.insert(l.end(), {"--rank-table", o["rank_table_file"]});
@@ -206,7 +213,7 @@ MsrunLine read_msrun_line(const std::vector<std::string>& args,
   line.worker_log_name = o["worker_log_name"];
   line.tail_ranks = read_tail_ranks(o["tail_worker_log"], counts.workers);
   line.simulation = read_simulation(o, env, counts);
-  line.launch_args = shape_args(o, counts, line.simulation.has_value());
+  line.launch_args = shape_args(o, counts, line.simulation.has_value(), s.typed);
   line.bind_core = msrun_bool("bind_core", o["bind_core"]);
   line.npu_run_options = s.npu_run_names;
   auto& l = line.launch_args;

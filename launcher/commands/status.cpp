@@ -8,6 +8,9 @@
 // restarts, each node with its state and how long it has been silent, each rank's last beat
 // aged to now (this node's as of now, the others' from their agents' heartbeats), the nodes
 // waiting and missing, and the root cause.
+//
+// `--stop` ends the job of the agent here (a detached one of `npu_run msrun --join False`, or
+// any): SIGTERM to the agent, which stops its workers as on a Ctrl-C, then a wait for its end.
 #include <fmt/format.h>
 #include <sys/stat.h>
 

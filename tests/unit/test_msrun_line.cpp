@@ -1,4 +1,5 @@
 // msrun's command line read into npu_run's (cli/msrun_line.hpp), as MindSpore's docs type it.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "basics/usage_error.hpp"
@@ -33,25 +34,25 @@ TEST_CASE("msrun line: the docs' command, with npu_run's options mixed in", "[ms
   CHECK(l.join);
   CHECK(l.log_dir == "msrun_log");
   const std::vector<std::string> expected{
-      "--framework",   "mindspore", "--nproc-per-node", "4",    "--nnodes",       "2",
-      "--master-addr", "10.0.0.1",  "--master-port",    "8118", "--rdzv-timeout", "300",
-      "--node-rank",   "1",         "--max-restarts",   "3",    "net.py",         "--node_rank=7"};
+      "--framework",   "mindspore", "--nproc-per-node", "4",   "--nnodes",      "2",
+      "--master-addr", "10.0.0.1",  "--rdzv-timeout",   "300", "--master-port", "8118",
+      "--node-rank",   "1",         "--max-restarts",   "3",   "net.py",        "--node_rank=7"};
   CHECK(l.launch_args == expected);  // the script's own arguments are its own
 }
 
 TEST_CASE("msrun line: msrun's defaults, separate values, python and pytest", "[msrun]") {
   MsrunLine l = read_msrun_line({"--worker_num", "8", "train.py"}, npu_run_takes_value, {});
   CHECK_FALSE(l.join);  // msrun's default
-  CHECK(l.launch_args == std::vector<std::string>{"--framework", "mindspore", "--nproc-per-node",
-                                                  "8", "--nnodes", "1", "--master-addr",
-                                                  "127.0.0.1", "--master-port", "8118",
-                                                  "--rdzv-timeout", "600", "train.py"});
+  // One node: msrun's default port is npu_run's to choose (a free one).
+  CHECK(l.launch_args == std::vector<std::string>{
+                             "--framework", "mindspore", "--nproc-per-node", "8", "--nnodes", "1",
+                             "--master-addr", "127.0.0.1", "--rdzv-timeout", "600", "train.py"});
   l = read_msrun_line({"--bind_core=True", "--rank_table_file=/r.json", "pytest", "-s", "t.py"},
                       npu_run_takes_value, {});
   CHECK(l.bind_core);  // the command places the workers (commands/msrun.cpp)
   const std::vector<std::string> tail(l.launch_args.end() - 6, l.launch_args.end());
-  CHECK(tail == std::vector<std::string>{"--rank-table", "/r.json", "--no-python", "pytest", "-s",
-                                         "t.py"});
+  CHECK(tail ==
+        std::vector<std::string>{"--rank-table", "/r.json", "--no-python", "pytest", "-s", "t.py"});
 }
 
 TEST_CASE("msrun line: mistakes are named with the fix", "[msrun]") {
@@ -97,8 +98,7 @@ TEST_CASE("msrun line: a dry run is one node, no cluster, as msrun runs it", "[m
   CHECK(l.simulation->worker_num == 16);
   CHECK(l.launch_args == std::vector<std::string>{"--framework", "mindspore", "--nproc-per-node",
                                                   "1", "--nnodes", "1", "--master-addr",
-                                                  "127.0.0.1", "--master-port", "8118",
-                                                  "--rdzv-timeout", "600", "net.py"});
+                                                  "127.0.0.1", "--rdzv-timeout", "600", "net.py"});
   // Without a rank: every local process, numbered from the node's first rank.
   l = read_msrun_line(
       {"--worker_num=16", "--local_worker_num=8", "--node_rank=1", "--sim_level=0", "net.py"},
@@ -114,4 +114,14 @@ TEST_CASE("msrun line: a dry run is one node, no cluster, as msrun runs it", "[m
   CHECK(l.simulation->rank_id == 33);
   CHECK_FALSE(
       read_msrun_line({"net.py"}, npu_run_takes_value, {{"RANK_ID", "3"}}).simulation.has_value());
+}
+
+TEST_CASE("msrun line: one node keeps a --master_port only when it was typed", "[msrun]") {
+  const MsrunLine l =
+      read_msrun_line({"--worker_num=4", "--local_worker_num=4", "--master_port=9000", "net.py"},
+                      npu_run_takes_value, {});
+  const auto& a = l.launch_args;
+  const auto port = std::find(a.begin(), a.end(), "--master-port");
+  REQUIRE(port != a.end());
+  CHECK(*(port + 1) == "9000");
 }

@@ -58,7 +58,9 @@ TEST_CASE("status: on the node of a running job, every rank's last beat and its 
   std::filesystem::create_directory(tmp);
   const EnvOverrides env{{"TMPDIR", tmp}};
   NpuRunProcess job({"--nproc-per-node", "2", "--rdzv-id", "status-1", beating_worker(dir)}, env);
-  const Finished s = status_until({}, env, {"last 'step 2'", "rank 0  local 0"});
+  // Rank 0 beats on: wait for rank 1's own third beat, not for any 'step 2'.
+  const Finished s =
+      status_until({}, env, {"    rank 1  local 1  3 beats, last 'step 2' ", "rank 0  local 0"});
   INFO(s.out << s.err);
   REQUIRE(s.exit_code == 0);
   CHECK_THAT(s.out, Contains("job 'status-1': running, round 0, restart 0 of 0, 1 node of 1"));

@@ -1,7 +1,5 @@
 // docs/ERRORS.md is the list of user mistakes with npu_run's exact answer to each; this test runs
 // every row of its table, so the document cannot drift from what the binary says.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 #include <sstream>
 
 #include "support/harness.hpp"
+#include "support/silent_listener.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace npu_run::testing;
@@ -71,29 +70,6 @@ std::vector<Row> read_table(const std::map<std::string, std::string>& values) {
   }
   return rows;
 }
-
-// Accepts connections (the kernel does, from the backlog) and never answers: "another program".
-class SilentListener {
- public:
-  SilentListener() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(fd_, 16) == 0);
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~SilentListener() { ::close(fd_); }
-  SilentListener(const SilentListener&) = delete;
-  SilentListener& operator=(const SilentListener&) = delete;
-  int port() const { return port_; }
-
- private:
-  int fd_;
-  int port_ = 0;
-};
 
 }  // namespace
 

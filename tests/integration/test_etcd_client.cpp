@@ -3,8 +3,6 @@
 // absent election and its epoch, writes fenced by the epoch, leases that lapse, failover across
 // members, a member that never answers, logins.
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -18,6 +16,7 @@
 #include "etcd/watch.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/fixtures.hpp"
+#include "support/silent_listener.hpp"
 #include "support/run_until.hpp"
 
 using namespace npu_run;
@@ -145,15 +144,8 @@ TEST_CASE("etcd client: members that are gone or never answer are passed over, a
           "[integration][etcd]") {
   EtcdCluster cluster;
   // A listener that accepts and never answers (a hung member), then one nobody serves.
-  const int stall = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(stall, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(stall, 8) == 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(stall, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int stalled_port = ntohs(addr.sin_port);
+  const SilentListener stalled;
+  const int stalled_port = stalled.port();
   const int free_port = unused_port();
   Caller etcd(
       fmt::format("127.0.0.1:{},127.0.0.1:{},{}", stalled_port, free_port, cluster.endpoints()),
@@ -173,7 +165,6 @@ TEST_CASE("etcd client: members that are gone or never answer are passed over, a
   CHECK_THAT(why, Contains(fmt::format("127.0.0.1:{}: ", stalled_port)));
   CHECK_THAT(why, Contains(fmt::format("127.0.0.1:{}: Connection refused", free_port)));
   CHECK_THAT(why, Contains(fmt::format("127.0.0.1:{}: ", cluster.client_port(2))));
-  ::close(stall);
 }
 
 TEST_CASE("etcd client: a user and password log in, a wrong password is refused by name",

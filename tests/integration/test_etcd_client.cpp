@@ -16,8 +16,8 @@
 #include "etcd/watch.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/fixtures.hpp"
-#include "support/silent_listener.hpp"
 #include "support/run_until.hpp"
+#include "support/silent_listener.hpp"
 
 using namespace npu_run;
 using namespace npu_run::testing;

@@ -34,7 +34,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         admission(sessions, Admission::rules_for(options, state.settings()), options.other_protocol,
                   [this](ClientId id) { forget(id); }),
         tick_timer(io_context),
-        barrier_timer(io_context) {}
+        barrier_timer(io_context) {
+    if (options.resume) state.resume(*options.resume);
+    memory_stamp = {state.round(), state.phase()};
+  }
 
   void start(DoneHandler handler) {
     on_done = std::move(handler);
@@ -176,11 +179,21 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       if (options.taken_out) options.taken_out(t);
     }
     for (const Outgoing& o : outgoing) send(o);
+    note_memory();
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
       finished = true;
       start_exit_barrier();
       check_done();
     }
+  }
+
+  // The job's memory changes only when a round forms, is stopped or is decided: each of these
+  // moves the round or the phase, which is all that is compared per event.
+  void note_memory() {
+    const std::pair stamp{state.round(), state.phase()};
+    if (stamp == memory_stamp) return;
+    memory_stamp = stamp;
+    if (options.memory_changed) options.memory_changed(state.memory());
   }
 
   void send(const Outgoing& o) {
@@ -264,6 +277,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer tick_timer;
   asio::steady_timer barrier_timer;
   uint64_t last_formed_round = 0;
+  std::pair<uint64_t, RendezvousState::Phase> memory_stamp;
   ClientId next_id = 1;
   bool finished = false;
   bool stopped = false;

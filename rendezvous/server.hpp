@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct ServerOptions {
   // Runs for each node the job takes out (lost, a failed health gate, a device fault): the
   // ledger of bad nodes records it.
   std::function<void(const TakenOut&)> taken_out{};
+  // A job another server ran, continued from its memory (an etcd rendezvous whose leader was
+  // lost); and each change of this job's memory as it happens, for the next successor.
+  std::optional<JobMemory> resume{};
+  std::function<void(const JobMemory&)> memory_changed{};
 };
 
 // Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "rendezvous/failure_class.hpp"
+#include "rendezvous/job_memory.hpp"
 #include "rendezvous/messages.hpp"
 
 namespace npu_run::rdzv {
@@ -160,6 +161,10 @@ class RendezvousState {
   bool awaiting_proof(ClientId id) const;
   // The job as it stands at `now`, for `npu_run status` (state_status.cpp).
   JobStatus status(Now now) const;
+  // What the job remembers across rounds (state_memory.cpp): what a successor continues from.
+  JobMemory memory() const;
+  // Continues a job another server ran (etcd: its leader was lost): before any agent is heard.
+  void resume(const JobMemory& memory);
   // The nodes taken out since the last call, for the ledger (at most kMaxTakenOutKept).
   std::vector<TakenOut> take_taken_out();
   static constexpr size_t kMaxTakenOutKept = 1024;

@@ -1206,3 +1206,60 @@ TEST_CASE("rdzv spares: two nodes lost in one round with one spare: a static job
   CHECK(d->exit_code == npu_run::kExitRendezvous);
   CHECK_THAT(d->class_reason, Contains("no spare is left to take its place"));
 }
+
+TEST_CASE("rdzv memory: a successor continues the job: round, restarts, the last root cause",
+          "[rdzv][etcd]") {
+  JobSettings two = settings(2, 3);
+  two.min_nodes = 1;  // elastic 1:2, as a job that survives its leader is
+  Job job(two);
+  const auto start = [&](Job& j, bool greet = true) {
+    if (greet) {
+      j.greet(1);
+      j.greet(2);
+    }
+    Join a = join_as(node("a"), std::nullopt, 2, 3);
+    Join b = join_as(node("b"), std::nullopt, 2, 3);
+    a.min_nodes = b.min_nodes = 1;
+    j.send(1, a);
+    return j.send(2, b);
+  };
+  start(job);
+  job.send(1, failed(0, 0, 3));
+  job.send(2, Report{0, Outcome::kStopped, std::nullopt, 0});
+  REQUIRE(job.state.round() == 1);
+  start(job, false);  // round 1 runs, restart 1, when its leader is lost
+  const JobMemory running = job.state.memory();
+  CHECK(running.round == 1);
+  CHECK(running.round_running);
+  CHECK(running.restart_count == 1);
+  CHECK(running.charged_restarts == 1);
+
+  // Through its JSON, as etcd keeps it; a successor's round is the next, its restart the next.
+  JobMemory kept = memory_from(nlohmann::json::parse(to_json(running).dump()));
+  kept.leader_host = "a";
+  const JobMemory next = successor_memory(kept, t0.wall_ms);
+  CHECK(next.round == 2);
+  CHECK(next.restart_count == 2);
+  CHECK_FALSE(next.round_running);
+  CHECK(next.charged_restarts == 1);  // the leader's loss costs nothing of --max-restarts
+  REQUIRE(next.previous_failure);
+  CHECK(next.previous_failure->lost);
+  CHECK_THAT(next.previous_failure->description, Contains("the rendezvous leader on a was lost"));
+
+  Job successor(two);
+  successor.state.resume(next);
+  const auto assigned = start(successor);
+  REQUIRE(message_to<Assigned>(assigned, 1) != nullptr);
+  CHECK(message_to<Assigned>(assigned, 1)->round == 2);
+  CHECK(message_to<Assigned>(assigned, 1)->restart_count == 2);
+
+  // A round still forming when its leader went goes on forming: no restart.
+  Job forming(two);
+  const JobMemory waiting = forming.state.memory();
+  CHECK_FALSE(waiting.round_running);
+  CHECK(successor_memory(waiting, t0.wall_ms).round == 0);
+  CHECK(successor_memory(waiting, t0.wall_ms).restart_count == 0);
+  // What etcd hands back is checked as a message would be.
+  CHECK_THROWS_WITH(memory_from(nlohmann::json{{"round", "x"}}),
+                    Contains("'round' is not an integer"));
+}

@@ -20,6 +20,7 @@ constexpr size_t kMaxLedgeredHosts = 65'536;
 json to_json(const JobMemory& m) {
   json j{{"round", m.round},
          {"round_running", m.round_running},
+         {"finished", m.finished},
          {"restart_count", m.restart_count},
          {"charged_restarts", m.charged_restarts},
          {"no_progress_restarts", m.no_progress_restarts},
@@ -36,6 +37,7 @@ JobMemory memory_from(const json& j) {
     JobMemory m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
     m.round_running = f.boolean("round_running");
+    m.finished = f.boolean("finished");
     m.restart_count = static_cast<int>(f.integer("restart_count", 0, INT32_MAX));
     m.charged_restarts = static_cast<int>(f.integer("charged_restarts", 0, INT32_MAX));
     m.no_progress_restarts = static_cast<int>(f.integer("no_progress_restarts", 0, INT32_MAX));

@@ -18,6 +18,7 @@ namespace npu_run::rdzv {
 struct JobMemory {
   uint64_t round = 0;
   bool round_running = false;  // a round had formed and not yet been decided
+  bool finished = false;       // the job has ended: nobody is to continue it
   int restart_count = 0;
   int charged_restarts = 0;  // of --max-restarts
   int no_progress_restarts = 0;

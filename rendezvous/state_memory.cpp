@@ -7,6 +7,7 @@ JobMemory RendezvousState::memory() const {
   JobMemory m;
   m.round = round_;
   m.round_running = phase_ == Phase::kRunning || phase_ == Phase::kStopping;
+  m.finished = phase_ == Phase::kFinished;
   m.restart_count = restart_count_;
   m.charged_restarts = charged_restarts_;
   m.no_progress_restarts = no_progress_restarts_;

@@ -30,6 +30,12 @@ class NodeRun {
         });
   }
 
+  // A server that started later (an etcd rendezvous' leader) is run as node 0's is.
+  void adopt(rdzv::RendezvousServer& server) {
+    server_ = &server;
+    start_server();
+  }
+
   void start_server() {
     if (server_ == nullptr) return;
     server_running_ = true;
@@ -39,11 +45,14 @@ class NodeRun {
     });
   }
 
-  void agent_done(int code) {
+  void agent_done(int code, Rendezvous& rendezvous) {
     exit_code_ = code;
     agent_running_ = false;
     if (server_running_ && !server_->job_finished()) outlive_agent();
-    stop_when_all_done();
+    rendezvous.when_closed([this] {
+      rendezvous_closing_ = false;
+      stop_when_all_done();
+    });
   }
 
   int run() {
@@ -68,7 +77,8 @@ class NodeRun {
   }
 
   void stop_when_all_done() {
-    if (!agent_running_ && !server_running_ && !attached_running_) io_.stop();
+    if (!agent_running_ && !server_running_ && !attached_running_ && !rendezvous_closing_)
+      io_.stop();
   }
 
   boost::asio::io_context& io_;
@@ -79,6 +89,7 @@ class NodeRun {
   bool agent_running_ = true;
   bool server_running_ = false;
   bool attached_running_ = false;
+  bool rendezvous_closing_ = true;  // until the rendezvous says it has closed
   int exit_code_ = 1;
 };
 
@@ -96,11 +107,12 @@ void require_open_files(int nproc) {
 }
 
 int run_node(boost::asio::io_context& io, LocalAgent& agent, rdzv::RendezvousServer* server,
-             const LaunchConfig& cfg, const LaunchHooks& hooks) {
+             Rendezvous& rendezvous, const LaunchConfig& cfg, const LaunchHooks& hooks) {
   NodeRun run(io, server, cfg);
   run.attach(hooks, agent);
   run.start_server();
-  agent.start([&run](int code) { run.agent_done(code); });
+  rendezvous.on_hosting([&run](rdzv::RendezvousServer& hosted) { run.adopt(hosted); });
+  agent.start([&run, &rendezvous](int code) { run.agent_done(code, rendezvous); });
   return run.run();
 }
 

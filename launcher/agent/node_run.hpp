@@ -37,9 +37,10 @@ struct LaunchHooks {
 // the hard limit allows, else a UsageError with the fix, before anything starts.
 void require_open_files(int nproc);
 
-// Runs `agent`, `server` (null: this node hosts none) and `hooks` until all are done; returns
-// the agent's exit status.
+// Runs `agent`, `server` (null: this node hosts none; a server `rendezvous` starts hosting
+// later is run the same way) and `hooks` until all are done, and `rendezvous` has closed;
+// returns the agent's exit status.
 int run_node(boost::asio::io_context& io, LocalAgent& agent, rdzv::RendezvousServer* server,
-             const LaunchConfig& cfg, const LaunchHooks& hooks);
+             Rendezvous& rendezvous, const LaunchConfig& cfg, const LaunchHooks& hooks);
 
 }  // namespace npu_run

@@ -93,6 +93,22 @@ std::string format_spec_text(const WorkerSpec& spec, const Assignment& a) {
   return out;
 }
 
+namespace {
+
+// Where the rendezvous is: node 0's address, or the leader etcd elects (never the password).
+std::string rendezvous_text(const LaunchConfig& cfg) {
+  const auto& etcd = cfg.rendezvous.etcd;
+  if (!etcd) return fmt::format("{}:{}", cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
+  std::string text =
+      fmt::format("the agent etcd at {} elects (keys under {}, lease {:.0f} s", etcd->endpoints,
+                  etcd->prefix, std::chrono::duration<double>(etcd->lease_ttl).count());
+  if (!etcd->user.empty())
+    text += fmt::format(", user {} with the password from {}", etcd->user, etcd->password_source);
+  return text + ")";
+}
+
+}  // namespace
+
 std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir) {
   std::string out = "npu_run dry run: the plan below is resolved; nothing is started.\n";
@@ -109,11 +125,10 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                      env_value("MASTER_PORT", std::to_string(a.worker_master_port), a));
   if (a.nnodes > 1) {
     out += fmt::format(
-        "rendezvous: {}:{}; node rank, rank offset and the workers' store are assigned there. "
+        "rendezvous: {}; node rank, rank offset and the workers' store are assigned there. "
         "Shown here "
         "assuming node rank {} and {} workers on every node.\n",
-        cfg.rendezvous.master_addr, cfg.rendezvous.master_port, a.node_rank,
-        cfg.shape.nproc_per_node);
+        rendezvous_text(cfg), a.node_rank, cfg.shape.nproc_per_node);
     // Where the token comes from; the token itself is never printed.
     out += fmt::format("rendezvous token: {}\n", token_source(cfg.rendezvous.token).empty()
                                                      ? "none"
@@ -157,31 +172,30 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
                        {"cpus", spec.cpus.empty() ? json(nullptr) : json(spec.cpus)},
                        {"numa_node", spec.cpus.empty() ? json(nullptr) : json(spec.numa_node)}});
   }
-  json plan{
-      {"dry_run", true},
-      {"nnodes", a.nnodes},
-      {"node_rank", a.node_rank},
-      {"host", a.host},
-      {"nproc_per_node", cfg.shape.nproc_per_node},
-      {"world_size", a.world_size},
-      {"rank_offset", a.rank_offset},
-      {"run_id", cfg.rendezvous.run_id},
-      {"rdzv_token_source", token_source(cfg.rendezvous.token).empty()
-                                ? json(nullptr)
-                                : json(token_source(cfg.rendezvous.token))},
-      {"role", cfg.worker.role},
-      {"max_restarts", cfg.supervision.max_restarts},
-      {"term_timeout_s", std::chrono::duration<double>(cfg.supervision.term_timeout).count()},
-      {"worker_master_addr", a.worker_master_addr},
-      {"worker_master_port",
-       a.worker_master_port == 0 ? json(nullptr) : json(a.worker_master_port)},
-      {"run_dir", run_dir},
-      // Multi-node: ranks and the store come from the rendezvous; these are assumptions.
-      {"assumed", a.nnodes > 1},
-      {"rendezvous", fmt::format("{}:{}", cfg.rendezvous.master_addr, cfg.rendezvous.master_port)},
-      {"devices", cfg.shape.devices},
-      {"health_check", health_mode_text(cfg.health)},
-      {"workers", workers}};
+  json plan{{"dry_run", true},
+            {"nnodes", a.nnodes},
+            {"node_rank", a.node_rank},
+            {"host", a.host},
+            {"nproc_per_node", cfg.shape.nproc_per_node},
+            {"world_size", a.world_size},
+            {"rank_offset", a.rank_offset},
+            {"run_id", cfg.rendezvous.run_id},
+            {"rdzv_token_source", token_source(cfg.rendezvous.token).empty()
+                                      ? json(nullptr)
+                                      : json(token_source(cfg.rendezvous.token))},
+            {"role", cfg.worker.role},
+            {"max_restarts", cfg.supervision.max_restarts},
+            {"term_timeout_s", std::chrono::duration<double>(cfg.supervision.term_timeout).count()},
+            {"worker_master_addr", a.worker_master_addr},
+            {"worker_master_port",
+             a.worker_master_port == 0 ? json(nullptr) : json(a.worker_master_port)},
+            {"run_dir", run_dir},
+            // Multi-node: ranks and the store come from the rendezvous; these are assumptions.
+            {"assumed", a.nnodes > 1},
+            {"rendezvous", rendezvous_text(cfg)},
+            {"devices", cfg.shape.devices},
+            {"health_check", health_mode_text(cfg.health)},
+            {"workers", workers}};
   return plan.dump(2) + "\n";
 }
 

@@ -22,6 +22,13 @@ class io_context;
 
 namespace npu_run {
 
+namespace rdzv {
+class RendezvousServer;
+}
+namespace store {
+class StoreServer;
+}
+
 class Rendezvous {
  public:
   struct Handlers {
@@ -70,6 +77,15 @@ class Rendezvous {
   virtual std::string local_address() const { return ""; }
   // "127.0.0.1:29500", or "in-process" for a single node; for messages.
   virtual std::string describe() const = 0;
+  // A rendezvous server this agent starts hosting while it runs (an etcd rendezvous' elected
+  // leader): `hosted` runs with it, so that the node keeps serving it as node 0 serves its own.
+  // (By value: the one override keeps it.)
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
+  virtual void on_hosting(std::function<void(rdzv::RendezvousServer&)> /*hosted*/) {}
+  // Runs `done` once what close() began has ended (an etcd lease revoked, so that the job's
+  // keys go at once), within a few seconds.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
+  virtual void when_closed(std::function<void()> done) { done(); }
 };
 
 // The two ways to take part. Each holds a worker port for the workers' store; `avoid`: ports the
@@ -80,6 +96,13 @@ std::unique_ptr<Rendezvous> local_rendezvous(boost::asio::io_context& io, const 
 std::unique_ptr<Rendezvous> tcp_rendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,
                                            const std::string& host,
                                            const std::vector<PortRange>& avoid);
+// --rdzv-backend etcd (agent/etcd_rendezvous.cpp): etcd elects the agent that hosts the
+// rendezvous and `store` (which must outlive it); the others are its clients, and follow a new
+// leader when it is lost.
+std::unique_ptr<Rendezvous> etcd_rendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,
+                                            const std::string& host,
+                                            const std::vector<PortRange>& avoid,
+                                            store::StoreServer& store);
 
 // Hands one message from the rendezvous to the agent's handler for it. Welcome and heartbeat
 // acknowledgements are for the connection, not the agent, and are dropped.

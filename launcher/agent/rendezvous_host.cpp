@@ -134,4 +134,23 @@ std::unique_ptr<rdzv::RendezvousServer> host_rendezvous_if_node_0(boost::asio::i
   return nullptr;  // --master-addr is another host, or its port stays taken: the client says so
 }
 
+std::unique_ptr<rdzv::RendezvousServer> host_elected_rendezvous(boost::asio::io_context& io,
+                                                                const LaunchConfig& cfg,
+                                                                store::StoreServer& store,
+                                                                const ElectedHost& at) {
+  raise_open_files_limit();
+  rdzv::JobSettings settings = job_settings(cfg);
+  settings.ledger = ledgered_hosts(cfg);
+  rdzv::ServerOptions options = server_options(at.addr, at.port, cfg.rendezvous.timing);
+  if (npu_run_serves_store(cfg.rendezvous.worker_store)) share_port_with_store(options, store);
+  keep_ledger(cfg, options);
+  options.resume = at.resume;
+  options.memory_changed = at.memory_changed;
+  try {
+    return std::make_unique<rdzv::RendezvousServer>(io, settings, options);
+  } catch (const rdzv::BindError& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
 }  // namespace npu_run

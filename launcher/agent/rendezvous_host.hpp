@@ -6,7 +6,10 @@
 // store (--worker-store agent/tiered).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "config/launch_config.hpp"
 #include "rendezvous/server.hpp"
@@ -25,5 +28,19 @@ namespace npu_run {
 std::unique_ptr<rdzv::RendezvousServer> host_rendezvous_if_node_0(boost::asio::io_context& io,
                                                                   const LaunchConfig& cfg,
                                                                   store::StoreServer& store);
+
+// An etcd rendezvous' elected leader (agent/etcd_rendezvous.hpp) serves on its own address and
+// the port it published, continuing the job from what the lost leader left (`resume`).
+struct ElectedHost {
+  std::string addr;
+  int port = 0;
+  std::optional<rdzv::JobMemory> resume;
+  std::function<void(const rdzv::JobMemory&)> memory_changed;
+};
+// Throws std::runtime_error when it cannot bind.
+std::unique_ptr<rdzv::RendezvousServer> host_elected_rendezvous(boost::asio::io_context& io,
+                                                                const LaunchConfig& cfg,
+                                                                store::StoreServer& store,
+                                                                const ElectedHost& at);
 
 }  // namespace npu_run

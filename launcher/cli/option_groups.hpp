@@ -137,15 +137,17 @@ struct ShapeFlags : FlagGroup {
   Flag<std::string> rdzv_backend{
       *this,
       {.name = "--rdzv-backend",
-       .help = "static or c10d (torchrun's names; npu_run always uses its own TCP rendezvous, and "
-               "c10d's default port is 29400); etcd and etcd-v2 are refused",
+       .help = "static or c10d (torchrun's names: npu_run's own TCP rendezvous on node 0; c10d's "
+               "default port is 29400), or etcd/etcd-v2 (both: etcd v3 elects the agent that "
+               "hosts it, and the job survives its loss)",
        .type = "{static,c10d,etcd,etcd-v2}"},
       "static"};
   Flag<std::string> rdzv_endpoint{
       *this,
       {.name = "--rdzv-endpoint",
        .help = "HOST[:PORT] of the rendezvous; decides over --master-addr/--master-port; port 0 "
-               "picks a free one (single-node jobs)"}};
+               "picks a free one (single-node jobs). With etcd: its members, "
+               "HOST1:2379,HOST2:2379,..."}};
   Flag<std::string> rdzv_conf{
       *this,
       {.name = "--rdzv-conf",
@@ -153,7 +155,9 @@ struct ShapeFlags : FlagGroup {
                "close_timeout, read_timeout: seconds a new connection has to finish its "
                "handshake, default 10; keep_alive_interval and keep_alive_max_attempt: the "
                "heartbeat; is_host=true|false: whether this agent hosts the rendezvous (default: "
-               "node 0's does); use_libuv: accepted, no effect, npu_run's store is its own)"}};
+               "node 0's does); use_libuv: accepted, no effect, npu_run's store is its own. etcd: "
+               "etcd_prefix (default /torchelastic/p2p; keys under PREFIX/RUN_ID), user, "
+               "password_file (or NPU_RUN_ETCD_PASSWORD), lease_ttl (seconds, default 5))"}};
   Flag<bool> standalone{
       *this, {.name = "--standalone", .help = "Single-node job with its own local rendezvous"}};
   Flag<std::string> role{

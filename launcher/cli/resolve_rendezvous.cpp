@@ -66,7 +66,8 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
       !o.master_port.given() && in.cluster.master_port ? *in.cluster.master_port : port;
   rdzv.master_port_chosen = o.master_port.given() || in.cluster.master_port;
   const std::string& endpoint = *o.rdzv_endpoint;
-  if (endpoint.empty()) return;
+  // etcd's members: the rendezvous is wherever etcd's elected leader serves it.
+  if (endpoint.empty() || *o.rdzv_backend == "etcd" || *o.rdzv_backend == "etcd-v2") return;
   const std::string src = o.rdzv_endpoint.source();
   const Endpoint ep = parse_endpoint(endpoint, src);
   check_agrees(o.master_addr, addr == ep.host, src, endpoint, addr, "host");
@@ -80,16 +81,6 @@ void resolve_master(const LaunchInputs& in, RendezvousConfig& rdzv) {
              (!o.master_port.given() || o.master_port.from_environment())) {
     rdzv.master_port = kC10dDefaultPort;
   }
-}
-
-// etcd needs a server npu_run does not speak to; waiting for it would only time out.
-void refuse_etcd(const std::string& backend, const std::string& source) {
-  if (backend != "etcd" && backend != "etcd-v2") return;
-  throw UsageError(fmt::format(
-      "{} {}: npu_run has no etcd rendezvous; use --rdzv-backend c10d (or static) with "
-      "--rdzv-endpoint NODE0_HOST:PORT, where node 0's agent hosts the rendezvous, or run "
-      "'npu_run rdzv-server' on a host of its own and point every node at it",
-      source, backend));
 }
 
 // Token precedence: a file, else the flag or NPU_RUN_RDZV_TOKEN, else (multi-node Slurm step) one
@@ -152,16 +143,16 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   rdzv.standalone = *o.standalone;
   rdzv.worker_store = resolve_worker_store(in, shape);
   check_choice(*o.rdzv_backend, {"static", "c10d", "etcd", "etcd-v2"}, o.rdzv_backend.source());
-  refuse_etcd(*o.rdzv_backend, o.rdzv_backend.source());
+  rdzv.backend = *o.rdzv_backend;
   resolve_master(in, rdzv);
-  if (rdzv.master_port == 0 && shape.multi_node()) {
+  const bool etcd = rdzv.backend == "etcd" || rdzv.backend == "etcd-v2";
+  if (rdzv.master_port == 0 && shape.multi_node() && !etcd) {
     throw UsageError(fmt::format(
         "rendezvous port 0 asks for a free port, which only a single-node job can use: the "
         "other nodes could not find it; give node 0's port with {} or --master-port",
         o.rdzv_endpoint.source()));
   }
   if (!o.local_addr->empty()) rdzv.local_addr = *o.local_addr;
-  rdzv.backend = *o.rdzv_backend;
   const std::string conf_source = o.rdzv_conf.source();
   rdzv.conf = parse_rdzv_conf(*o.rdzv_conf, conf_source);
   rdzv.is_host = conf_bool(rdzv.conf, "is_host", conf_source);
@@ -169,6 +160,7 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   rdzv.timing = resolve_timing(in.options.rdzv, rdzv.conf, conf_source);
   rdzv.run_id = resolve_run_id(in);
   rdzv.token = resolve_token(in, shape, warnings);
+  rdzv.etcd = resolve_etcd(in, rdzv);
 }
 
 }  // namespace npu_run

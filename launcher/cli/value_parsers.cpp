@@ -179,7 +179,10 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
   static const std::set<std::string> kKnown = {
       "timeout",      "join_timeout",        "last_call_timeout",      "close_timeout",
       "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host",
-      "use_libuv"};
+      "use_libuv",
+      // etcd (both of torchrun's spellings), and npu_run's own
+      "etcd_prefix", "protocol", "cacert", "ca_cert", "cert", "ssl_cert", "key", "ssl_cert_key",
+      "user", "password", "password_file", "lease_ttl"};
   std::map<std::string, std::string> conf;
   if (text.empty()) return conf;
   for (const std::string_view item : split(text, ',')) {

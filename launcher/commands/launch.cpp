@@ -73,7 +73,7 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
     return 0;
   }
   require_open_files(cfg.shape.nproc_per_node);
-  if (!cfg.shape.multi_node())
+  if (!cfg.shape.multi_node() && !cfg.rendezvous.etcd)
     net::require_local_address(cfg.rendezvous.master_addr, "--master-addr");
 
   Guardian guardian;
@@ -92,7 +92,9 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
   store::StoreServer store(io);
   std::unique_ptr<rdzv::RendezvousServer> server;
   std::unique_ptr<Rendezvous> rendezvous;
-  if (cfg.shape.multi_node()) {
+  if (cfg.rendezvous.etcd) {
+    rendezvous = etcd_rendezvous(io, cfg, host, avoid, store);  // hosts a server if elected
+  } else if (cfg.shape.multi_node()) {
     server = host_rendezvous_if_node_0(io, cfg, store);
     rendezvous = tcp_rendezvous(io, cfg, host, avoid);
   } else {
@@ -102,7 +104,7 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
       io, cfg, *rendezvous,
       AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}},
       &guardian);
-  const int exit_code = run_node(io, agent, server.get(), cfg, hooks);
+  const int exit_code = run_node(io, agent, server.get(), *rendezvous, cfg, hooks);
   // The code itself, in the log: under Slurm or in a pod, the job's output is often all a user
   // has, and the scheduler's record of the code is easily lost (requeue, no accounting).
   if (exit_code != 0) spdlog::info("exit status {}", exit_code);

@@ -124,6 +124,20 @@ inline bool npu_run_serves_store(WorkerStore store) {
 }
 
 // Where and how the agents of the job meet.
+// --rdzv-backend etcd|etcd-v2 (agent/etcd_rendezvous.hpp): etcd elects the agent that hosts the
+// rendezvous and keeps the job's memory, so the job survives the loss of any node.
+struct EtcdSettings {
+  std::string endpoints;  // as given, checked: "h1:2379,https://h2:2379"
+  std::string prefix;     // the job's keys: <etcd_prefix>/<run id>
+  std::string user;       // empty: no login
+  // From NPU_RUN_ETCD_PASSWORD or --rdzv-conf password_file: never logged, never on a command
+  // line; `password_source` says where it came from.
+  std::string password;
+  std::string password_source;
+  milliseconds lease_ttl{5'000};
+  milliseconds request_timeout{3'000};  // one request to one member
+};
+
 struct RendezvousConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  // 0 (single-node only): a free port, chosen at launch
@@ -141,6 +155,7 @@ struct RendezvousConfig {
   std::string run_id = "none";
   RendezvousTiming timing;
   RendezvousToken token;
+  std::optional<EtcdSettings> etcd;
 };
 
 // --rank-table auto: built through the rendezvous from every node's devices and addresses.

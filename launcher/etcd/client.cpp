@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include "etcd/http_call.hpp"
 
 namespace npu_run::etcd {
@@ -9,7 +11,9 @@ namespace npu_run::etcd {
 namespace {
 
 constexpr int kUnauthenticated = 16;  // gRPC: the token is unknown or expired
-constexpr int kUnavailable = 14;      // gRPC: "etcdserver: no leader", a member stopping
+// How long a call pauses before its second round when etcd was electing its leader.
+constexpr std::chrono::milliseconds kElectionPause{500};
+constexpr int kUnavailable = 14;  // gRPC: "etcdserver: no leader", a member stopping
 
 // etcd's error answer: {"error": ..., "message": ..., "code": N}; anything else as text.
 Failure failure_of(int status, const std::string& body, const std::string& member) {
@@ -33,6 +37,8 @@ struct Client::Call {
   size_t tried = 0;      // members tried for this call
   std::string failures;  // what each said
   bool logged_in_again = false;
+  bool electing = false;  // a member said etcd is choosing its leader
+  bool second_round = false;
 };
 
 Client::Client(boost::asio::io_context& io, Settings settings)
@@ -88,7 +94,10 @@ void Client::on_answer(const std::shared_ptr<Call>& c, size_t index, int status,
     return c->done(std::move(answer));
   }
   Failure f = failure_of(status, body, member);
-  if (f.code == kUnavailable) return try_next(c, f.what);
+  if (f.code == kUnavailable) {
+    c->electing = true;
+    return try_next(c, f.what);
+  }
   if (f.code == kUnauthenticated && !settings_.user.empty() && !c->logged_in_again) {
     c->logged_in_again = true;  // the token lapsed: once more with a fresh one
     token_.clear();
@@ -100,6 +109,19 @@ void Client::on_answer(const std::shared_ptr<Call>& c, size_t index, int status,
 void Client::try_next(const std::shared_ptr<Call>& c, const std::string& why) {
   c->failures += (c->failures.empty() ? "" : "; ") + why;
   if (++c->tried < settings_.endpoints.size()) return send(c);
+  if (c->electing && !c->second_round) {
+    // etcd was electing its own leader (a member lost): it takes about a second, so every
+    // member is asked once more after a pause rather than the caller failing in that window.
+    c->second_round = true;
+    c->tried = 0;
+    c->failures += "; again after etcd's election:";
+    auto pause = std::make_shared<boost::asio::steady_timer>(io_, kElectionPause);
+    pause->async_wait(
+        [this, c, pause, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
+          if (!ec && !alive.expired()) send(c);
+        });
+    return;
+  }
   c->done(Failure{fmt::format("no etcd member answered ({})", c->failures), 0, 0});
 }
 

@@ -61,10 +61,10 @@ Json create_if_absent_request(const std::string& key, const std::string& value, 
 
 Json guarded_txn_request(const std::string& guard, int64_t create_revision,
                          const std::vector<std::pair<std::string, std::string>>& puts,
-                         const std::vector<std::string>& deletes) {
+                         const std::vector<std::string>& deletes, int64_t lease) {
   Json success = Json::array();
   for (const auto& [key, value] : puts)
-    success.push_back({{"request_put", put_request(key, value)}});
+    success.push_back({{"request_put", put_request(key, value, lease)}});
   for (const std::string& key : deletes)
     success.push_back({{"request_delete_range", delete_request(key, false)}});
   return Json{{"compare", Json::array({{{"target", "CREATE"},

@@ -32,11 +32,11 @@ Json put_request(const std::string& key, const std::string& value, int64_t lease
 Json delete_request(const std::string& key, bool whole_prefix);
 // Puts `key` only if no such key exists; otherwise reads it.
 Json create_if_absent_request(const std::string& key, const std::string& value, int64_t lease);
-// Runs `puts` (key, value) and `deletes` only while `guard` exists with `create_revision`: a
-// leader's writes, fenced by its epoch.
+// Runs `puts` (key, value; tied to `lease` unless 0) and `deletes` only while `guard` exists
+// with `create_revision`: a leader's writes, fenced by its epoch.
 Json guarded_txn_request(const std::string& guard, int64_t create_revision,
                          const std::vector<std::pair<std::string, std::string>>& puts,
-                         const std::vector<std::string>& deletes = {});
+                         const std::vector<std::string>& deletes = {}, int64_t lease = 0);
 Json lease_grant_request(int64_t ttl_seconds);
 Json lease_id_request(int64_t id);  // keepalive, revoke, timetolive
 

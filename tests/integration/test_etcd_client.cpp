@@ -14,6 +14,7 @@
 #include "etcd/election.hpp"
 #include "etcd/lease_keeper.hpp"
 #include "etcd/watch.hpp"
+#include "support/etcd_caller.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/fixtures.hpp"
 #include "support/run_until.hpp"
@@ -24,53 +25,9 @@ using namespace npu_run::testing;
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 
-namespace {
-
-// Calls etcd and runs the loop until the answer is in.
-class Caller {
- public:
-  explicit Caller(const std::string& endpoints, std::chrono::milliseconds timeout = 2s,
-                  std::string user = "", std::string password = "") {
-    etcd::Settings settings;
-    settings.endpoints = etcd::parse_endpoints(endpoints);
-    settings.timeout = timeout;
-    settings.user = std::move(user);
-    settings.password = std::move(password);
-    client_ = std::make_unique<etcd::Client>(io_, settings);
-  }
-
-  etcd::Reply call(const std::string& path, const etcd::Json& body) {
-    std::optional<etcd::Reply> reply;
-    client_->call(path, body, [&](etcd::Reply r) { reply = std::move(r); });
-    REQUIRE(run_until(
-        io_, [&] { return reply.has_value(); }, 30s));
-    return std::move(*reply);
-  }
-  etcd::Json ok(const std::string& path, const etcd::Json& body) {
-    etcd::Reply reply = call(path, body);
-    if (auto* f = std::get_if<etcd::Failure>(&reply)) FAIL(f->what);
-    return std::get<etcd::Json>(reply);
-  }
-  std::string failure(const std::string& path, const etcd::Json& body) {
-    etcd::Reply reply = call(path, body);
-    REQUIRE(std::holds_alternative<etcd::Failure>(reply));
-    return std::get<etcd::Failure>(reply).what;
-  }
-  std::vector<etcd::KeyValue> range(const std::string& key, bool prefix) {
-    return etcd::range_kvs(ok("/v3/kv/range", etcd::range_request(key, prefix)));
-  }
-  etcd::Client& client() { return *client_; }
-
- private:
-  boost::asio::io_context io_;
-  std::unique_ptr<etcd::Client> client_;
-};
-
-}  // namespace
-
 TEST_CASE("etcd client: keys, prefixes and deletes on a 3-member cluster", "[integration][etcd]") {
   EtcdCluster cluster;
-  Caller etcd(cluster.endpoints());
+  EtcdCaller etcd(cluster.endpoints());
   etcd.ok("/v3/kv/put", etcd::put_request("/job/a/x", "1"));
   etcd.ok("/v3/kv/put", etcd::put_request("/job/a/y", "2"));
   etcd.ok("/v3/kv/put", etcd::put_request("/job/ab", "3"));  // not under "/job/a/"
@@ -87,7 +44,7 @@ TEST_CASE("etcd client: keys, prefixes and deletes on a 3-member cluster", "[int
 TEST_CASE("etcd client: the create-if-absent election, its epoch and the writes it fences",
           "[integration][etcd]") {
   EtcdCluster cluster;
-  Caller etcd(cluster.endpoints());
+  EtcdCaller etcd(cluster.endpoints());
   const etcd::TxnResult won =
       etcd::txn_result(etcd.ok("/v3/kv/txn", etcd::create_if_absent_request("/j/leader", "a", 0)));
   CHECK(won.succeeded);
@@ -114,7 +71,7 @@ TEST_CASE("etcd client: the create-if-absent election, its epoch and the writes 
 TEST_CASE("etcd client: a lease keeps its keys while renewed, and they go when it lapses",
           "[integration][etcd]") {
   EtcdCluster cluster;
-  Caller etcd(cluster.endpoints());
+  EtcdCaller etcd(cluster.endpoints());
   const etcd::Lease lease =
       etcd::lease_result(etcd.ok("/v3/lease/grant", etcd::lease_grant_request(2)));
   REQUIRE(lease.id != 0);
@@ -147,7 +104,7 @@ TEST_CASE("etcd client: members that are gone or never answer are passed over, a
   const SilentListener stalled;
   const int stalled_port = stalled.port();
   const int free_port = unused_port();
-  Caller etcd(
+  EtcdCaller etcd(
       fmt::format("127.0.0.1:{},127.0.0.1:{},{}", stalled_port, free_port, cluster.endpoints()),
       3s);  // a call during etcd's own election waits for its new leader
   etcd.ok("/v3/kv/put", etcd::put_request("/k", "v"));
@@ -170,17 +127,17 @@ TEST_CASE("etcd client: members that are gone or never answer are passed over, a
 TEST_CASE("etcd client: a user and password log in, a wrong password is refused by name",
           "[integration][etcd]") {
   EtcdCluster cluster(1);
-  Caller admin(cluster.endpoints());
+  EtcdCaller admin(cluster.endpoints());
   admin.ok("/v3/auth/user/add", {{"name", "root"}, {"password", "root-secret"}});
   admin.ok("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}});
   admin.ok("/v3/auth/enable", etcd::Json::object());
   // Without a login etcd refuses; with one the call goes through.
   CHECK_THAT(admin.failure("/v3/kv/range", etcd::range_request("/k", false)),
              Contains("answered HTTP"));
-  Caller user(cluster.endpoints(), 2s, "root", "root-secret");
+  EtcdCaller user(cluster.endpoints(), 2s, "root", "root-secret");
   user.ok("/v3/kv/put", etcd::put_request("/k", "v"));
   CHECK(user.range("/k", false).at(0).value == "v");
-  Caller wrong(cluster.endpoints(), 2s, "root", "not-the-secret");
+  EtcdCaller wrong(cluster.endpoints(), 2s, "root", "not-the-secret");
   const std::string why = wrong.failure("/v3/kv/range", etcd::range_request("/k", false));
   CHECK_THAT(why,
              Contains("logging in to etcd as user 'root'") && Contains("authentication failed"));
@@ -243,7 +200,7 @@ TEST_CASE(
 
 TEST_CASE("etcd watch: a compacted start revision ends it, saying so", "[integration][etcd]") {
   EtcdCluster cluster(1);
-  Caller etcd(cluster.endpoints());
+  EtcdCaller etcd(cluster.endpoints());
   for (int i = 0; i < 3; ++i) etcd.ok("/v3/kv/put", etcd::put_request("/c/k", std::to_string(i)));
   const int64_t now =
       etcd::header_revision(etcd.ok("/v3/kv/range", etcd::range_request("/c/k", false)));

@@ -438,11 +438,42 @@ TEST_CASE("cli: torchrun's rendezvous habits: c10d's port, free ports, etcd, con
             .rendezvous.master_port == 0);
   CHECK_THAT(cli.error({"--rdzv-endpoint", "localhost:0", "--nnodes", "2", cli.script}),
              Contains("port 0 asks for a free port, which only a single-node job can use"));
-  // etcd: refused at once, saying what to use.
+  // etcd: torchrun's etcd command lines (its docs', its run_test suite's) as they are; the
+  // endpoint is etcd's, never the master's.
   for (const char* backend : {"etcd", "etcd-v2"}) {
-    CHECK_THAT(cli.error({"--rdzv-backend", backend, "--rdzv-endpoint", "h:2379", cli.script}),
-               Contains("npu_run has no etcd rendezvous; use --rdzv-backend c10d"));
+    const LaunchConfig e = cli.ok({"--nnodes=1:4", "--nproc-per-node=2", "--rdzv-id=job7",
+                                   std::string("--rdzv-backend=") + backend,
+                                   "--rdzv-endpoint=etcd-host:2379", cli.script});
+    REQUIRE(e.rendezvous.etcd);
+    CHECK(e.rendezvous.etcd->endpoints == "etcd-host:2379");
+    CHECK(e.rendezvous.etcd->prefix == "/torchelastic/p2p/job7");
+    CHECK(e.rendezvous.master_addr == "127.0.0.1");
   }
+  const LaunchConfig legacy =
+      cli.ok({"--rdzv_backend=etcd", "--rdzv_endpoint=localhost:2379,localhost:2381",
+              "--rdzv_id=r1", "--rdzv_conf=timeout=600,last_call_timeout=30,etcd_prefix=/elastic/",
+              "--nnodes=2:3", cli.script});
+  CHECK(legacy.rendezvous.etcd->prefix == "/elastic/r1");
+  CHECK(legacy.rendezvous.timing.join_timeout == std::chrono::seconds(600));
+  CHECK(legacy.rendezvous.etcd->lease_ttl == std::chrono::seconds(5));
+  CHECK(cli.ok({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "h", "--rdzv-conf",
+                "protocol=http,read_timeout=60,lease_ttl=3", cli.script})
+            .rendezvous.etcd->lease_ttl == std::chrono::seconds(3));
+  CHECK(cli.ok({"--rdzv-backend", "c10d", "--rdzv-endpoint", "h", cli.script}).rendezvous.etcd ==
+        std::nullopt);
+  // What cannot work is refused by name.
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--nnodes", "2", cli.script}),
+             Contains("needs the etcd members: --rdzv-endpoint host1:2379"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf",
+                        "password=hunter2", cli.script}),
+             Contains("a password on the command line is seen by every user"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379", cli.script}),
+             Contains("plain http only so far"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf",
+                        "user=root", cli.script}),
+             Contains("etcd user 'root' has no password"));
+  CHECK_THAT(cli.error({"--rdzv-conf", "etcd_prefix=/x", cli.script}),
+             Contains("an etcd setting, but --rdzv-backend is static"));
   // Blanks and quotes around values, as torchrun's parser takes them; torch's boolean words.
   const LaunchConfig q =
       cli.ok({"--rdzv-conf", " join_timeout = '600' ,is_host=\"False\",use_libuv=1", cli.script});

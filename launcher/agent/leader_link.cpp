@@ -1,0 +1,215 @@
+#include "agent/leader_link.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace npu_run {
+
+struct LeaderLink::Link {
+  std::unique_ptr<LaunchConfig> cfg;  // the launch's, with the leader as --master-addr:port
+  std::unique_ptr<Rendezvous> rdzv;
+  std::string leader;  // "addr:port"
+};
+
+struct LeaderLink::GraceTimer {
+  explicit GraceTimer(boost::asio::io_context& io) : timer(io) {}
+  boost::asio::steady_timer timer;
+};
+
+namespace {
+
+// A handler of one link that does nothing once a newer link replaced it.
+template <typename... Args>
+std::function<void(Args...)> current_only(const uint64_t& generation, uint64_t mine,
+                                          std::function<void(Args...)> handler) {
+  if (!handler) return handler;
+  return [&generation, mine, handler = std::move(handler)](Args... args) {
+    if (generation == mine) handler(args...);
+  };
+}
+
+}  // namespace
+
+LeaderLink::LeaderLink(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
+                       std::vector<PortRange> avoid, std::chrono::milliseconds grace)
+    : io_(io),
+      cfg_(cfg),
+      host_(std::move(host)),
+      avoid_(std::move(avoid)),
+      grace_(grace),
+      failure_grace_(std::make_unique<GraceTimer>(io)) {}
+
+LeaderLink::~LeaderLink() = default;
+
+void LeaderLink::start(Rendezvous::Handlers handlers) {
+  handlers_ = std::move(handlers);
+}
+
+Rendezvous::Handlers LeaderLink::link_handlers(uint64_t mine) {
+  Rendezvous::Handlers h = handlers_;
+  h.assigned = [this, mine](const Assignment& a) {
+    if (generation_ != mine) return;
+    join_wanted_ = false;
+    round_ = a.round;
+    reported_ = false;
+    restart_count_ = a.restart_count;
+    handlers_.assigned(a);
+  };
+  h.decided = [this, mine](const rdzv::Decision& d) {
+    if (generation_ != mine) return;
+    round_.reset();
+    reported_ = false;
+    handlers_.decided(d);
+  };
+  h.dismissed = [this, mine](const rdzv::Dismissed& d) {
+    if (generation_ != mine) return;
+    round_.reset();
+    handlers_.dismissed(d);
+  };
+  h.stop_workers = current_only(generation_, mine, handlers_.stop_workers);
+  h.reform = current_only(generation_, mine, handlers_.reform);
+  h.progress = current_only(generation_, mine, handlers_.progress);
+  h.failed = [this, mine](const std::string& why) { on_link_failed(mine, why); };
+  h.health_failed = current_only(generation_, mine, handlers_.health_failed);
+  h.pings = current_only(generation_, mine, handlers_.pings);
+  h.ping_verdict = current_only(generation_, mine, handlers_.ping_verdict);
+  h.standby = current_only(generation_, mine, handlers_.standby);
+  return h;
+}
+
+// The leader's server is gone (or refused this agent): a new leader may be on its way. The
+// agent hears of it only if none comes within the grace.
+void LeaderLink::on_link_failed(uint64_t mine, const std::string& why) {
+  if (generation_ != mine || closed_) return;
+  spdlog::warn("{}; waiting up to {:.1f} s for etcd to name a new rendezvous leader", why,
+               std::chrono::duration<double>(grace_).count());
+  failure_grace_->timer.expires_after(grace_);
+  failure_grace_->timer.async_wait([this, mine, why](boost::system::error_code ec) {
+    if (!ec && generation_ == mine && !closed_) handlers_.failed(why);
+  });
+}
+
+void LeaderLink::follow(const std::string& addr, int port, int64_t epoch) {
+  if (closed_ || epoch <= epoch_) return;
+  std::unique_ptr<Link> old = std::move(link_);
+  failure_grace_->timer.cancel();
+  epoch_ = epoch;
+  ++generation_;
+  link_ = std::make_unique<Link>();
+  link_->cfg = std::make_unique<LaunchConfig>(cfg_);
+  link_->cfg->rendezvous.master_addr = addr;
+  link_->cfg->rendezvous.master_port = port;
+  link_->cfg->rendezvous.master_port_chosen = true;
+  link_->leader = addr.find(':') == std::string::npos ? fmt::format("{}:{}", addr, port)
+                                                      : fmt::format("[{}]:{}", addr, port);
+  link_->rdzv = tcp_rendezvous(io_, *link_->cfg, host_, avoid_);
+  link_->rdzv->start(link_handlers(generation_));
+  if (old) {
+    // Its handlers may be on the stack: closed now, destroyed once they have returned.
+    old->rdzv->close();
+    boost::asio::post(io_, [old = std::shared_ptr<Link>(std::move(old))] {});
+    carry_over(link_->leader);
+    return;
+  }
+  if (join_wanted_) {
+    link_->rdzv->join();
+    if (health_) link_->rdzv->send_health(*health_);
+  }
+}
+
+void LeaderLink::carry_over(const std::string& leader) {
+  if (round_) {
+    spdlog::warn("the rendezvous moved to the new leader at {} (epoch {}) during round {}", leader,
+                 epoch_, *round_);
+    if (reported_) {
+      answer_with_restart();
+      return;
+    }
+    answer_next_report_ = true;
+    handlers_.reform(rdzv::Reform{
+        *round_, "", -1,
+        fmt::format("the rendezvous leader was lost; the job re-forms at the new leader {}",
+                    leader)});
+    return;
+  }
+  if (!join_wanted_) return;
+  spdlog::info("the rendezvous moved to the new leader at {} (epoch {}): joining there", leader,
+               epoch_);
+  link_->rdzv->join();
+  if (health_) link_->rdzv->send_health(*health_);
+}
+
+// The round's leader is gone, and with it whatever it would have decided: the agent hears a
+// restart that re-forms the job (no restart of its own is counted here; the new leader's
+// assignment says which attempt it is), and joins the new leader.
+void LeaderLink::answer_with_restart() {
+  rdzv::Decision decision;
+  decision.round = round_.value_or(0);
+  decision.action = rdzv::Action::kRestart;
+  decision.restart_count = restart_count_;
+  decision.membership_change = true;
+  round_.reset();
+  reported_ = false;
+  boost::asio::post(io_, [this, decision, alive = std::weak_ptr<int>(alive_)] {
+    if (!alive.expired() && !closed_) handlers_.decided(decision);
+  });
+}
+
+void LeaderLink::join() {
+  join_wanted_ = true;
+  health_.reset();
+  if (link_) link_->rdzv->join();
+}
+
+void LeaderLink::report(const rdzv::Report& report) {
+  reported_ = true;
+  if (answer_next_report_) {
+    answer_next_report_ = false;
+    answer_with_restart();
+    return;
+  }
+  if (link_) link_->rdzv->report(report);
+}
+
+void LeaderLink::send_health(const rdzv::HealthReport& report) {
+  health_ = report;
+  if (link_) link_->rdzv->send_health(report);
+}
+
+void LeaderLink::send_pings(const rdzv::PingReport& report) {
+  if (link_) link_->rdzv->send_pings(report);
+}
+
+void LeaderLink::notice_hang(const rdzv::HangNotice& notice) {
+  if (link_) link_->rdzv->notice_hang(notice);
+}
+
+void LeaderLink::query_status(std::function<void(Rendezvous::StatusAnswer)> done) {
+  if (link_) {
+    link_->rdzv->query_status(std::move(done));
+    return;
+  }
+  boost::asio::post(io_, [done = std::move(done)] {
+    done(std::string("etcd has not named a rendezvous leader yet"));
+  });
+}
+
+void LeaderLink::close() {
+  closed_ = true;
+  failure_grace_->timer.cancel();
+  if (link_) link_->rdzv->close();
+}
+
+std::string LeaderLink::describe() const {
+  return link_ ? link_->rdzv->describe() : "etcd (no leader yet)";
+}
+
+std::string LeaderLink::local_address() const {
+  return link_ ? link_->rdzv->local_address() : "";
+}
+
+}  // namespace npu_run

@@ -439,6 +439,7 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
           if (!self->resuming) {
             Heartbeat beat{self->received};
             if (self->handlers.heartbeat_ranks) beat.ranks = self->handlers.heartbeat_ranks();
+            if (self->handlers.heartbeat_etcd) beat.etcd = self->handlers.heartbeat_etcd();
             self->transmit(beat);
           }
           self->heartbeat();

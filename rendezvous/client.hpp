@@ -49,6 +49,8 @@ class RendezvousClient {
     std::function<void(const std::string& why)> failed;
     // Called for each heartbeat: this node's ranks' beats when they changed (npu_run status).
     std::function<std::optional<std::vector<RankBeat>>()> heartbeat_ranks{};
+    // Called for each heartbeat: whether this agent reaches etcd (an etcd rendezvous only).
+    std::function<std::optional<bool>()> heartbeat_etcd{};
   };
 
   RendezvousClient(boost::asio::io_context& io, ClientOptions options);

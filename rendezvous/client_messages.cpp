@@ -32,6 +32,7 @@ json client_json(const ClientMessage& message) {
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           json j{{"type", "heartbeat"}, {"received", m.received}};
           if (m.ranks) j["ranks"] = to_json(*m.ranks);
+          if (m.etcd) j["etcd"] = *m.etcd;
           return j;
         } else if constexpr (std::is_same_v<T, StatusQuery>) {
           return {{"type", "status"}, {"id", m.id}};
@@ -89,6 +90,7 @@ ClientMessage client_from(const json& j) {
     Heartbeat m{received_field(f)};
     if (f.find("ranks") != nullptr)
       m.ranks = beats_from(f.array("ranks", Limits::kMaxWorkersPerNode));
+    if (f.find("etcd") != nullptr) m.etcd = f.boolean("etcd");
     return m;
   }
   if (type == "status") return StatusQuery{static_cast<uint64_t>(f.integer("id", 0, INT64_MAX))};

@@ -168,6 +168,10 @@ struct Heartbeat {
   // This node's ranks, when their beats changed since the last heartbeat: what npu_run status
   // shows of the other nodes.
   std::optional<std::vector<RankBeat>> ranks{};
+  // An etcd rendezvous: whether this agent renewed its etcd lease lately. A leader that cannot
+  // renew its own tells from it whether it alone is cut off from etcd (it steps down) or etcd
+  // is gone for everyone (the job goes on without failover).
+  std::optional<bool> etcd{};
 };
 
 // The job as the rendezvous sees it (JobStatus), asked by `npu_run status` on a connection of

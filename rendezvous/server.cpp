@@ -295,6 +295,10 @@ RendezvousServer::~RendezvousServer() {
   impl_->shutdown();
 }
 
+size_t RendezvousServer::clients_reaching_etcd(std::chrono::steady_clock::time_point since) const {
+  return impl_->state.clients_reaching_etcd(since);
+}
+
 int RendezvousServer::port() const {
   return impl_->listeners.port();
 }

@@ -87,6 +87,8 @@ class RendezvousServer {
   // still need the server to hear the job's decision.
   bool round_in_progress() const;
   size_t connections() const;
+  // Agents that said in a heartbeat at `since` or later that they reach etcd.
+  size_t clients_reaching_etcd(std::chrono::steady_clock::time_point since) const;
 
  private:
   struct Impl;

@@ -47,6 +47,9 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   if (const auto* join = std::get_if<Join>(&message)) return on_join(from, *join);
   if (const auto* heartbeat = std::get_if<Heartbeat>(&message)) {
     if (heartbeat->ranks) note_beats(from, *heartbeat->ranks);
+    if (heartbeat->etcd) {
+      client.etcd_ok_at = *heartbeat->etcd ? std::optional(now.steady) : std::nullopt;
+    }
     return {Outgoing{{from}, HeartbeatAck{}, false}};
   }
   // `npu_run status` on a connection of its own, which the answer ends; an agent asking for it

@@ -161,6 +161,9 @@ class RendezvousState {
   bool awaiting_proof(ClientId id) const;
   // The job as it stands at `now`, for `npu_run status` (state_status.cpp).
   JobStatus status(Now now) const;
+  // How many connected agents said, in a heartbeat received at `since` or later, that they
+  // reach etcd (an etcd rendezvous; state_memory.cpp).
+  size_t clients_reaching_etcd(Clock::time_point since) const;
   // What the job remembers across rounds (state_memory.cpp): what a successor continues from.
   JobMemory memory() const;
   // Continues a job another server ran (etcd: its leader was lost): before any agent is heard.
@@ -175,6 +178,7 @@ class RendezvousState {
     std::string agent_nonce;   // from the hello, while a challenge is outstanding
     std::string server_nonce;  // ours, sent in the challenge; empty: none sent
     Clock::time_point last_seen;
+    std::optional<Clock::time_point> etcd_ok_at{};  // its last heartbeat saying it reaches etcd
   };
   struct Joiner {
     ClientId id;

@@ -3,6 +3,12 @@
 
 namespace npu_run::rdzv {
 
+size_t RendezvousState::clients_reaching_etcd(Clock::time_point since) const {
+  size_t n = 0;
+  for (const auto& [id, client] : clients_) n += client.etcd_ok_at && *client.etcd_ok_at >= since;
+  return n;
+}
+
 JobMemory RendezvousState::memory() const {
   JobMemory m;
   m.round = round_;

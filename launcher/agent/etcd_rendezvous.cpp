@@ -118,6 +118,8 @@ class EtcdRendezvous : public Rendezvous {
   void revoke_lease();
   void finish_closing();
   bool job_over() const { return memory_ && memory_->finished; }
+  bool reaches_etcd() const;
+  bool etcd_gone_for_all() const;
 
   boost::asio::io_context& io_;
   const LaunchConfig& cfg_;
@@ -141,6 +143,7 @@ class EtcdRendezvous : public Rendezvous {
   std::string trouble_;  // what etcd said last, for the start's failure
   bool writing_ = false;
   std::optional<rdzv::JobMemory> next_write_;
+  bool etcd_lost_ = false;  // this agent's lease was lost; warned once until it has one again
   bool closed_ = false;
   bool closing_done_ = false;
   std::function<void()> on_closed_;
@@ -148,6 +151,7 @@ class EtcdRendezvous : public Rendezvous {
 };
 
 void EtcdRendezvous::start(Handlers handlers) {
+  handlers.etcd_reachable = [this]() -> std::optional<bool> { return reaches_etcd(); };
   handlers_ = handlers;
   link_.start(std::move(handlers));
   addr_ = cfg_.rendezvous.local_addr.value_or("");
@@ -204,11 +208,25 @@ void EtcdRendezvous::join_etcd() {
   keeper_->start();
 }
 
+// What this agent's heartbeats say: its lease was renewed within the renewal period and a bit.
+bool EtcdRendezvous::reaches_etcd() const {
+  return keeper_ && !keeper_->stopped() &&
+         std::chrono::steady_clock::now() - keeper_->renewed_at() <=
+             etcd_.lease_ttl / 3 + etcd_.lease_ttl / 12;
+}
+
+// The leader lost its lease: when no agent said in its last heartbeats (those after two thirds
+// of the TTL since the leader's last renewal) that it reaches etcd, etcd is gone for everyone,
+// not only for this agent, and nobody can be elected in its place.
+bool EtcdRendezvous::etcd_gone_for_all() const {
+  if (!server_ || !keeper_) return false;
+  return server_->clients_reaching_etcd(keeper_->renewed_at() + etcd_.lease_ttl * 2 / 3) == 0;
+}
+
 void EtcdRendezvous::on_lease(int64_t id) {
   const std::string member = key(fmt::format("members/{}-{}", host_, ::getpid()));
   client_.call("/v3/kv/put", etcd::put_request(member, addr_, id), [](const etcd::Reply&) {});
   if (memory_watch_) {
-    spdlog::info("etcd is reachable again: this agent may lead the rendezvous if it is lost");
     campaign();
     return;
   }
@@ -219,16 +237,15 @@ void EtcdRendezvous::on_lease_lost(const std::string& why) {
   if (closed_) return;
   trouble_ = why;
   election_.reset();
-  if (epoch_ != 0) {
-    step_down(fmt::format("can no longer renew its etcd lease ({})", why));
+  if (epoch_ != 0 && !etcd_lost_ && !etcd_gone_for_all()) {
+    step_down(fmt::format("can no longer renew its etcd lease ({}) while other agents can", why));
     return;
   }
-  if (link_.has_leader()) {
-    spdlog::warn(
-        "{}: the job goes on over TCP, but this agent cannot take over the rendezvous "
-        "until etcd answers again",
-        why);
+  if (link_.has_leader() && !etcd_lost_) {
+    spdlog::warn("{}{}: the job goes on over TCP, but failover is off until etcd answers again",
+                 why, epoch_ != 0 ? ", and no agent of the job reaches etcd" : "");
   }
+  etcd_lost_ = true;
   retry_in(kRetry, &EtcdRendezvous::join_etcd);
 }
 
@@ -291,6 +308,16 @@ void EtcdRendezvous::campaign() {
 
 void EtcdRendezvous::on_elected(int64_t epoch) {
   if (closed_ || job_over()) return;
+  if (server_ && epoch_ != 0) {
+    // Elected again after etcd was gone: the same server goes on under the new epoch.
+    spdlog::info("etcd answers again and elected this agent again (epoch {}): failover is on",
+                 epoch);
+    etcd_lost_ = false;
+    epoch_ = epoch;
+    write_memory(memory_.value_or(rdzv::JobMemory{}));
+    link_.follow(addr_, serve_port(), epoch);
+    return;
+  }
   epoch_ = epoch;
   ElectedHost at{addr_, serve_port(), std::nullopt,
                  [this](const rdzv::JobMemory& m) { write_memory(m); }};
@@ -322,6 +349,9 @@ void EtcdRendezvous::on_following(const std::string& value, int64_t epoch) {
     step_down(fmt::format("finds another leader in etcd (epoch {})", epoch));
     return;
   }
+  if (etcd_lost_) spdlog::info("etcd answers again: failover is on again on this node");
+  etcd_lost_ = false;
+  if (epoch_ != 0) return;  // its own key, still there from before etcd was gone
   const nlohmann::json leader = nlohmann::json::parse(value, nullptr, false);
   if (!leader.is_object() || !leader.value("addr", nlohmann::json()).is_string() ||
       !leader.value("port", nlohmann::json()).is_number_integer()) {
@@ -345,28 +375,29 @@ void EtcdRendezvous::write_memory(rdzv::JobMemory memory) {
   writing_ = true;
   const auto puts = std::vector<std::pair<std::string, std::string>>{
       {key("memory"), rdzv::to_json(memory).dump()}};
-  client_.call(
-      "/v3/kv/txn", etcd::guarded_txn_request(key("leader"), epoch_, puts, {}, keeper_->id()),
-      [this, alive = std::weak_ptr<int>(alive_)](etcd::Reply reply) {
-        if (alive.expired()) return;
-        writing_ = false;
-        if (const auto* f = std::get_if<etcd::Failure>(&reply)) {
-          spdlog::warn(
-              "the job's memory was not written to etcd ({}): a successor "
-              "would continue from an older one",
-              f->what);
-        } else if (!etcd::txn_result(std::get<nlohmann::json>(reply)).succeeded && epoch_ != 0) {
-          step_down("no longer holds the leader key it was elected with");
-          return;
-        }
-        if (next_write_) {
-          rdzv::JobMemory next = *next_write_;
-          next_write_.reset();
-          write_memory(next);
-        } else if (closed_) {
-          revoke_lease();
-        }
-      });
+  client_.call("/v3/kv/txn",
+               etcd::guarded_txn_request(key("leader"), epoch_, puts, {}, keeper_->id()),
+               [this, alive = std::weak_ptr<int>(alive_)](etcd::Reply reply) {
+                 if (alive.expired()) return;
+                 writing_ = false;
+                 if (const auto* f = std::get_if<etcd::Failure>(&reply)) {
+                   spdlog::warn(
+                       "the job's memory was not written to etcd ({}): a successor "
+                       "would continue from an older one",
+                       f->what);
+                 } else if (!etcd::txn_result(std::get<nlohmann::json>(reply)).succeeded &&
+                            epoch_ != 0 && !etcd_lost_) {
+                   step_down("no longer holds the leader key it was elected with");
+                   return;
+                 }
+                 if (next_write_) {
+                   rdzv::JobMemory next = *next_write_;
+                   next_write_.reset();
+                   write_memory(next);
+                 } else if (closed_) {
+                   revoke_lease();
+                 }
+               });
 }
 
 void EtcdRendezvous::step_down(const std::string& why) {

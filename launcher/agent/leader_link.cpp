@@ -95,6 +95,11 @@ void LeaderLink::on_link_failed(uint64_t mine, const std::string& why) {
 
 void LeaderLink::follow(const std::string& addr, int port, int64_t epoch) {
   if (closed_ || epoch <= epoch_) return;
+  if (link_ && link_->cfg->rendezvous.master_addr == addr &&
+      link_->cfg->rendezvous.master_port == port) {
+    epoch_ = epoch;  // the same server, elected again (after etcd was gone): nothing moves
+    return;
+  }
   std::unique_ptr<Link> old = std::move(link_);
   failure_grace_->timer.cancel();
   epoch_ = epoch;

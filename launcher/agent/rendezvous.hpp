@@ -43,6 +43,8 @@ class Rendezvous {
     // This node's ranks' beats when they changed since the last call: sent with heartbeats, for
     // `npu_run status` anywhere. Unset: none.
     std::function<std::optional<std::vector<rdzv::RankBeat>>()> beats{};
+    // Whether this agent reaches etcd, sent with heartbeats (an etcd rendezvous). Unset: nothing.
+    std::function<std::optional<bool>()> etcd_reachable{};
     // Before a round forms: the device-plane pings this node is to make, then what they found.
     std::function<void(const rdzv::PingRequest&)> pings{};
     std::function<void(const rdzv::PingVerdict&)> ping_verdict{};

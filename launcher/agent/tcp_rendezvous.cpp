@@ -130,7 +130,7 @@ void TcpRendezvous::start(Handlers handlers) {
         fail_status_queries(why);
         handlers_.failed(why);
       },
-      handlers_.beats});
+      handlers_.beats, handlers_.etcd_reachable});
 }
 
 void TcpRendezvous::join() {

@@ -32,7 +32,8 @@ Seconds flag_or_conf(const Flag<double>& flag, const std::map<std::string, std::
 
 RendezvousTiming resolve_timing(const RendezvousFlags& f,
                                 const std::map<std::string, std::string>& conf,
-                                const std::string& conf_source) {
+                                const std::string& conf_source,
+                                std::optional<std::chrono::milliseconds> interval_cap) {
   RendezvousTiming t;
   const Seconds join = flag_or_conf(f.join_timeout, conf, conf_source, {"timeout", "join_timeout"});
   t.join_timeout = seconds_option(join.value, 1, kWeek, join.source);
@@ -40,9 +41,14 @@ RendezvousTiming resolve_timing(const RendezvousFlags& f,
   t.last_call = seconds_option(last.value, 0, kDay, last.source);
   const Seconds handshake = flag_or_conf(f.handshake_timeout, conf, conf_source, {"read_timeout"});
   t.handshake_timeout = seconds_option(handshake.value, 0.1, 3600, handshake.source);
-  const Seconds interval =
-      flag_or_conf(f.heartbeat_interval, conf, conf_source, {"keep_alive_interval"});
+  Seconds interval = flag_or_conf(f.heartbeat_interval, conf, conf_source, {"keep_alive_interval"});
   t.heartbeat_interval = seconds_option(interval.value, 0.05, 3600, interval.source);
+  const bool interval_chosen = f.heartbeat_interval.given() || conf.count("keep_alive_interval");
+  if (interval_cap && !interval_chosen && *interval_cap < t.heartbeat_interval) {
+    t.heartbeat_interval = *interval_cap;
+    interval = {std::chrono::duration<double>(*interval_cap).count(),
+                "the etcd rendezvous' heartbeat interval (a tenth of lease_ttl)"};
+  }
   Seconds timeout{*f.heartbeat_timeout, f.heartbeat_timeout.source()};
   if (!f.heartbeat_timeout.given() && conf.count("keep_alive_max_attempt")) {
     timeout = {interval.value * conf_number(conf, "keep_alive_max_attempt", conf_source),

@@ -15,10 +15,12 @@ namespace npu_run {
 
 // The timing, from the flags, with torchrun's --rdzv-conf keys (`conf`, named `conf_source`)
 // where no flag was given: timeout/join_timeout, last_call_timeout, read_timeout,
-// keep_alive_interval, keep_alive_max_attempt.
+// keep_alive_interval, keep_alive_max_attempt. `interval_cap`: the longest default heartbeat
+// interval (an etcd rendezvous needs them often); one the user chose stands.
 RendezvousTiming resolve_timing(const RendezvousFlags& flags,
                                 const std::map<std::string, std::string>& conf = {},
-                                const std::string& conf_source = "--rdzv-conf");
+                                const std::string& conf_source = "--rdzv-conf",
+                                std::optional<std::chrono::milliseconds> interval_cap = {});
 
 // The token a file or the flag (or NPU_RUN_RDZV_TOKEN) gives; nothing when neither does.
 std::optional<GivenToken> resolve_given_token(const RendezvousFlags& flags, HostProbe& host);

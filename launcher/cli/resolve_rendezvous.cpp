@@ -157,10 +157,15 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   rdzv.conf = parse_rdzv_conf(*o.rdzv_conf, conf_source);
   rdzv.is_host = conf_bool(rdzv.conf, "is_host", conf_source);
   (void)conf_bool(rdzv.conf, "use_libuv", conf_source);  // checked; see --help
-  rdzv.timing = resolve_timing(in.options.rdzv, rdzv.conf, conf_source);
   rdzv.run_id = resolve_run_id(in);
-  rdzv.token = resolve_token(in, shape, warnings);
   rdzv.etcd = resolve_etcd(in, rdzv);
+  // A leader that cannot renew its lease asks the others' last heartbeats whether they reach
+  // etcd (agent/etcd_rendezvous.cpp): they must come often enough to be fresh within a sixth
+  // of the lease's TTL.
+  std::optional<std::chrono::milliseconds> interval_cap;
+  if (rdzv.etcd) interval_cap = rdzv.etcd->lease_ttl / 10;
+  rdzv.timing = resolve_timing(in.options.rdzv, rdzv.conf, conf_source, interval_cap);
+  rdzv.token = resolve_token(in, shape, warnings);
 }
 
 }  // namespace npu_run

@@ -6,11 +6,7 @@ namespace npu_run::etcd {
 
 LeaseKeeper::LeaseKeeper(boost::asio::io_context& io, Client& client, std::chrono::seconds ttl,
                          Handlers handlers)
-    : client_(client),
-      ttl_(ttl),
-      handlers_(std::move(handlers)),
-      renewal_(io),
-      deadline_(io) {}
+    : client_(client), ttl_(ttl), handlers_(std::move(handlers)), renewal_(io), deadline_(io) {}
 
 LeaseKeeper::~LeaseKeeper() {
   abandon();
@@ -35,6 +31,7 @@ void LeaseKeeper::start() {
 
 // etcd counts the TTL from no earlier than the moment the renewal (or grant) was sent.
 void LeaseKeeper::arm_deadline(Clock::time_point sent) {
+  renewed_at_ = sent;
   deadline_.expires_at(sent + ttl_ - margin());
   deadline_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code e) {
     if (!e && !alive.expired())

@@ -40,6 +40,9 @@ class LeaseKeeper {
   void abandon();
 
   int64_t id() const { return id_; }
+  // When the last grant or renewal that etcd took was sent; the epoch of the clock before one.
+  Clock::time_point renewed_at() const { return renewed_at_; }
+  bool stopped() const { return stopped_; }
   // How long before etcd could expire the lease the keeper gives up: a sixth of the TTL.
   std::chrono::milliseconds margin() const { return ttl_ / 6; }
 
@@ -55,6 +58,7 @@ class LeaseKeeper {
   boost::asio::steady_timer renewal_;
   boost::asio::steady_timer deadline_;  // `lost` when it fires
   int64_t id_ = 0;
+  Clock::time_point renewed_at_{};
   bool stopped_ = false;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };

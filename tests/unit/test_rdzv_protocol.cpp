@@ -157,6 +157,13 @@ TEST_CASE("messages: every client message survives encode and decode", "[protoco
   CHECK((notice.round == 7 && notice.failure.hang && notice.failure.rank == 9));
   CHECK(sequenced(ClientMessage{notice}));  // kept across a resume, like a report
   CHECK(round_trip_client<Heartbeat>(Heartbeat{12}).received == 12);
+  // An etcd rendezvous' agents say whether they reach etcd; others say nothing of it.
+  CHECK_FALSE(round_trip_client<Heartbeat>(Heartbeat{1}).etcd.has_value());
+  Heartbeat with_etcd{1};
+  with_etcd.etcd = true;
+  CHECK(round_trip_client<Heartbeat>(with_etcd).etcd == std::optional<bool>(true));
+  with_etcd.etcd = false;
+  CHECK(round_trip_client<Heartbeat>(with_etcd).etcd == std::optional<bool>(false));
   const Resume resume = round_trip_client<Resume>(Resume{"5e55", 3});
   CHECK((resume.session == "5e55" && resume.received == 3));
   // A session key is as long as a nonce at most; counts are never negative.

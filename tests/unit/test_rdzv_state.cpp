@@ -1263,3 +1263,22 @@ TEST_CASE("rdzv memory: a successor continues the job: round, restarts, the last
   CHECK_THROWS_WITH(memory_from(nlohmann::json{{"round", "x"}}),
                     Contains("'round' is not an integer"));
 }
+
+TEST_CASE("rdzv memory: a leader asks which agents said lately that they reach etcd",
+          "[rdzv][etcd]") {
+  Job job(settings(2));
+  job.join(1, node("a"));
+  job.join(2, node("b"));
+  Heartbeat reaches{0};
+  reaches.etcd = true;
+  Heartbeat cut_off{0};
+  cut_off.etcd = false;
+  job.send(1, reaches, t0 + 1s);
+  job.send(2, reaches, t0 + 2s);
+  CHECK(job.state.clients_reaching_etcd(t0.steady) == 2);
+  CHECK(job.state.clients_reaching_etcd((t0 + 1500ms).steady) == 1);  // only the fresh one
+  job.send(2, cut_off, t0 + 3s);
+  CHECK(job.state.clients_reaching_etcd(t0.steady) == 1);
+  job.send(1, Heartbeat{0}, t0 + 4s);  // says nothing of etcd: its last word stands
+  CHECK(job.state.clients_reaching_etcd(t0.steady) == 1);
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The etcd rendezvous end to end: a real 3-member etcd (Debian's etcd-server) on a bridge's
+# address, three "hosts" (network namespaces on that bridge, each its own UTS namespace and host
+# name), real PyTorch DDP over gloo, `--nnodes 2:3` with 2 workers per node and no --master-addr
+# anywhere. Mid-training the agent etcd elected (the one that serves the rendezvous and the
+# workers' store) is SIGKILLed with its workers and its namespace cut off (nftables): within the
+# lease's TTL plus a second another agent is elected, the job re-forms on the 2 nodes left with
+# TORCHELASTIC_RESTART_COUNT 1 (the job's memory, not a fresh job), training runs again and every
+# rank ends with the same weights. Nothing is left under the job's prefix and no process of the
+# job survives.
+#
+# usage: netns_etcd_ddp.sh NPU_RUN_BINARY SOURCE_DIR   (root required; exits 77 = skipped)
+set -euo pipefail
+
+npu_run=$1
+source_dir=$2
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: network namespaces need root"
+  exit 77
+fi
+for tool in nft etcd etcdctl; do
+  command -v "$tool" >/dev/null ||
+    { echo "FAIL: $tool missing (scripts/install_deps.sh installs nftables, etcd-server, etcd-client)"; exit 1; }
+done
+
+tag="ned$$"
+marker="netns-etcd-$$-$RANDOM"
+work=$(mktemp -d)
+prefix=10.231.80
+ttl=3
+pids=()
+etcd_pids=()
+
+# shellcheck source=lib.sh
+source "$source_dir/tests/e2e/lib.sh"
+extra_failure_info() {
+  for i in 0 1 2; do
+    echo "---- node $i stdout"
+    cat "$work/node$i.out" 2>/dev/null || true
+    echo "---- node $i stderr"
+    cat "$work/node$i.err" 2>/dev/null || true
+  done
+}
+
+cleanup() {
+  for pid in "${pids[@]}" "${etcd_pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  kill_job_processes
+  for i in 1 2 3; do ip netns del "${tag}h$i" 2>/dev/null || true; done
+  ip link del "${tag}br" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip link add "${tag}br" type bridge
+ip addr add "$prefix.254/24" dev "${tag}br"
+ip link set "${tag}br" up
+for i in 1 2 3; do
+  ns="${tag}h$i"
+  ip netns add "$ns"
+  ip link add "${tag}v$i" type veth peer name "${tag}p$i"
+  ip link set "${tag}p$i" netns "$ns"
+  ip -n "$ns" link set "${tag}p$i" name eth0
+  ip -n "$ns" addr add "$prefix.$i/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip link set "${tag}v$i" master "${tag}br"
+  ip link set "${tag}v$i" up
+done
+
+# Three etcd members on the bridge's address, each with ports of its own.
+cluster=""
+endpoints=""
+for m in 1 2 3; do
+  cluster+="${cluster:+,}e$m=http://$prefix.254:$((23980 + m))"
+  endpoints+="${endpoints:+,}$prefix.254:$((23970 + m))"
+done
+for m in 1 2 3; do
+  etcd --name "e$m" --data-dir "$work/etcd$m" \
+    --listen-client-urls "http://$prefix.254:$((23970 + m))" \
+    --advertise-client-urls "http://$prefix.254:$((23970 + m))" \
+    --listen-peer-urls "http://$prefix.254:$((23980 + m))" \
+    --initial-advertise-peer-urls "http://$prefix.254:$((23980 + m))" \
+    --initial-cluster "$cluster" --initial-cluster-state new >"$work/etcd$m.log" 2>&1 &
+  etcd_pids+=($!)
+done
+etcd_ok() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" --dial-timeout 1s put /probe x >/dev/null 2>&1; }
+wait_for 30 "etcd to take a write" etcd_ok
+leader_value() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" get --print-value-only /torchelastic/p2p/e2e/leader; }
+
+run_node() {  # index
+  local i=$1
+  ip netns exec "${tag}h$((i + 1))" unshare --uts env NPU_RUN_TEST_MARKER="$marker" \
+    PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}" GLOO_SOCKET_IFNAME=eth0 \
+    /bin/sh -c 'hostname "$0" && exec "$@"' "etcd-host-$i" \
+    "$npu_run" --nnodes 2:3 --nproc-per-node 2 --rdzv-backend etcd --rdzv-endpoint "$endpoints" \
+    --rdzv-id e2e --rdzv-conf "lease_ttl=$ttl,last_call_timeout=2" --rdzv-timeout 60 \
+    --max-restarts 1 --heartbeat-timeout 3 \
+    "$source_dir/examples/train_ddp.py" --steps 60 --step-seconds 0.1 \
+    >"$work/node$i.out" 2>"$work/node$i.err" &
+  pids[$i]=$!
+}
+
+for i in 0 1 2; do run_node "$i"; done
+any_at_step() { cat "$work"/node?.out 2>/dev/null | grep -qF "step  10"; }
+wait_for 120 "training to reach step 10" any_at_step
+leader=$(leader_value)
+host=$(sed -n 's/.*"host":"\(etcd-host-[0-9]\)".*/\1/p' <<<"$leader")
+[ -n "$host" ] || fail "etcd's leader key names no agent: '$leader'"
+lost=${host#etcd-host-}
+echo "the rendezvous leader is $host; its machine dies"
+kill -9 "${pids[$lost]}"
+ip netns exec "${tag}h$((lost + 1))" nft -f - <<'NFT'
+table inet cut {
+  chain in { type filter hook input priority 0; policy drop; }
+  chain out { type filter hook output priority 0; policy drop; }
+}
+NFT
+killed_at=$(date +%s.%N)
+new_leader() { local v; v=$(leader_value); [ -n "$v" ] && ! grep -q "\"$host\"" <<<"$v"; }
+wait_for 30 "a new leader in etcd" new_leader
+elected_after=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+echo "a new leader after ${elected_after} s (lease TTL $ttl s): $(leader_value)"
+awk -v t="$elected_after" -v ttl="$ttl" 'BEGIN { exit !(t < ttl + 1.5) }' ||
+  fail "the new leader came ${elected_after} s after the old one died (TTL $ttl s)"
+
+survivors=()
+for i in 0 1 2; do [ "$i" = "$lost" ] || survivors+=("$i"); done
+for i in "${survivors[@]}"; do
+  wait_bounded 180 "${pids[$i]}" "node $i"
+  [ "$rc" -eq 0 ] || fail "node $i exited $rc"
+  expect_in "$work/node$i.err" "of 4, node" "attempt 1)"
+done
+cat "$work/node${survivors[0]}.out" "$work/node${survivors[1]}.out" >"$work/survivors.out"
+cat "$work/node${survivors[0]}.err" "$work/node${survivors[1]}.err" >"$work/survivors.err"
+expect_in "$work/survivors.err" "etcd elected this agent to lead the rendezvous after etcd-host-$lost" \
+  "the job continues with round 1 (restart 1)"
+expect_in "$work/survivors.out" "ranks agree: True"
+[ "$(grep -c 'weights checksum' "$work/survivors.out")" -ge 4 ] ||
+  fail "expected the 4 ranks' checksums after the restart" "$work/survivors.out"
+ip netns exec "${tag}h$((lost + 1))" nft delete table inet cut
+require_no_job_processes "the DDP job over etcd"
+# The survivors revoked their leases; the lost one's lapsed with its TTL.
+left=$(ETCDCTL_API=3 etcdctl --endpoints "$endpoints" get --prefix --keys-only /torchelastic/p2p/e2e/)
+[ -z "$left" ] || fail "keys left under the job's prefix: $left"
+echo "PASS: the etcd-elected leader was lost; a new one led within ${elected_after} s and DDP finished"

@@ -227,6 +227,14 @@ set_tests_properties("bench smoke: a spare taking a lost node's seat"
                      PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
                                 PASS_REGULAR_EXPRESSION "\\| 2 \\+ 1 \\| npu_run \\| [0-9.]+ s")
 
+# Smoke run of the etcd failover benchmark (a 3-member etcd, 2 agents, one run, npu_run only).
+add_test(NAME "bench smoke: the etcd-elected leader lost"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/etcd_failover.py
+                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1)
+set_tests_properties("bench smoke: the etcd-elected leader lost"
+                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
+                                PASS_REGULAR_EXPRESSION "\\| 2 \\| npu_run etcd \\(lease TTL 2 s\\) \\| [0-9.]+ s")
+
 # Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
 add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/multi_node.py

@@ -77,6 +77,8 @@ fi
   "$py" "$bench/training_start.py" --npu-run "$bin/npu_run" "${train[@]}"
   echo
   "$py" "$bench/spare_takeover.py" --npu-run "$bin/npu_run"
+  echo
+  "$py" "$bench/etcd_failover.py" --npu-run "$bin/npu_run"
   for delay in 0 0.2; do
     echo
     "$py" "$bench/ssh_start.py" --npu-run "$bin/npu_run" --login-delay "$delay" "${ssh_hosts[@]}"

@@ -15,56 +15,13 @@ starts, or at --patience seconds with "none".
     /usr/bin/python3 scripts/bench/spare_takeover.py --npu-run build/npu_run [--sizes 4,64]
 """
 
-import argparse
 import os
 import signal
-import statistics
-import subprocess
-import threading
 import time
 
-from bench_common import MARKER, free_port, kill_leftovers, torchrun26
+from bench_common import (MARKER, WORKER, Agent, free_port, loss_bench_parser, median_text,
+                          stop_agents, torchrun26, wait_until)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-WORKER = ('echo "start $TORCHELASTIC_RESTART_COUNT $(date +%s.%N)"; '
-          '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 600; exit 0')
-
-
-class Agent:
-    """One agent with its stdout and stderr read into lines by threads."""
-
-    def __init__(self, cmd, env):
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
-        self.out, self.err = [], []
-        for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=self._read, args=(stream, lines), daemon=True).start()
-
-    @staticmethod
-    def _read(stream, lines):
-        for line in stream:
-            lines.append((time.time(), line))
-
-    def started(self, attempt):
-        """The start time a worker of `attempt` printed, or None."""
-        for _, line in list(self.out):
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "start" and parts[1] == str(attempt):
-                return float(parts[2])
-        return None
-
-    def said(self, text):
-        return any(text in line for _, line in list(self.err))
-
-
-def wait_until(condition, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def npu_run_agents(args, n, port, env):
@@ -107,23 +64,11 @@ def one_run(args, launcher, n):
         firsts = [a.started(1) for a in survivors if a.started(1) is not None]
         return min(firsts) - killed_at if firsts else None
     finally:
-        for a in agents:
-            try:
-                os.killpg(a.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            a.proc.wait()
-        kill_leftovers(marker)
+        stop_agents(agents, marker)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
-    parser.add_argument("--sizes", default="4,64", help="nodes (each job has one agent more)")
-    parser.add_argument("--torchrun-sizes", default="4", help="sizes torchrun 2.6 runs at")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--patience", type=float, default=30.0)
-    args = parser.parse_args()
+    args = loss_bench_parser(__doc__, "nodes (each job has one agent more)", 30.0).parse_args()
     print("| nodes + spare | launcher | node death -> first worker of the next attempt |")
     print("|---|---|---|")
     for n in [int(s) for s in args.sizes.split(",")]:
@@ -132,11 +77,7 @@ def main():
             launchers.append("torchrun 2.6 c10d")
         for launcher in launchers:
             times = [one_run(args, launcher, n) for _ in range(args.runs)]
-            done = [t for t in times if t is not None]
-            text = (f"{statistics.median(done):.3f} s ({min(done):.3f}-{max(done):.3f})"
-                    if done else f"none within {args.patience:.0f} s")
-            if done and len(done) < len(times):
-                text += f"; none in {len(times) - len(done)} of {len(times)} runs"
+            text = median_text(times, args.patience)
             print(f"| {n} + 1 | {launcher} | {text} |", flush=True)
     if not torchrun26():
         print("\ntorchrun 2.6 left out: its chroot is not made (run tests/torch2/chroot.sh as root)")

@@ -125,3 +125,30 @@ remove_namespace_pair() {
   ip netns del "${ns_a:-}" 2>/dev/null || true
   ip netns del "${ns_b:-}" 2>/dev/null || true
 }
+
+# Three "hosts": network namespaces "${tag}h1".."${tag}h3" on a bridge "${tag}br", each with
+# eth0 addressed PREFIX.1 .. PREFIX.3 (/24) and loopback up. remove_namespace_bridge undoes it
+# (safe to call when creation failed half way).
+make_namespace_bridge() {  # tag prefix
+  local tag=$1 prefix=$2 i ns
+  ip link add "${tag}br" type bridge
+  ip link set "${tag}br" up
+  for i in 1 2 3; do
+    ns="${tag}h$i"
+    ip netns add "$ns"
+    ip link add "${tag}v$i" type veth peer name "${tag}p$i"
+    ip link set "${tag}p$i" netns "$ns"
+    ip -n "$ns" link set "${tag}p$i" name eth0
+    ip -n "$ns" addr add "$prefix.$i/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    ip link set "${tag}v$i" master "${tag}br"
+    ip link set "${tag}v$i" up
+  done
+}
+
+remove_namespace_bridge() {  # tag
+  local i
+  for i in 1 2 3; do ip netns del "$1h$i" 2>/dev/null || true; done
+  ip link del "$1br" 2>/dev/null || true
+}

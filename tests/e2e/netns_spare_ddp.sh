@@ -38,26 +38,12 @@ extra_failure_info() {
 cleanup() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   kill_job_processes
-  for i in 1 2 3; do ip netns del "${tag}h$i" 2>/dev/null || true; done
-  ip link del "${tag}br" 2>/dev/null || true
+  remove_namespace_bridge "$tag"
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-ip link add "${tag}br" type bridge
-ip link set "${tag}br" up
-for i in 1 2 3; do
-  ns="${tag}h$i"
-  ip netns add "$ns"
-  ip link add "${tag}v$i" type veth peer name "${tag}p$i"
-  ip link set "${tag}p$i" netns "$ns"
-  ip -n "$ns" link set "${tag}p$i" name eth0
-  ip -n "$ns" addr add "$prefix.$i/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip link set "${tag}v$i" master "${tag}br"
-  ip link set "${tag}v$i" up
-done
+make_namespace_bridge "$tag" "$prefix"
 
 run_node() {  # index node_rank
   local i=$1

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "agent/leader_link.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/rendezvous_host.hpp"
+#include "basics/usage_error.hpp"
 #include "etcd/client.hpp"
 #include "etcd/election.hpp"
 #include "etcd/lease_keeper.hpp"
@@ -46,8 +48,23 @@ constexpr milliseconds kElectionSlack = 3s;
 // otherwise they lapse with its TTL).
 constexpr milliseconds kRevokeWait = 2s;
 
+// The TLS files are read here, once: one that is not what its key says is named before any
+// request (a missing one was named by the command line's check).
 etcd::Settings client_settings(const EtcdSettings& e) {
-  return etcd::Settings{etcd::parse_endpoints(e.endpoints), e.user, e.password, e.request_timeout};
+  etcd::Settings settings{etcd::parse_endpoints(e.endpoints), e.user, e.password, e.request_timeout,
+                          nullptr};
+  const bool tls = std::any_of(settings.endpoints.begin(), settings.endpoints.end(),
+                               [](const etcd::Endpoint& member) { return member.tls; });
+  if (!tls) return settings;
+  try {
+    settings.tls = etcd::make_tls_context({e.ca_file, e.cert_file, e.key_file});
+  } catch (const std::runtime_error& error) {
+    throw UsageError(
+        fmt::format("--rdzv-conf: {}; give the PEM files etcd's own certificates "
+                    "were made with (etcdctl's --cacert, --cert, --key)",
+                    error.what()));
+  }
+  return settings;
 }
 
 // The leader key's value: where its server is, and which agent it is.
@@ -179,7 +196,7 @@ void EtcdRendezvous::first_contact() {
                [this, alive = std::weak_ptr<int>(alive_)](etcd::Reply reply) {
                  if (alive.expired() || closed_) return;
                  if (const auto* f = std::get_if<etcd::Failure>(&reply)) {
-                   if (f->answered()) {
+                   if (f->refused()) {
                      start_deadline_.cancel();
                      handlers_.failed(fmt::format("etcd at {} refused this agent: {}",
                                                   etcd_.endpoints, f->what));
@@ -189,7 +206,9 @@ void EtcdRendezvous::first_contact() {
                    retry_in(kRetry, &EtcdRendezvous::first_contact);
                    return;
                  }
-                 join_etcd();
+                 client_.prefer_leader([this, alive] {
+                   if (!alive.expired() && !closed_) join_etcd();
+                 });
                });
 }
 

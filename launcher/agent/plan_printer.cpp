@@ -104,6 +104,11 @@ std::string rendezvous_text(const LaunchConfig& cfg) {
                   etcd->prefix, std::chrono::duration<double>(etcd->lease_ttl).count());
   if (!etcd->user.empty())
     text += fmt::format(", user {} with the password from {}", etcd->user, etcd->password_source);
+  if (etcd->endpoints.find("https://") != std::string::npos) {
+    text += fmt::format(", TLS checked against {}",
+                        etcd->ca_file.empty() ? "the system's CA store" : etcd->ca_file);
+    if (!etcd->cert_file.empty()) text += fmt::format(", client certificate {}", etcd->cert_file);
+  }
   return text + ")";
 }
 

@@ -3,6 +3,7 @@
 // spellings) and npu_run's own. The password never comes from the command line.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "basics/environment.hpp"
@@ -19,6 +20,8 @@ namespace {
 constexpr const char* kTorchrunEtcdPrefix = "/torchelastic/p2p";
 constexpr const char* kPasswordVariable = "NPU_RUN_ETCD_PASSWORD";
 constexpr const char* kUserVariable = "NPU_RUN_ETCD_USER";
+// The lease renewals a job's agents send etcd, at most, each second with the default lease.
+constexpr long kRenewalsPerSecond = 100;
 
 bool etcd_backend(const std::string& backend) {
   return backend == "etcd" || backend == "etcd-v2";
@@ -33,24 +36,61 @@ const std::string* conf_value(const std::map<std::string, std::string>& conf,
   return nullptr;
 }
 
-// TLS to etcd is not there yet: refused by name rather than spoken in clear text.
-void refuse_tls(const std::map<std::string, std::string>& conf, const std::string& endpoints,
-                const std::string& conf_source) {
+// protocol=https puts every member on TLS; https:// puts one. A file must be readable now, so a
+// typo is named before any node starts; what is in it is checked when the agent starts.
+std::string tls_file(const LaunchInputs& in, const std::map<std::string, std::string>& conf,
+                     std::initializer_list<const char*> keys, const std::string& conf_source) {
+  for (const char* key : keys) {
+    const auto it = conf.find(key);
+    if (it == conf.end()) continue;
+    if (!in.host.is_regular_file(it->second)) {
+      throw UsageError(fmt::format("{} {}={}: no such file; give the PEM file's path", conf_source,
+                                   key, it->second));
+    }
+    return in.host.absolute(it->second);
+  }
+  return "";
+}
+
+void resolve_tls(const LaunchInputs& in, const std::map<std::string, std::string>& conf,
+                 const std::string& conf_source, EtcdSettings& etcd) {
+  std::vector<etcd::Endpoint> members = etcd::parse_endpoints(etcd.endpoints);
   const std::string* protocol = conf_value(conf, {"protocol"});
   if (protocol != nullptr && *protocol != "http" && *protocol != "https") {
     throw UsageError(
         fmt::format("{} protocol={}: etcd is reached over http or https", conf_source, *protocol));
   }
-  bool tls = protocol != nullptr && *protocol == "https";
-  for (const etcd::Endpoint& e : etcd::parse_endpoints(endpoints)) tls = tls || e.tls;
-  const std::string* file =
-      conf_value(conf, {"cacert", "ca_cert", "cert", "ssl_cert", "key", "ssl_cert_key"});
-  if (tls || file != nullptr) {
+  bool tls = false;
+  for (etcd::Endpoint& member : members) {
+    if (protocol != nullptr && *protocol == "http" && member.tls) {
+      throw UsageError(
+          fmt::format("{} protocol=http, but the member https://{} asks for TLS; "
+                      "drop one of the two",
+                      conf_source, member.to_string()));
+    }
+    member.tls = member.tls || (protocol != nullptr && *protocol == "https");
+    tls = tls || member.tls;
+  }
+  etcd.ca_file = tls_file(in, conf, {"cacert", "ca_cert"}, conf_source);
+  etcd.cert_file = tls_file(in, conf, {"cert", "ssl_cert"}, conf_source);
+  etcd.key_file = tls_file(in, conf, {"key", "ssl_cert_key"}, conf_source);
+  if (!etcd.key_file.empty() && etcd.cert_file.empty()) {
+    throw UsageError(
+        fmt::format("{} key={} has no certificate; add cert=PATH", conf_source, etcd.key_file));
+  }
+  if (etcd.key_file.empty()) etcd.key_file = etcd.cert_file;  // one PEM with both, as torchrun
+  const bool files = !etcd.ca_file.empty() || !etcd.cert_file.empty();
+  if (files && !tls) {
     throw UsageError(fmt::format(
-        "{}: npu_run speaks to etcd over plain http only so far (TLS is not built in yet); give "
-        "http:// endpoints without cacert/cert/key, and a user and password "
-        "(--rdzv-conf user=NAME, {} or password_file=PATH) for access control",
-        tls ? "an https endpoint or protocol=https" : conf_source, kPasswordVariable));
+        "{} gives TLS files, but every etcd member is plain http; add protocol=https or write "
+        "the members as https://HOST:PORT",
+        conf_source));
+  }
+  if (!tls) return;
+  etcd.endpoints.clear();
+  for (const etcd::Endpoint& member : members) {
+    etcd.endpoints += fmt::format("{}{}{}", etcd.endpoints.empty() ? "" : ",",
+                                  member.tls ? "https://" : "", member.to_string());
   }
 }
 
@@ -90,13 +130,24 @@ void resolve_login(const LaunchInputs& in, const std::map<std::string, std::stri
   }
 }
 
+// The default lease: 5 s, longer for large jobs so that their renewals (three per lease and
+// TTL) stay near 100 a second, which a 3-member etcd takes without its latency rising
+// (docs/BENCHMARKS.md); the heartbeats that go every tenth of it scale down with them.
+std::chrono::milliseconds default_lease_ttl(const JobShape& shape) {
+  const long agents = static_cast<long>(shape.max_nodes) + shape.spares;
+  return std::chrono::seconds(std::clamp(3 * agents / kRenewalsPerSecond, 5L, 600L));
+}
+
 }  // namespace
 
-std::optional<EtcdSettings> resolve_etcd(const LaunchInputs& in, const RendezvousConfig& rdzv) {
+std::optional<EtcdSettings> resolve_etcd(const LaunchInputs& in, const JobShape& shape,
+                                         const RendezvousConfig& rdzv) {
   const ShapeFlags& o = in.options.shape;
   const std::string conf_source = o.rdzv_conf.source();
   if (!etcd_backend(rdzv.backend)) {
-    for (const char* key : {"etcd_prefix", "user", "password", "password_file", "lease_ttl"}) {
+    for (const char* key :
+         {"etcd_prefix", "user", "password", "password_file", "lease_ttl", "protocol", "cacert",
+          "ca_cert", "cert", "ssl_cert", "key", "ssl_cert_key"}) {
       if (rdzv.conf.contains(key)) {
         throw UsageError(
             fmt::format("{} {}: an etcd setting, but {} is {}; add "
@@ -120,7 +171,7 @@ std::optional<EtcdSettings> resolve_etcd(const LaunchInputs& in, const Rendezvou
     throw UsageError(
         fmt::format("{} '{}': {}", o.rdzv_endpoint.source(), etcd.endpoints, e.what()));
   }
-  refuse_tls(rdzv.conf, etcd.endpoints, conf_source);
+  resolve_tls(in, rdzv.conf, conf_source, etcd);
   std::string prefix = kTorchrunEtcdPrefix;
   if (const std::string* given = conf_value(rdzv.conf, {"etcd_prefix"})) prefix = *given;
   if (prefix.empty() || prefix.front() != '/') {
@@ -131,6 +182,7 @@ std::optional<EtcdSettings> resolve_etcd(const LaunchInputs& in, const Rendezvou
   etcd.prefix = fmt::format("{}/{}", prefix == "/" ? "" : prefix, rdzv.run_id);
   resolve_login(in, rdzv.conf, conf_source, etcd);
   // etcd's shortest lease is 2 s; renewals go at a third of it.
+  etcd.lease_ttl = default_lease_ttl(shape);
   if (rdzv.conf.contains("lease_ttl"))
     etcd.lease_ttl = seconds_option(conf_number(rdzv.conf, "lease_ttl", conf_source), 2, 600,
                                     conf_source + " lease_ttl");

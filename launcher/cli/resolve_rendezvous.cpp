@@ -158,7 +158,7 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   rdzv.is_host = conf_bool(rdzv.conf, "is_host", conf_source);
   (void)conf_bool(rdzv.conf, "use_libuv", conf_source);  // checked; see --help
   rdzv.run_id = resolve_run_id(in);
-  rdzv.etcd = resolve_etcd(in, rdzv);
+  rdzv.etcd = resolve_etcd(in, shape, rdzv);
   // A leader that cannot renew its lease asks the others' last heartbeats whether they reach
   // etcd (agent/etcd_rendezvous.cpp): they must come often enough to be fresh within a sixth
   // of the lease's TTL.

@@ -32,7 +32,8 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
 // Restarts, the grace period, stop signals, the agent's own options (cli/resolve_supervision.cpp).
 // --rdzv-backend etcd|etcd-v2: members, prefix, login, lease (cli/resolve_etcd.cpp); nothing
 // for the other backends.
-std::optional<EtcdSettings> resolve_etcd(const LaunchInputs& in, const RendezvousConfig& rdzv);
+std::optional<EtcdSettings> resolve_etcd(const LaunchInputs& in, const JobShape& shape,
+                                         const RendezvousConfig& rdzv);
 void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
                          AgentOptions& agent);
 // --soc, --rank-table, --hccn-conf (cli/resolve_ascend.cpp).

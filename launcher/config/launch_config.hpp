@@ -127,15 +127,21 @@ inline bool npu_run_serves_store(WorkerStore store) {
 // --rdzv-backend etcd|etcd-v2 (agent/etcd_rendezvous.hpp): etcd elects the agent that hosts the
 // rendezvous and keeps the job's memory, so the job survives the loss of any node.
 struct EtcdSettings {
-  std::string endpoints;  // as given, checked: "h1:2379,https://h2:2379"
-  std::string prefix;     // the job's keys: <etcd_prefix>/<run id>
-  std::string user;       // empty: no login
+  std::string
+      endpoints;       // checked: "h1:2379,https://h2:2379", https:// on each with protocol=https
+  std::string prefix;  // the job's keys: <etcd_prefix>/<run id>
+  std::string user;    // empty: no login
   // From NPU_RUN_ETCD_PASSWORD or --rdzv-conf password_file: never logged, never on a command
   // line; `password_source` says where it came from.
   std::string password;
   std::string password_source;
   milliseconds lease_ttl{5'000};
   milliseconds request_timeout{3'000};  // one request to one member
+  // TLS for the https:// members (protocol=https makes every member one): torchrun's cacert,
+  // cert and key files, absolute. An empty ca_file: the system's CA store.
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
 };
 
 struct RendezvousConfig {

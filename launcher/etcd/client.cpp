@@ -5,6 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "etcd/http_call.hpp"
+#include "etcd/member_stream.hpp"
 
 namespace npu_run::etcd {
 
@@ -14,6 +15,7 @@ constexpr int kUnauthenticated = 16;  // gRPC: the token is unknown or expired
 // How long a call pauses before its second round when etcd was electing its leader.
 constexpr std::chrono::milliseconds kElectionPause{500};
 constexpr int kUnavailable = 14;  // gRPC: "etcdserver: no leader", a member stopping
+const std::string kStatusPath = "/v3/maintenance/status";
 
 // etcd's error answer: {"error": ..., "message": ..., "code": N}; anything else as text.
 Failure failure_of(int status, const std::string& body, const std::string& member) {
@@ -25,6 +27,11 @@ Failure failure_of(int status, const std::string& body, const std::string& membe
   if (answer.is_object() && answer.contains("code") && answer.at("code").is_number_integer())
     f.code = answer.at("code").get<int>();
   f.what = fmt::format("etcd at {} answered HTTP {}: {}", member, status, message);
+  if (message.find("CommonName of client") != std::string::npos) {
+    f.what +=
+        " (with etcd's --client-cert-auth and a login, the client certificate (cert=) "
+        "must carry no CommonName: the user is the login's)";
+  }
   return f;
 }
 
@@ -39,15 +46,18 @@ struct Client::Call {
   bool logged_in_again = false;
   bool electing = false;  // a member said etcd is choosing its leader
   bool second_round = false;
+  size_t certificate_refusals = 0;  // members whose TLS handshake failed on a certificate
+  bool idempotent = false;          // may use, and leaves, a kept connection
 };
 
 Client::Client(boost::asio::io_context& io, Settings settings)
-    : io_(io), settings_(std::move(settings)) {}
+    : io_(io), settings_(std::move(settings)), kept_(settings_.endpoints.size()) {}
 
 Client::~Client() = default;
 
-void Client::call(const std::string& path, const Json& body, ReplyHandler done) {
+void Client::call(const std::string& path, const Json& body, ReplyHandler done, bool idempotent) {
   auto c = std::make_shared<Call>(Call{path, body.dump(), std::move(done), 0, {}, false});
+  c->idempotent = idempotent;
   if (!settings_.user.empty() && token_.empty()) return log_in_then(c);
   send(c);
 }
@@ -70,17 +80,45 @@ void Client::log_in_then(const std::shared_ptr<Call>& c) {
 void Client::send(const std::shared_ptr<Call>& c) {
   const size_t index = (current_ + c->tried) % settings_.endpoints.size();
   const bool login = c->path == "/v3/auth/authenticate";
+  const Endpoint& member = settings_.endpoints[index];
+  std::shared_ptr<MemberStream> kept = c->idempotent ? std::move(kept_[index]) : nullptr;
   post_json(
-      io_, settings_.endpoints[index], c->path, c->body, login ? "" : token_, settings_.timeout,
-      [this, c, index, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& error,
+      io_, PostTarget{member, settings_.tls, c->path}, c->body, login ? "" : token_,
+      settings_.timeout,
+      [this, c, index, alive = std::weak_ptr<int>(alive_)](const std::string& failure,
                                                            const HttpAnswer& answer) {
         if (alive.expired()) return;
-        if (error) {
-          return try_next(
-              c, fmt::format("{}: {}", settings_.endpoints[index].to_string(), error.message()));
+        if (!failure.empty()) {
+          if (failure.starts_with(kCertificateRefused)) ++c->certificate_refusals;
+          return try_next(c,
+                          fmt::format("{}: {}", settings_.endpoints[index].to_string(), failure));
         }
+        if (c->idempotent) kept_[index] = answer.reusable;
         on_answer(c, index, answer.status, answer.body);
-      });
+      },
+      std::move(kept));
+}
+
+void Client::prefer_leader(std::function<void()> done) {
+  auto waiting = std::make_shared<size_t>(settings_.endpoints.size());
+  auto finished = std::make_shared<std::function<void()>>(std::move(done));
+  for (size_t index = 0; index < settings_.endpoints.size(); ++index) {
+    const std::string& path = kStatusPath;
+    post_json(io_, PostTarget{settings_.endpoints[index], settings_.tls, path}, "{}", token_,
+              settings_.timeout,
+              [this, index, waiting, finished, alive = std::weak_ptr<int>(alive_)](
+                  const std::string& failure, const HttpAnswer& answer) {
+                if (alive.expired()) return;
+                const Json status = Json::parse(answer.body, nullptr, false);
+                // Both are uint64 ids, which the gateway writes as strings.
+                if (failure.empty() && answer.status == 200 && status.is_object() &&
+                    status.contains("header") && status.contains("leader") &&
+                    status.at("header").value("member_id", Json()) == status.at("leader")) {
+                  current_ = index;
+                }
+                if (--*waiting == 0) (*finished)();
+              });
+  }
 }
 
 void Client::on_answer(const std::shared_ptr<Call>& c, size_t index, int status,
@@ -122,7 +160,9 @@ void Client::try_next(const std::shared_ptr<Call>& c, const std::string& why) {
         });
     return;
   }
-  c->done(Failure{fmt::format("no etcd member answered ({})", c->failures), 0, 0});
+  Failure f{fmt::format("no etcd member answered ({})", c->failures), 0, 0};
+  f.certificates_refused = c->certificate_refusals >= settings_.endpoints.size();
+  c->done(std::move(f));
 }
 
 }  // namespace npu_run::etcd

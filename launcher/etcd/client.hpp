@@ -15,21 +15,29 @@
 
 #include "etcd/endpoints.hpp"
 #include "etcd/requests.hpp"
+#include "etcd/tls_context.hpp"
 
 namespace npu_run::etcd {
+
+class MemberStream;
 
 struct Settings {
   std::vector<Endpoint> endpoints;
   std::string user;  // empty: no authentication
   std::string password;
   std::chrono::milliseconds timeout{3000};  // one request on one member
+  // For https members (make_tls_context); shared by every connection and the watch.
+  std::shared_ptr<boost::asio::ssl::context> tls;
 };
 
 struct Failure {
   std::string what;     // names the members and what each said, or etcd's own message
   int http_status = 0;  // the answer's status; 0 when no member answered
   int code = 0;         // etcd's (gRPC) code in an error answer: 9 failed precondition, ...
+  bool certificates_refused = false;  // every member's TLS handshake failed on a certificate
   bool answered() const { return http_status != 0; }
+  // etcd or its TLS said no: trying again cannot help.
+  bool refused() const { return answered() || certificates_refused; }
 };
 using Reply = std::variant<Json, Failure>;
 using ReplyHandler = std::function<void(Reply)>;
@@ -42,8 +50,14 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // POSTs `body` to `path` ("/v3/kv/range"); `done` runs once, from the loop, never after the
-  // client is gone.
-  void call(const std::string& path, const Json& body, ReplyHandler done);
+  // client is gone. An `idempotent` call (a lease renewal) goes over the connection the last one
+  // left open to that member, if any, and leaves its own open for the next.
+  void call(const std::string& path, const Json& body, ReplyHandler done, bool idempotent = false);
+
+  // Asks every member which one is etcd's own leader and sends calls there first from then on:
+  // a follower passes each lease renewal on to the leader over etcd's peer HTTP, so a renewal
+  // sent to the leader costs etcd half as much. `done` runs once every member answered or not.
+  void prefer_leader(std::function<void()> done);
 
   const Settings& settings() const { return settings_; }
   // The member that answered last ("host:port"), and its index in the settings.
@@ -64,6 +78,7 @@ class Client {
   Settings settings_;
   size_t current_ = 0;
   std::string token_;
+  std::vector<std::shared_ptr<MemberStream>> kept_;  // by member: open for idempotent calls
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

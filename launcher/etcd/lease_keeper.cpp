@@ -49,17 +49,19 @@ void LeaseKeeper::schedule_renewal() {
 
 void LeaseKeeper::renew() {
   const Clock::time_point sent = Clock::now();
-  client_.call("/v3/lease/keepalive", lease_id_request(id_),
-               [this, sent, alive = std::weak_ptr<int>(alive_)](Reply reply) {
-                 if (alive.expired() || stopped_) return;
-                 if (const auto* answer = std::get_if<Json>(&reply)) {
-                   if (lease_result(*answer).ttl == 0)
-                     return give_up(fmt::format("etcd lease {:x} has expired", id_));
-                   arm_deadline(sent);
-                 }
-                 // A failed renewal is tried again at the next turn; the deadline decides.
-                 schedule_renewal();
-               });
+  client_.call(
+      "/v3/lease/keepalive", lease_id_request(id_),
+      [this, sent, alive = std::weak_ptr<int>(alive_)](Reply reply) {
+        if (alive.expired() || stopped_) return;
+        if (const auto* answer = std::get_if<Json>(&reply)) {
+          if (lease_result(*answer).ttl == 0)
+            return give_up(fmt::format("etcd lease {:x} has expired", id_));
+          arm_deadline(sent);
+        }
+        // A failed renewal is tried again at the next turn; the deadline decides.
+        schedule_renewal();
+      },
+      /*idempotent=*/true);
 }
 
 void LeaseKeeper::give_up(const std::string& why) {

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -10,14 +9,13 @@
 
 #include "etcd/base64.hpp"
 #include "etcd/http_call.hpp"
-#include "net/cloexec_socket.hpp"
+#include "etcd/member_stream.hpp"
 
 namespace npu_run::etcd {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = asio::ip::tcp;
 
 WatchLine parse_watch_line(const std::string& line) {
   const Json json = Json::parse(line, nullptr, false);
@@ -77,7 +75,7 @@ struct Watch::Stream : std::enable_shared_from_this<Watch::Stream> {
   size_t failed_in_a_row = 0;
   bool stopped = false;
   asio::steady_timer retry;
-  std::unique_ptr<beast::tcp_stream> socket;
+  std::unique_ptr<MemberStream> socket;
   beast::flat_buffer buffer;
   std::unique_ptr<http::response_parser<http::string_body>> parser;
   std::function<size_t(uint64_t, beast::string_view, beast::error_code&)> chunk_callback;
@@ -95,7 +93,7 @@ void Watch::Stream::connect() {
   if (!token.empty()) request.set(http::field::authorization, token);
   request.body() = Json{{"create_request", create}}.dump();
   request.prepare_payload();
-  socket = std::make_unique<beast::tcp_stream>(io);
+  socket = std::make_unique<MemberStream>(io, target, settings.tls);
   buffer.clear();
   pending.clear();
   parser = std::make_unique<http::response_parser<http::string_body>>();
@@ -104,40 +102,39 @@ void Watch::Stream::connect() {
     return on_chunk(std::string_view(data.data(), data.size()), ec);
   };
   parser->on_chunk_body(chunk_callback);
-  boost::system::error_code ec;
-  tcp::resolver resolver(io);
-  const auto addresses = resolver.resolve(target.host, std::to_string(target.port), ec);
-  if (ec || addresses.empty())
-    return broken(fmt::format("{}: {}", target.to_string(), ec.message()));
-  net::open_cloexec(socket->socket(), addresses.begin()->endpoint().protocol(), ec);
-  if (ec) return broken(ec.message());
-  socket->expires_after(settings.timeout);  // until the answer's header; then open-ended
-  socket->async_connect(*addresses.begin(), [self = shared_from_this()](beast::error_code e) {
+  // The deadline runs until the answer's header; then the stream is open-ended.
+  socket->open(settings.timeout, [self = shared_from_this()](const std::string& failure) {
     if (self->stopped) return;
-    if (e) return self->broken(e.message());
+    if (!failure.empty()) {
+      return self->broken(
+          fmt::format("{}: {}", self->settings.endpoints.at(self->member).to_string(), failure));
+    }
     self->write();
   });
 }
 
 void Watch::Stream::write() {
-  http::async_write(*socket, request, [self = shared_from_this()](beast::error_code e, size_t) {
-    if (self->stopped) return;
-    if (e) return self->broken(e.message());
-    self->read();
+  socket->visit([this](auto& stream) {
+    http::async_write(stream, request, [self = shared_from_this()](beast::error_code e, size_t) {
+      if (self->stopped) return;
+      if (e) return self->broken(self->socket->describe(e));
+      self->read();
+    });
   });
 }
 
 void Watch::Stream::read() {
-  http::async_read_some(*socket, buffer, *parser,
-                        [self = shared_from_this()](beast::error_code e, size_t) {
-                          if (self->stopped) return;
-                          if (e) return self->broken(e.message());
-                          if (self->parser->is_header_done() && self->socket->socket().is_open())
-                            self->on_header();
-                          if (self->parser->is_done())
-                            return self->broken("the member ended the stream");
-                          self->read();
-                        });
+  socket->visit([this](auto& stream) {
+    http::async_read_some(
+        stream, buffer, *parser, [self = shared_from_this()](beast::error_code e, size_t) {
+          if (self->stopped) return;
+          if (e) return self->broken(self->socket->describe(e));
+          if (self->parser->is_header_done() && self->socket->tcp().socket().is_open())
+            self->on_header();
+          if (self->parser->is_done()) return self->broken("the member ended the stream");
+          self->read();
+        });
+  });
 }
 
 // Once per stream: a refusal (not 200) ends it at the end of its body; else no deadline more.
@@ -154,7 +151,7 @@ void Watch::Stream::on_header() {
     }
     return broken(why);
   }
-  socket->expires_never();
+  socket->tcp().expires_never();
   failed_in_a_row = 0;
 }
 
@@ -203,8 +200,7 @@ void Watch::Stream::broken(const std::string& why) {
 }
 
 void Watch::Stream::close() {
-  boost::system::error_code ignored;
-  if (socket) socket->socket().close(ignored);
+  if (socket) socket->close();
 }
 
 Watch::Watch(asio::io_context& io, const Client& client, std::string prefix, int64_t from_revision,

@@ -36,9 +36,10 @@ from bench_common import (MARKER, WORKER, Agent, free_port, loss_bench_parser, m
 
 
 class Etcd:
-    """Three members on loopback, each with ports and a data directory of its own."""
+    """Three members on loopback, each with ports and a data directory of its own; `extra`
+    options go to every member (etcd_scale.py: --metrics extensive)."""
 
-    def __init__(self):
+    def __init__(self, extra=()):
         self.dir = tempfile.mkdtemp(prefix="etcd-bench-")
         clients = [free_port() for _ in range(3)]
         peers = [free_port() for _ in range(3)]
@@ -49,8 +50,10 @@ class Etcd:
              "--advertise-client-urls", f"http://127.0.0.1:{clients[i]}",
              "--listen-peer-urls", f"http://127.0.0.1:{peers[i]}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{peers[i]}",
-             "--initial-cluster", cluster], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--initial-cluster", cluster, *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for i in range(3)]
+        self.clients = clients
         self.endpoints = ",".join(f"127.0.0.1:{p}" for p in clients)
         self.first = clients[0]
         if not wait_until(lambda: self.post("/v3/kv/put", {"key": b64("/probe"),

@@ -20,6 +20,7 @@
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_ca.hpp"
 
 using namespace npu_run;
 using namespace npu_run::testing;
@@ -38,7 +39,8 @@ const std::string kWorker =
 std::unique_ptr<NpuRunProcess> start_agent(const EtcdCluster& cluster, const std::string& nnodes,
                                            const std::string& run_id,
                                            std::vector<std::string> flags = {},
-                                           const EnvOverrides& env = {}) {
+                                           const EnvOverrides& env = {},
+                                           const std::string& endpoints = "") {
   std::vector<std::string> args = {"--nnodes",
                                    nnodes,
                                    "--nproc-per-node",
@@ -46,7 +48,7 @@ std::unique_ptr<NpuRunProcess> start_agent(const EtcdCluster& cluster, const std
                                    "--rdzv-backend",
                                    "etcd",
                                    "--rdzv-endpoint",
-                                   cluster.endpoints(),
+                                   endpoints.empty() ? cluster.endpoints() : endpoints,
                                    "--rdzv-id",
                                    run_id,
                                    "--heartbeat-interval",
@@ -235,6 +237,94 @@ TEST_CASE(
                   {{"NPU_RUN_ETCD_PASSWORD", "root-secret"}}, 30s);
   CHECK(plan.exit_code == 0);
   CHECK_THAT(plan.out, Contains("user root with the password from NPU_RUN_ETCD_PASSWORD"));
+  CHECK_THAT(plan.out + plan.err, !Contains("root-secret"));
+  for (auto& a : agents) require_no_strays(*a);
+}
+
+TEST_CASE(
+    "etcd rendezvous over TLS: a test CA, client certificates and a login work in both of "
+    "torchrun's spellings, an unknown CA or certificate is refused by name",
+    "[integration][etcd][tls]") {
+  const TestCa ca;
+  EtcdCluster cluster(3, &ca);
+  EtcdCaller admin(cluster.client_settings());
+  admin.ok("/v3/auth/user/add", {{"name", "root"}, {"password", "root-secret"}});
+  admin.ok("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}});
+  admin.ok("/v3/auth/enable", etcd::Json::object());
+  const EnvOverrides password{{"NPU_RUN_ETCD_PASSWORD", "root-secret"}};
+  // etcd-v2's spelling: protocol=https over bare host:port members; etcd's: https:// members.
+  std::string bare = cluster.endpoints();
+  for (size_t at = bare.find("https://"); at != std::string::npos; at = bare.find("https://"))
+    bare.erase(at, 8);
+  const std::string v2_files = fmt::format("protocol=https,ca_cert={},ssl_cert={},ssl_cert_key={}",
+                                           ca.ca(), ca.client_cert(), ca.client_key());
+  const std::string files =
+      fmt::format("cacert={},cert={},key={}", ca.ca(), ca.client_cert(), ca.client_key());
+  std::vector<std::unique_ptr<NpuRunProcess>> agents;
+  agents.push_back(
+      start_agent(cluster, "2", "tls", {"--rdzv-conf", "user=root," + files}, password));
+  agents.push_back(
+      start_agent(cluster, "2", "tls", {"--rdzv-conf", "user=root," + v2_files}, password, bare));
+  std::vector<NpuRunProcess*> all{agents[0].get(), agents[1].get()};
+  for (const Finished& f : NpuRunProcess::wait_all(all, 60s)) {
+    INFO(f.out << f.err);
+    CHECK(f.exit_code == 0);
+    CHECK_THAT(f.out, Contains("world=2 restart=0"));
+    CHECK_THAT(f.out + f.err, !Contains("root-secret"));
+  }
+  etcd::Settings login = cluster.client_settings();
+  login.user = "root";
+  login.password = "root-secret";
+  EtcdCaller etcd(login);
+  CHECK(etcd.range("/torchelastic/p2p/tls/", true).empty());
+  // Refused by name within seconds, not after the rendezvous timeout: a certificate is a setting.
+  const auto refused = [&](const std::string& conf) {
+    const Finished f =
+        run_npu_run({"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                     cluster.endpoints(), "--rdzv-conf", conf, "--no-python", "/bin/true"},
+                    password, 60s);
+    INFO(conf << "\n" << f.err);
+    CHECK(f.exit_code == 125);
+    CHECK(f.seconds < 10);
+    CHECK_THAT(f.err, Contains("refused this agent"));
+    return f.err;
+  };
+  // The members' certificates come from a CA this agent does not know.
+  CHECK_THAT(refused(fmt::format("user=root,cacert={},cert={},key={}", ca.other_ca(),
+                                 ca.client_cert(), ca.client_key())),
+             Contains("TLS certificate refused") && Contains("certificate verify failed"));
+  // This agent's certificate comes from a CA the members do not know, or there is none.
+  CHECK_THAT(refused(fmt::format("user=root,cacert={},cert={},key={}", ca.ca(),
+                                 ca.other_client_cert(), ca.other_client_key())),
+             Contains("TLS certificate refused") && Contains("alert"));
+  CHECK_THAT(refused(fmt::format("user=root,cacert={}", ca.ca())),
+             Contains("TLS certificate refused"));
+  // A certificate with a CommonName beside a login: etcd's gateway refuses it; the fix is named.
+  CHECK_THAT(refused(fmt::format("user=root,cacert={},cert={},key={}", ca.ca(), ca.server_cert(),
+                                 ca.server_key())),
+             Contains("must carry no CommonName"));
+  // The right certificates and a wrong password: etcd's own refusal.
+  TempDir dir;
+  const std::string wrong = dir.write("wrong-password", "not-the-secret\n");
+  REQUIRE(::chmod(wrong.c_str(), 0600) == 0);
+  CHECK_THAT(refused("user=root," + files + ",password_file=" + wrong),
+             Contains("authentication failed"));
+  // A file that is not what its key says: a usage error, before any request.
+  const Finished not_pem = run_npu_run(
+      {"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", cluster.endpoints(),
+       "--rdzv-conf", fmt::format("cacert={},cert={},key={}", ca.ca(), ca.client_cert(), ca.ca()),
+       "--no-python", "/bin/true"},
+      {}, 30s);
+  CHECK(not_pem.exit_code == 2);
+  CHECK_THAT(not_pem.err, Contains("etcd client key (key) " + ca.ca()));
+  // The plan says how etcd is reached, never the password.
+  const Finished plan = run_npu_run(
+      {"--dry-run", "--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+       cluster.endpoints(), "--rdzv-conf", "user=root," + files, "--no-python", "/bin/true"},
+      password, 30s);
+  CHECK(plan.exit_code == 0);
+  CHECK_THAT(plan.out, Contains("TLS checked against " + ca.ca()) &&
+                           Contains("client certificate " + ca.client_cert()));
   CHECK_THAT(plan.out + plan.err, !Contains("root-secret"));
   for (auto& a : agents) require_no_strays(*a);
 }

@@ -28,6 +28,9 @@ class EtcdCaller {
     settings.password = std::move(password);
     client_ = std::make_unique<etcd::Client>(io_, settings);
   }
+  // Any settings: TLS (EtcdCluster::client_settings), a login.
+  explicit EtcdCaller(etcd::Settings settings)
+      : client_(std::make_unique<etcd::Client>(io_, std::move(settings))) {}
 
   etcd::Reply call(const std::string& path, const etcd::Json& body) {
     std::optional<etcd::Reply> reply;

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "etcd/client.hpp"
+#include "etcd/tls_context.hpp"
 #include "support/fixtures.hpp"
 #include "support/run_until.hpp"
 
@@ -22,17 +23,26 @@ constexpr const char* kEtcd = "/usr/bin/etcd";
 
 }  // namespace
 
-EtcdCluster::EtcdCluster(int members) {
+EtcdCluster::EtcdCluster(int members, const TestCa* tls) : tls_(tls) {
   if (::access(kEtcd, X_OK) != 0)
     FAIL("etcd is not installed (" << kEtcd << "): run scripts/install_deps.sh");
-  for (int i = 0; i < members; ++i)
-    members_.push_back(Member{fmt::format("e{}", i), unused_port(), unused_port(), 0});
-  for (const Member& m : members_) {
-    initial_cluster_ += fmt::format("{}{}=http://127.0.0.1:{}", initial_cluster_.empty() ? "" : ",",
-                                    m.name, m.peer);
+  // Ports are picked free and bound by etcd a moment later: another test may take one in
+  // between. Such a start is made again, on other ports and with fresh data.
+  for (attempt_ = 0;; ++attempt_) {
+    members_.clear();
+    initial_cluster_.clear();
+    for (int i = 0; i < members; ++i)
+      members_.push_back(Member{fmt::format("e{}", i), unused_port(), unused_port(), 0});
+    for (const Member& m : members_) {
+      initial_cluster_ += fmt::format("{}{}=http://127.0.0.1:{}",
+                                      initial_cluster_.empty() ? "" : ",", m.name, m.peer);
+    }
+    for (int i = 0; i < members; ++i) start(i);
+    const std::string stuck = wait_until_ready(std::chrono::seconds(30));
+    if (stuck.empty()) return;
+    for (int i = 0; i < members; ++i) kill(i);
+    if (stuck.find("address already in use") == std::string::npos || attempt_ == 2) FAIL(stuck);
   }
-  for (int i = 0; i < members; ++i) start(i);
-  wait_until_ready(std::chrono::seconds(30));
 }
 
 EtcdCluster::~EtcdCluster() {
@@ -42,38 +52,61 @@ EtcdCluster::~EtcdCluster() {
 std::string EtcdCluster::endpoints() const {
   std::string out;
   for (const Member& m : members_)
-    out += fmt::format("{}127.0.0.1:{}", out.empty() ? "" : ",", m.client);
+    out +=
+        fmt::format("{}{}127.0.0.1:{}", out.empty() ? "" : ",", tls_ ? "https://" : "", m.client);
   return out;
 }
 
+etcd::Settings EtcdCluster::client_settings(int member) const {
+  etcd::Settings settings;
+  for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
+    if (member >= 0 && i != member) continue;
+    settings.endpoints.push_back(
+        etcd::Endpoint{"127.0.0.1", static_cast<uint16_t>(members_[static_cast<size_t>(i)].client),
+                       tls_ != nullptr});
+  }
+  if (tls_) {
+    settings.tls = etcd::make_tls_context({tls_->ca(), tls_->client_cert(), tls_->client_key()});
+  }
+  return settings;
+}
+
+std::string EtcdCluster::member_file(const Member& m, const char* suffix) const {
+  return dir_.file(fmt::format("{}.{}{}", m.name, attempt_, suffix));
+}
+
 std::string EtcdCluster::log(int member) const {
-  return read_file(dir_.file(members_.at(static_cast<size_t>(member)).name + ".log"));
+  return read_file(member_file(members_.at(static_cast<size_t>(member)), ".log"));
 }
 
 void EtcdCluster::start(int member) {
   Member& m = members_.at(static_cast<size_t>(member));
-  const std::string client = fmt::format("http://127.0.0.1:{}", m.client);
+  const std::string client = fmt::format("{}://127.0.0.1:{}", tls_ ? "https" : "http", m.client);
   const std::string peer = fmt::format("http://127.0.0.1:{}", m.peer);
-  const std::vector<std::string> args = {kEtcd,
-                                         "--name",
-                                         m.name,
-                                         "--data-dir",
-                                         dir_.file(m.name),
-                                         "--listen-client-urls",
-                                         client,
-                                         "--advertise-client-urls",
-                                         client,
-                                         "--listen-peer-urls",
-                                         peer,
-                                         "--initial-advertise-peer-urls",
-                                         peer,
-                                         "--initial-cluster",
-                                         initial_cluster_,
-                                         "--initial-cluster-state",
-                                         "new",
-                                         "--initial-cluster-token",
-                                         dir_.path()};
-  const std::string log_file = dir_.file(m.name + ".log");
+  std::vector<std::string> args = {kEtcd,
+                                   "--name",
+                                   m.name,
+                                   "--data-dir",
+                                   member_file(m, ".data"),
+                                   "--listen-client-urls",
+                                   client,
+                                   "--advertise-client-urls",
+                                   client,
+                                   "--listen-peer-urls",
+                                   peer,
+                                   "--initial-advertise-peer-urls",
+                                   peer,
+                                   "--initial-cluster",
+                                   initial_cluster_,
+                                   "--initial-cluster-state",
+                                   "new",
+                                   "--initial-cluster-token",
+                                   fmt::format("{}.{}", dir_.path(), attempt_)};
+  if (tls_) {
+    args.insert(args.end(), {"--cert-file", tls_->server_cert(), "--key-file", tls_->server_key(),
+                             "--trusted-ca-file", tls_->ca(), "--client-cert-auth"});
+  }
+  const std::string log_file = member_file(m, ".log");
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -97,13 +130,14 @@ void EtcdCluster::kill(int member) {
   m.pid = 0;
 }
 
-// Ready once a write through every member in turn succeeds (a leader is elected).
-void EtcdCluster::wait_until_ready(std::chrono::milliseconds limit) const {
+// Ready once a write through every member in turn succeeds (a leader is elected): "", else
+// which member never took one, with its log.
+std::string EtcdCluster::wait_until_ready(std::chrono::milliseconds limit) const {
   boost::asio::io_context io;
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (const Member& m : members_) {
-    etcd::Settings settings;
-    settings.endpoints = {etcd::Endpoint{"127.0.0.1", static_cast<uint16_t>(m.client), false}};
+  for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
+    const Member& m = members_[static_cast<size_t>(i)];
+    etcd::Settings settings = client_settings(i);
     settings.timeout = std::chrono::milliseconds(500);
     etcd::Client client(io, settings);
     bool ready = false;
@@ -116,10 +150,12 @@ void EtcdCluster::wait_until_ready(std::chrono::milliseconds limit) const {
       ready = reply && std::holds_alternative<etcd::Json>(*reply);
       if (!ready) ::usleep(100 * 1000);
     }
-    if (!ready)
-      FAIL("etcd member " << m.name << " never took a write; its log:\n"
-                          << read_file(dir_.file(m.name + ".log")));
+    if (!ready) {
+      return fmt::format("etcd member {} never took a write; its log:\n{}", m.name,
+                         read_file(member_file(m, ".log")));
+    }
   }
+  return "";
 }
 
 }  // namespace npu_run::testing

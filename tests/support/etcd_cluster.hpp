@@ -10,20 +10,27 @@
 #include <string>
 #include <vector>
 
+#include "etcd/client.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_ca.hpp"
 
 namespace npu_run::testing {
 
 class EtcdCluster {
  public:
-  // Starts `members` members and waits (up to 30 s) until the cluster takes a write.
-  explicit EtcdCluster(int members = 3);
+  // Starts `members` members and waits (up to 30 s) until the cluster takes a write. With `tls`,
+  // clients reach them over https only, with a certificate `tls` signed (--client-cert-auth);
+  // the members speak to each other in clear text on loopback.
+  explicit EtcdCluster(int members = 3, const TestCa* tls = nullptr);
   ~EtcdCluster();  // SIGKILLs every member
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
 
-  // "127.0.0.1:P1,127.0.0.1:P2,..." (torchrun's --rdzv-endpoint form).
+  // "127.0.0.1:P1,127.0.0.1:P2,..." (torchrun's --rdzv-endpoint form), https:// on each with TLS.
   std::string endpoints() const;
+  // A client's settings for `member`, or every member with -1 (with TLS: the CA and the client
+  // certificate).
+  etcd::Settings client_settings(int member = -1) const;
   int client_port(int member) const { return members_.at(static_cast<size_t>(member)).client; }
   // SIGKILL one member (its data stays); start() brings it back with the same data.
   void kill(int member);
@@ -38,10 +45,13 @@ class EtcdCluster {
     int peer = 0;
     pid_t pid = 0;
   };
-  void wait_until_ready(std::chrono::milliseconds limit) const;
+  std::string wait_until_ready(std::chrono::milliseconds limit) const;
+  std::string member_file(const Member& m, const char* suffix) const;  // of this attempt
   std::vector<Member> members_;
+  const TestCa* tls_;
   TempDir dir_;
   std::string initial_cluster_;
+  int attempt_ = 0;  // starts made: a port taken in between costs one more
 };
 
 }  // namespace npu_run::testing

@@ -461,14 +461,54 @@ TEST_CASE("cli: torchrun's rendezvous habits: c10d's port, free ports, etcd, con
             .rendezvous.etcd->lease_ttl == std::chrono::seconds(3));
   CHECK(cli.ok({"--rdzv-backend", "c10d", "--rdzv-endpoint", "h", cli.script}).rendezvous.etcd ==
         std::nullopt);
+  // The default lease grows with the job: its renewals stay near 100 a second.
+  const auto ttl_of = [&](const std::string& nnodes, const std::string& spares) {
+    return cli
+        .ok({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h", "--nnodes", nnodes, "--spares",
+             spares, cli.script})
+        .rendezvous.etcd->lease_ttl;
+  };
+  CHECK(ttl_of("64", "0") == std::chrono::seconds(5));
+  CHECK(ttl_of("1000:1024", "0") == std::chrono::seconds(30));
+  CHECK(ttl_of("2000", "48") == std::chrono::seconds(61));
+  CHECK(cli.ok({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h", "--nnodes", "1024", "--rdzv-conf",
+                "lease_ttl=5", cli.script})
+            .rendezvous.etcd->lease_ttl == std::chrono::seconds(5));
   // What cannot work is refused by name.
   CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--nnodes", "2", cli.script}),
              Contains("needs the etcd members: --rdzv-endpoint host1:2379"));
   CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf",
                         "password=hunter2", cli.script}),
              Contains("a password on the command line is seen by every user"));
-  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379", cli.script}),
-             Contains("plain http only so far"));
+  // TLS: etcd-v2's protocol=https puts every member on https; its file keys and etcd's.
+  const std::string pem = cli.dir.write("ca.pem", "not read while parsing\n");
+  const LaunchConfig v2 = cli.ok(
+      {"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "a:2379,b:2379", "--rdzv-conf",
+       "protocol=https,ca_cert=" + pem + ",ssl_cert=" + pem + ",ssl_cert_key=" + pem, cli.script});
+  CHECK(v2.rendezvous.etcd->endpoints == "https://a:2379,https://b:2379");
+  CHECK(v2.rendezvous.etcd->ca_file == pem);
+  CHECK(v2.rendezvous.etcd->key_file == pem);
+  const LaunchConfig v3 =
+      cli.ok({"--rdzv-backend", "etcd", "--rdzv-endpoint", "https://a:2379,b:2379", "--rdzv-conf",
+              "cert=" + pem, cli.script});
+  CHECK(v3.rendezvous.etcd->endpoints == "https://a:2379,b:2379");
+  CHECK(v3.rendezvous.etcd->ca_file.empty());  // the system's CA store
+  CHECK(v3.rendezvous.etcd->key_file == pem);  // one PEM with both, as torchrun takes it
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379",
+                        "--rdzv-conf", "cacert=/no/ca.pem", cli.script}),
+             Contains("cacert=/no/ca.pem: no such file"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf",
+                        "cacert=" + pem, cli.script}),
+             Contains("gives TLS files, but every etcd member is plain http"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379",
+                        "--rdzv-conf", "key=" + pem, cli.script}),
+             Contains("has no certificate; add cert=PATH"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379",
+                        "--rdzv-conf", "protocol=http", cli.script}),
+             Contains("protocol=http, but the member https://h:2379 asks for TLS"));
+  CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf",
+                        "protocol=grpc", cli.script}),
+             Contains("protocol=grpc: etcd is reached over http or https"));
   CHECK_THAT(cli.error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf",
                         "user=root", cli.script}),
              Contains("etcd user 'root' has no password"));

@@ -52,6 +52,9 @@ def parse_args():
                              f"{REQUEUE_EXIT_CODE} on SIGUSR1 or SIGTERM")
     parser.add_argument("--step-seconds", type=float, default=0.0,
                         help="sleep this long per step (stands in for real work)")
+    parser.add_argument("--stamps", default="",
+                        help="append 'HOST RESTART RANK STEP EPOCH' to this file after each step "
+                             "(tests that order the steps of different hosts)")
     parser.add_argument("--hang-rank", type=int, default=-1,
                         help="this rank stops calling all_reduce at --hang-step (to try "
                              "npu_run --hang-timeout)")
@@ -75,6 +78,13 @@ def hang_here(step):
     say(f"rank {os.environ['RANK']} hangs at step {step} as asked by --hang-rank")
     while True:
         time.sleep(3600)
+
+
+def stamp(path, rank, step):
+    """One line per step, appended in one write (O_APPEND): hosts sharing the file never mix."""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    with open(path, "a") as f:
+        f.write(f"{socket.gethostname()} {restart} {rank} {step} {time.time():.6f}\n")
 
 
 def say(line):
@@ -183,6 +193,8 @@ def main():
         if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
             say(f"step {step:3d}  loss {global_loss:.4f}")
         beat(f"step {step}")
+        if args.stamps:
+            stamp(args.stamps, rank, step)
         time.sleep(args.step_seconds)
 
     checksum = torch.tensor([sum(p.detach().double().sum().item() for p in model.parameters())],

@@ -28,6 +28,7 @@ json client_json(const ClientMessage& message) {
           if (m.node_rank) j["node_rank"] = *m.node_rank;
           if (m.spares > 0) j["spares"] = m.spares;
           if (!m.affinity.empty()) j["affinity"] = m.affinity;
+          if (!m.agent.empty()) j["agent"] = m.agent;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           json j{{"type", "heartbeat"}, {"received", m.received}};
@@ -61,6 +62,24 @@ json client_json(const ClientMessage& message) {
       message);
 }
 
+Join join_from(const Fields& f) {
+  Join m;
+  m.node = node_from(f.object("node"));
+  if (auto r = f.optional_integer("node_rank", 0, Limits::kMaxNodes))
+    m.node_rank = static_cast<int>(*r);
+  m.min_nodes = static_cast<int>(f.integer("min_nodes", 1, Limits::kMaxNodes));
+  m.max_nodes = static_cast<int>(f.integer("max_nodes", 1, Limits::kMaxNodes));
+  m.max_restarts = static_cast<int>(f.integer("max_restarts", 0, 1'000'000));
+  m.want_peers = f.boolean("want_peers");
+  m.command = f.text("command", Limits::kMaxText, false);
+  const std::string health = f.text("health", 8, false);
+  m.health = health.empty() ? HealthMode::kOff : health_mode_from(health);
+  m.spares = static_cast<int>(f.optional_integer("spares", 0, Limits::kMaxNodes).value_or(0));
+  m.affinity = f.text("affinity", Limits::kMaxName, false);
+  m.agent = f.text("agent", Limits::kMaxName, false);
+  return m;
+}
+
 ClientMessage client_from(const json& j) {
   const Fields f(j, "message");
   const std::string type = f.text("type", 32);
@@ -70,22 +89,7 @@ ClientMessage client_from(const json& j) {
                  f.text("session", Limits::kMaxNonce, false)};
   }
   if (type == "auth") return Auth{f.text("proof", Limits::kMaxNonce)};
-  if (type == "join") {
-    Join m;
-    m.node = node_from(f.object("node"));
-    if (auto r = f.optional_integer("node_rank", 0, Limits::kMaxNodes))
-      m.node_rank = static_cast<int>(*r);
-    m.min_nodes = static_cast<int>(f.integer("min_nodes", 1, Limits::kMaxNodes));
-    m.max_nodes = static_cast<int>(f.integer("max_nodes", 1, Limits::kMaxNodes));
-    m.max_restarts = static_cast<int>(f.integer("max_restarts", 0, 1'000'000));
-    m.want_peers = f.boolean("want_peers");
-    m.command = f.text("command", Limits::kMaxText, false);
-    const std::string health = f.text("health", 8, false);
-    m.health = health.empty() ? HealthMode::kOff : health_mode_from(health);
-    m.spares = static_cast<int>(f.optional_integer("spares", 0, Limits::kMaxNodes).value_or(0));
-    m.affinity = f.text("affinity", Limits::kMaxName, false);
-    return m;
-  }
+  if (type == "join") return join_from(f);
   if (type == "heartbeat") {
     Heartbeat m{received_field(f)};
     if (f.find("ranks") != nullptr)

@@ -28,6 +28,12 @@ json to_json(const JobMemory& m) {
          {"ledgered_hosts", m.ledgered_hosts},
          {"leader_host", m.leader_host}};
   if (m.previous_failure) j["previous_failure"] = to_json(*m.previous_failure);
+  json seats = json::array();
+  for (const SeatHolder& s : m.seats) {
+    seats.push_back(
+        {{"agent", s.agent}, {"host", s.host}, {"affinity", s.affinity}, {"nproc", s.nproc}});
+  }
+  j["seats"] = std::move(seats);
   return j;
 }
 
@@ -50,6 +56,13 @@ JobMemory memory_from(const json& j) {
     m.leader_host = f.text("leader_host", Limits::kMaxName, false);
     if (const json* failure = f.find("previous_failure"))
       m.previous_failure = failure_from(*failure);
+    for (const json& seat : f.array("seats", kMaxRememberedSeats, false)) {
+      const Fields s(seat, "a seat of the job's memory");
+      m.seats.push_back(SeatHolder{s.text("agent", Limits::kMaxName, false),
+                                   s.text("host", Limits::kMaxName, false),
+                                   s.text("affinity", Limits::kMaxName, false),
+                                   static_cast<int>(s.integer("nproc", 1, INT32_MAX))});
+    }
     return m;
   } catch (const BadMessage& e) {
     throw std::invalid_argument(e.message);

@@ -10,10 +10,24 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "rendezvous/messages.hpp"
 
 namespace npu_run::rdzv {
+
+// Who held a seat (a node rank) of the last round formed: a new leader gives it back to the
+// same agent and offers a vacated one to a spare like its holder.
+struct SeatHolder {
+  std::string agent;  // Join::agent
+  std::string host;
+  std::string affinity;
+  int nproc = 1;
+};
+
+// Seats are remembered up to this many nodes: the memory must stay below etcd's request limit
+// (1.5 MiB by default); a larger job's successor seats its nodes afresh.
+inline constexpr size_t kMaxRememberedSeats = 8'192;
 
 struct JobMemory {
   uint64_t round = 0;
@@ -27,6 +41,7 @@ struct JobMemory {
   std::set<std::string> ledgered_hosts;
   // The leader that wrote it: the node whose loss a successor continues after.
   std::string leader_host;
+  std::vector<SeatHolder> seats;  // by node rank; empty before the first round, or too many
 };
 
 nlohmann::json to_json(const JobMemory& memory);

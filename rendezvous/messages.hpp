@@ -141,6 +141,9 @@ struct Join {
   // --spare-affinity (or "superpod:<id>" from the rank table): a spare with the same label as
   // a lost node is preferred for its seat.
   std::string affinity{};
+  // "host-pid", with an etcd rendezvous: the same agent to every leader, so that a new leader
+  // gives it the seat it held under the lost one (JobMemory::seats).
+  std::string agent{};
 };
 
 // The node checks' verdict (health/verdict.hpp, compact()ed), sent once they are done and again

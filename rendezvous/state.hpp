@@ -193,6 +193,7 @@ class RendezvousState {
     std::string host;
     std::string affinity;
     int nproc = 1;
+    std::string agent{};  // Join::agent: the job's memory keeps it for a new leader
   };
   // The device-plane pings among the joiners about to form a round (state_pings.cpp).
   struct PingRun {
@@ -218,6 +219,7 @@ class RendezvousState {
     HealthMode health_mode = HealthMode::kOff;
     std::string affinity{};  // Join::affinity
     bool taken_out = false;  // dismissed for a fault of its own: not in the next round
+    std::string agent{};     // Join::agent
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);
@@ -351,9 +353,11 @@ class RendezvousState {
   std::set<ClientId> pinged_;  // joiners of the last finished ping run, for the round forming
   std::vector<SeatMemory> last_seats_;                 // by node rank, of the last round
   std::unordered_map<ClientId, int> remembered_seat_;  // held seats, kept in the next round
-  std::vector<TakenOut> taken_out_;                    // for the ledger, until taken
-  std::set<std::string> ledgered_hosts_;               // taken out in this job
-  bool spares_fill_failed_ = false;  // a node failed its gate: named spares may take seats
+  // Seats held under a lost leader (resume()), by Join::agent, until their agent joins.
+  std::map<std::string, int> resumed_seats_;
+  std::vector<TakenOut> taken_out_;       // for the ledger, until taken
+  std::set<std::string> ledgered_hosts_;  // taken out in this job
+  bool spares_fill_failed_ = false;       // a node failed its gate: named spares may take seats
 };
 
 }  // namespace npu_run::rdzv

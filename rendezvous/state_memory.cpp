@@ -1,4 +1,6 @@
 // The job's memory (rendezvous/job_memory.hpp): taken from the state, and given to a new one.
+#include <algorithm>
+
 #include "rendezvous/state.hpp"
 
 namespace npu_run::rdzv {
@@ -20,6 +22,17 @@ JobMemory RendezvousState::memory() const {
   m.previous_failure = phase_ == Phase::kJoining ? previous_failure_ : root_cause_;
   m.command = job_command_;
   m.ledgered_hosts = ledgered_hosts_;
+  // The round's seats, or between rounds the last round's.
+  if (std::max(members_.size(), last_seats_.size()) <= kMaxRememberedSeats) {
+    for (const Member& member : members_) {
+      m.seats.push_back(
+          SeatHolder{member.agent, member.node.host, member.affinity, member.node.nproc});
+    }
+    if (members_.empty()) {
+      for (const SeatMemory& seat : last_seats_)
+        m.seats.push_back(SeatHolder{seat.agent, seat.host, seat.affinity, seat.nproc});
+    }
+  }
   return m;
 }
 
@@ -31,6 +44,15 @@ void RendezvousState::resume(const JobMemory& m) {
   previous_failure_ = m.previous_failure;
   if (!m.command.empty()) job_command_ = m.command;
   ledgered_hosts_.insert(m.ledgered_hosts.begin(), m.ledgered_hosts.end());
+  // The seats as the lost leader left them: each goes back to its agent when it joins, and the
+  // lost ones' to spares like their holders (best_spare_for).
+  last_seats_.clear();
+  resumed_seats_.clear();
+  for (size_t rank = 0; rank < m.seats.size(); ++rank) {
+    const SeatHolder& s = m.seats[rank];
+    last_seats_.push_back(SeatMemory{s.host, s.affinity, s.nproc, s.agent});
+    if (!s.agent.empty()) resumed_seats_.emplace(s.agent, static_cast<int>(rank));
+  }
 }
 
 }  // namespace npu_run::rdzv

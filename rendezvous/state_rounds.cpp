@@ -142,6 +142,10 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
   if (job_command_.empty()) job_command_ = join.command;
   if (pending_.empty()) joining_since_ = now_.steady;
   pending_.emplace(from, Joiner{from, join, arrivals_++});
+  if (const auto held = resumed_seats_.find(join.agent); held != resumed_seats_.end()) {
+    remembered_seat_[from] = held->second;  // its seat under the lost leader
+    resumed_seats_.erase(held);
+  }
   if (room_while_running) {
     std::vector<Outgoing> out;
     // One that gates on its health checks re-forms the job once they pass (on_health).
@@ -184,6 +188,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
     members_.back().health = j.verdict;
     members_.back().health_mode = j.join.health;
     members_.back().affinity = j.join.affinity;
+    members_.back().agent = j.join.agent;
     member_rank_.emplace(j.id, rank);
     offset += j.join.node.nproc;
     peers_wanted = peers_wanted || j.join.want_peers;

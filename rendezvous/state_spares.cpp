@@ -110,7 +110,7 @@ void RendezvousState::remember_seats() {
   last_seats_.clear();
   remembered_seat_.clear();
   for (const Member& m : members_) {
-    last_seats_.push_back(SeatMemory{m.node.host, m.affinity, m.node.nproc});
+    last_seats_.push_back(SeatMemory{m.node.host, m.affinity, m.node.nproc, m.agent});
     if (!m.lost && !m.left && !m.taken_out) remembered_seat_.emplace(m.id, m.node_rank);
   }
 }

@@ -99,6 +99,16 @@ npu_run_e2e_test("a spare takes a lost node's seat in DDP across network namespa
 # The etcd rendezvous: the leader etcd elected is killed and cut off, another leads, DDP goes on.
 npu_run_e2e_test("the etcd-elected leader lost, DDP goes on across network namespaces"
                  netns_etcd_ddp.sh 300 netns)
+# Its two other ways (this build's binary only): a spare takes the lost leader's seat, and a
+# leader cut from etcd alone steps down before the new leader's round starts.
+foreach(variant IN ITEMS spare split)
+  set(title "e2e: the etcd-elected leader lost (${variant}), across network namespaces")
+  add_test(NAME "${title}"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_etcd_ddp.sh $<TARGET_FILE:npu_run>
+                   ${PROJECT_SOURCE_DIR} ${variant})
+  set_tests_properties("${title}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "e2e;integration"
+                                             TIMEOUT 300 RESOURCE_LOCK netns)
+endforeach()
 npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
 # MindSpore's scheduler and the TF Adapter's chief on node 0, reached from node 1's namespace.
 npu_run_e2e_test("MindSpore and TensorFlow contracts across two network namespaces"

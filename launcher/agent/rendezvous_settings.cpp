@@ -103,6 +103,8 @@ rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   join.health = cfg.health.mode;
   join.spares = cfg.shape.spares;
   join.affinity = cfg.shape.spare_affinity;
+  // A new leader knows this agent again by it (the pid: several agents may share a host).
+  if (cfg.rendezvous.etcd) join.agent = fmt::format("{}-{}", join.node.host, ::getpid());
   return join;
 }
 

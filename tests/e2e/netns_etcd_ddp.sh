@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
 # The etcd rendezvous end to end: a real 3-member etcd (Debian's etcd-server) on a bridge's
 # address, three "hosts" (network namespaces on that bridge, each its own UTS namespace and host
-# name), real PyTorch DDP over gloo, `--nnodes 2:3` with 2 workers per node and no --master-addr
-# anywhere. Mid-training the agent etcd elected (the one that serves the rendezvous and the
-# workers' store) is SIGKILLed with its workers and its namespace cut off (nftables): within the
-# lease's TTL plus a second another agent is elected, the job re-forms on the 2 nodes left with
-# TORCHELASTIC_RESTART_COUNT 1 (the job's memory, not a fresh job), training runs again and every
-# rank ends with the same weights. Nothing is left under the job's prefix and no process of the
-# job survives.
+# name), real PyTorch DDP over gloo, 2 workers per node and no --master-addr anywhere. Three
+# ways to lose the leader etcd elected (the agent that serves the rendezvous and the workers'
+# store), mid-training:
+#   shrink  `--nnodes 2:3`: the leader is SIGKILLed with its workers and its namespace cut off
+#           (nftables); within the lease's TTL plus a second another agent is elected, the job
+#           re-forms on the 2 nodes left with TORCHELASTIC_RESTART_COUNT 1 (the job's memory,
+#           not a fresh job), training runs again and every rank ends with the same weights.
+#   spare   `--nnodes 2 --spares 1`, the third agent a spare: the same loss, and the spare takes
+#           the lost leader's seat while the other node keeps its own; --max-restarts 0 is
+#           enough.
+#   split   `--nnodes 2:3`: the leader's namespace is cut from etcd only, the agents still reach
+#           it: it steps down (exit 125) and stops its workers, and from the workers' own
+#           timestamps (train_ddp.py --stamps) no step of its round comes after the first step
+#           of the new leader's round.
+# Nothing is left under the job's prefix and no process of the job survives.
 #
-# usage: netns_etcd_ddp.sh NPU_RUN_BINARY SOURCE_DIR   (root required; exits 77 = skipped)
+# usage: netns_etcd_ddp.sh NPU_RUN_BINARY SOURCE_DIR [shrink|spare|split]
+#        (root required; exits 77 = skipped)
 set -euo pipefail
 
 npu_run=$1
 source_dir=$2
+variant=${3:-shrink}
+case $variant in shrink | spare | split) ;; *) echo "usage: $0 BINARY SOURCE_DIR [shrink|spare|split]"; exit 2 ;; esac
 if [ "$(id -u)" -ne 0 ]; then
   echo "skipped: network namespaces need root"
   exit 77
@@ -73,44 +84,68 @@ etcd_ok() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" --dial-timeout 1s put
 wait_for 30 "etcd to take a write" etcd_ok
 leader_value() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" get --print-value-only /torchelastic/p2p/e2e/leader; }
 
+shape=(--nnodes 2:3 --max-restarts 1)
+[ "$variant" = spare ] && shape=(--nnodes 2 --spares 1 --max-restarts 0)
 run_node() {  # index
   local i=$1
   ip netns exec "${tag}h$((i + 1))" unshare --uts env NPU_RUN_TEST_MARKER="$marker" \
     PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}" GLOO_SOCKET_IFNAME=eth0 \
     /bin/sh -c 'hostname "$0" && exec "$@"' "etcd-host-$i" \
-    "$npu_run" --nnodes 2:3 --nproc-per-node 2 --rdzv-backend etcd --rdzv-endpoint "$endpoints" \
+    "$npu_run" "${shape[@]}" --nproc-per-node 2 --rdzv-backend etcd --rdzv-endpoint "$endpoints" \
     --rdzv-id e2e --rdzv-conf "lease_ttl=$ttl,last_call_timeout=2" --rdzv-timeout 60 \
-    --max-restarts 1 --heartbeat-timeout 3 \
-    "$source_dir/examples/train_ddp.py" --steps 60 --step-seconds 0.1 \
+    --heartbeat-timeout 3 \
+    "$source_dir/examples/train_ddp.py" --steps 60 --step-seconds 0.1 --stamps "$work/stamps" \
     >"$work/node$i.out" 2>"$work/node$i.err" &
   pids[$i]=$!
 }
 
-for i in 0 1 2; do run_node "$i"; done
+cut_off() {  # index [nft match]: drops the namespace's traffic (all of it, or what matches)
+  ip netns exec "${tag}h$(($1 + 1))" nft -f - <<NFT
+table inet cut {
+  chain in { type filter hook input priority 0; policy accept; ${2:-} ${2:+saddr $prefix.254} drop; }
+  chain out { type filter hook output priority 0; policy accept; ${2:-} ${2:+daddr $prefix.254} drop; }
+}
+NFT
+}
 any_at_step() { cat "$work"/node?.out 2>/dev/null | grep -qF "step  10"; }
-wait_for 120 "training to reach step 10" any_at_step
+if [ "$variant" = spare ]; then
+  # The spare starts once the two nodes run: it cannot be the leader etcd elected first.
+  run_node 0
+  run_node 1
+  wait_for 120 "training to reach step 10" any_at_step
+  run_node 2
+  wait_for 60 "the third agent to stand by" output_has "$work/node2.err" "standing by as a spare"
+else
+  for i in 0 1 2; do run_node "$i"; done
+  wait_for 120 "training to reach step 10" any_at_step
+fi
 leader=$(leader_value)
 host=$(sed -n 's/.*"host":"\(etcd-host-[0-9]\)".*/\1/p' <<<"$leader")
 [ -n "$host" ] || fail "etcd's leader key names no agent: '$leader'"
 lost=${host#etcd-host-}
-echo "the rendezvous leader is $host; its machine dies"
-kill -9 "${pids[$lost]}"
-ip netns exec "${tag}h$((lost + 1))" nft -f - <<'NFT'
-table inet cut {
-  chain in { type filter hook input priority 0; policy drop; }
-  chain out { type filter hook output priority 0; policy drop; }
-}
-NFT
+survivors=()
+for i in 0 1 2; do [ "$i" = "$lost" ] || survivors+=("$i"); done
 killed_at=$(date +%s.%N)
+if [ "$variant" = split ]; then
+  echo "the rendezvous leader is $host; its namespace loses etcd, not the other agents"
+  cut_off "$lost" ip
+else
+  echo "the rendezvous leader is $host; its machine dies"
+  kill -9 "${pids[$lost]}"
+  cut_off "$lost"
+fi
 new_leader() { local v; v=$(leader_value); [ -n "$v" ] && ! grep -q "\"$host\"" <<<"$v"; }
 wait_for 30 "a new leader in etcd" new_leader
 elected_after=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 echo "a new leader after ${elected_after} s (lease TTL $ttl s): $(leader_value)"
 awk -v t="$elected_after" -v ttl="$ttl" 'BEGIN { exit !(t < ttl + 1.5) }' ||
-  fail "the new leader came ${elected_after} s after the old one died (TTL $ttl s)"
+  fail "the new leader came ${elected_after} s after the old one lost etcd (TTL $ttl s)"
 
-survivors=()
-for i in 0 1 2; do [ "$i" = "$lost" ] || survivors+=("$i"); done
+if [ "$variant" = split ]; then
+  wait_bounded 60 "${pids[$lost]}" "the deposed leader"
+  [ "$rc" -eq 125 ] || fail "the deposed leader exited $rc, not 125"
+  expect_in "$work/node$lost.err" "while other agents can"
+fi
 for i in "${survivors[@]}"; do
   wait_bounded 180 "${pids[$i]}" "node $i"
   [ "$rc" -eq 0 ] || fail "node $i exited $rc"
@@ -123,9 +158,27 @@ expect_in "$work/survivors.err" "etcd elected this agent to lead the rendezvous 
 expect_in "$work/survivors.out" "ranks agree: True"
 [ "$(grep -c 'weights checksum' "$work/survivors.out")" -ge 4 ] ||
   fail "expected the 4 ranks' checksums after the restart" "$work/survivors.out"
+if [ "$variant" = spare ]; then
+  # The node that kept running keeps its seat; the spare takes the lost leader's.
+  kept=""
+  for i in "${survivors[@]}"; do [ "$i" = 2 ] || kept=$i; done
+  seat=$(sed -n 's/.*of 4, node \([01]\) of 2, attempt 0).*/\1/p' "$work/node$kept.err" | head -1)
+  [ -n "$seat" ] || fail "node $kept's first seat is not in its log" "$work/node$kept.err"
+  expect_in "$work/node$kept.err" "node $seat of 2, attempt 1)"
+  expect_in "$work/node2.err" "node $((1 - seat)) of 2, attempt 1)"
+fi
+if [ "$variant" = split ]; then
+  # No step of the deposed leader's workers after the first step of the new round.
+  last_old=$(awk -v h="$host" '$1 == h { print $5 }' "$work/stamps" | sort -n | tail -1)
+  first_new=$(awk '$2 >= 1 { print $5 }' "$work/stamps" | sort -n | head -1)
+  [ -n "$last_old" ] && [ -n "$first_new" ] || fail "no stamps to compare" "$work/stamps"
+  awk -v a="$last_old" -v b="$first_new" 'BEGIN { exit !(a < b) }' ||
+    fail "the deposed leader's workers stepped at $last_old, after the new round's first step at $first_new" "$work/stamps"
+  echo "the deposed leader's last step $last_old, the new round's first $first_new"
+fi
 ip netns exec "${tag}h$((lost + 1))" nft delete table inet cut
-require_no_job_processes "the DDP job over etcd"
+require_no_job_processes "the DDP job over etcd ($variant)"
 # The survivors revoked their leases; the lost one's lapsed with its TTL.
 left=$(ETCDCTL_API=3 etcdctl --endpoints "$endpoints" get --prefix --keys-only /torchelastic/p2p/e2e/)
 [ -z "$left" ] || fail "keys left under the job's prefix: $left"
-echo "PASS: the etcd-elected leader was lost; a new one led within ${elected_after} s and DDP finished"
+echo "PASS ($variant): the etcd-elected leader was lost; a new one led within ${elected_after} s and DDP finished"

@@ -1264,6 +1264,47 @@ TEST_CASE("rdzv memory: a successor continues the job: round, restarts, the last
                     Contains("'round' is not an integer"));
 }
 
+TEST_CASE(
+    "rdzv memory: a successor gives each agent its seat back and the lost leader's to a "
+    "spare, so no other rank moves",
+    "[rdzv][etcd][spares]") {
+  const auto join_agent = [](Job& job, ClientId id, const std::string& host) {
+    job.greet(id);
+    Join j = join_as(node(host), std::nullopt, 3, 0);
+    j.spares = 1;
+    j.agent = host + "-" + std::to_string(id);
+    return job.send(id, j);
+  };
+  Job job(with_spares(3, 1));
+  join_agent(job, 1, "a");  // the leader, node 0
+  join_agent(job, 2, "b");
+  join_agent(job, 3, "e");
+  join_agent(job, 4, "z");  // the spare
+  const JobMemory running = job.state.memory();
+  REQUIRE(running.seats.size() == 3);
+  CHECK(running.seats[1].agent == "b-2");
+  CHECK(running.seats[2].host == "e");
+  JobMemory kept = memory_from(nlohmann::json::parse(to_json(running).dump()));
+  kept.leader_host = "a";
+  Job successor(with_spares(3, 1));
+  successor.state.resume(successor_memory(kept, t0.wall_ms));
+  // The same agents, through new connections, in any order: b and e keep 1 and 2, and the spare
+  // takes the lost leader's seat 0 (by host order alone b, e, z would be 0, 1, 2).
+  join_agent(successor, 3, "e");
+  join_agent(successor, 4, "z");
+  const auto formed = join_agent(successor, 2, "b");
+  REQUIRE(message_to<Assigned>(formed, 4) != nullptr);
+  CHECK(message_to<Assigned>(formed, 4)->node_rank == 0);
+  CHECK(message_to<Assigned>(formed, 2)->node_rank == 1);
+  CHECK(message_to<Assigned>(formed, 3)->node_rank == 2);
+  CHECK(message_to<Assigned>(formed, 3)->restart_count == 1);
+  // A memory naming more seats than a job can have is not this job's.
+  nlohmann::json huge = to_json(running);
+  huge["seats"] = nlohmann::json::array();
+  for (size_t i = 0; i <= kMaxRememberedSeats; ++i) huge["seats"].push_back(huge["seats"].size());
+  CHECK_THROWS_WITH(memory_from(huge), Contains("seats"));
+}
+
 TEST_CASE("rdzv memory: a leader asks which agents said lately that they reach etcd",
           "[rdzv][etcd]") {
   Job job(settings(2));

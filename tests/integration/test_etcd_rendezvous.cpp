@@ -160,6 +160,33 @@ TEST_CASE(
   CHECK(etcd.range("/torchelastic/p2p/failover/", true).empty());
 }
 
+TEST_CASE("etcd rendezvous: every agent SIGKILLed -> the job's keys lapse with the lease's TTL",
+          "[integration][etcd]") {
+  EtcdCluster cluster;
+  const EnvOverrides env = {{"FIRST_ATTEMPT", "60"}};
+  std::vector<std::unique_ptr<NpuRunProcess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(start_agent(cluster, "2", "killed", {"--rdzv-conf", "lease_ttl=2"}, env));
+  }
+  for (auto& a : agents) a->wait_for_output("restart=0", 1, 30s);
+  EtcdCaller etcd(cluster.endpoints());
+  REQUIRE(etcd.range("/torchelastic/p2p/killed/", true).size() >= 3);  // leader, 2 members
+  for (auto& a : agents) a->send_signal(SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  while (!etcd.range("/torchelastic/p2p/killed/", true).empty() &&
+         std::chrono::steady_clock::now() - killed_at < 10s) {
+    std::this_thread::sleep_for(100ms);
+  }
+  const double gone_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  CHECK(etcd.range("/torchelastic/p2p/killed/", true).empty());
+  CHECK(gone_after < 2.0 + 1.5);  // the TTL, and etcd's expiry check every half second
+  for (auto& a : agents) {
+    CHECK(a->wait(10s).term_signal == SIGKILL);
+    require_no_strays(*a);  // the guardian took each agent's worker with it
+  }
+}
+
 TEST_CASE("etcd rendezvous: one etcd member lost during the job changes nothing",
           "[integration][etcd]") {
   EtcdCluster cluster;

@@ -534,5 +534,11 @@ void RendezvousClient::close() {
 std::string RendezvousClient::endpoint() const {
   return impl_->endpoint();
 }
+int RendezvousClient::dials() const {
+  return impl_->dialer->dials();
+}
+int64_t RendezvousClient::first_dial_ms() const {
+  return impl_->dialer->started_ms();
+}
 
 }  // namespace npu_run::rdzv

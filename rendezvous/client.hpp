@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -63,6 +64,10 @@ class RendezvousClient {
   // Sends what is queued, then closes; no handler runs afterwards.
   void close();
   std::string endpoint() const;  // "host:port", for messages
+  // The first connection's dials (connections tried until the welcome) and when they began (ms
+  // since the epoch): the join carries them for the blame of a slow round.
+  int dials() const;
+  int64_t first_dial_ms() const;
 
  private:
   struct Impl;

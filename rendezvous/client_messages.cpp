@@ -7,6 +7,28 @@ namespace npu_run::rdzv {
 
 namespace {
 
+// A node's own event: the server knows its node, host and round.
+json agent_event_json(const TimelineEvent& e) {
+  json j{{"rank", e.rank}, {"phase", phase_name(e.phase)}, {"time", e.time_ms}};
+  if (e.step >= 0) j["step"] = e.step;
+  if (!e.detail.empty()) j["detail"] = e.detail;
+  return j;
+}
+
+TimelineEvent agent_event_from(const json& j) {
+  const Fields f(j, "timeline event");
+  TimelineEvent e;
+  e.rank = static_cast<int>(f.integer("rank", -1, Limits::kMaxNodes * int64_t{64}));
+  const std::string phase = f.text("phase", 32);
+  const auto known = phase_from(phase);
+  if (!known) f.fail(fmt::format("has an unknown phase '{}'", phase));
+  e.phase = *known;
+  e.time_ms = f.integer("time", 0, INT64_MAX);
+  e.step = f.optional_integer("step", 0, INT64_MAX).value_or(-1);
+  e.detail = f.text("detail", kMaxDetail, false);
+  return e;
+}
+
 json client_json(const ClientMessage& message) {
   return std::visit(
       [](const auto& m) -> json {
@@ -29,6 +51,9 @@ json client_json(const ClientMessage& message) {
           if (m.spares > 0) j["spares"] = m.spares;
           if (!m.affinity.empty()) j["affinity"] = m.affinity;
           if (!m.agent.empty()) j["agent"] = m.agent;
+          if (m.started_ms > 0) j["started_ms"] = m.started_ms;
+          if (m.dialled_ms > 0) j["dialled_ms"] = m.dialled_ms;
+          if (m.dials > 1) j["dials"] = m.dials;
           return j;
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           json j{{"type", "heartbeat"}, {"received", m.received}};
@@ -56,6 +81,11 @@ json client_json(const ClientMessage& message) {
             for (const RankStack& stack : m.stacks) stacks.push_back(to_json(stack));
             j["stacks"] = std::move(stacks);
           }
+          if (!m.timeline.empty()) {
+            json events = json::array();
+            for (const TimelineEvent& e : m.timeline) events.push_back(agent_event_json(e));
+            j["timeline"] = std::move(events);
+          }
           return j;
         }
       },
@@ -77,6 +107,9 @@ Join join_from(const Fields& f) {
   m.spares = static_cast<int>(f.optional_integer("spares", 0, Limits::kMaxNodes).value_or(0));
   m.affinity = f.text("affinity", Limits::kMaxName, false);
   m.agent = f.text("agent", Limits::kMaxName, false);
+  m.started_ms = f.optional_integer("started_ms", 0, INT64_MAX).value_or(0);
+  m.dialled_ms = f.optional_integer("dialled_ms", 0, INT64_MAX).value_or(0);
+  m.dials = static_cast<int>(f.optional_integer("dials", 1, 1'000'000).value_or(1));
   return m;
 }
 
@@ -120,6 +153,8 @@ ClientMessage client_from(const json& j) {
     m.progressed = f.find("progressed") == nullptr || f.boolean("progressed");
     for (const json& stack : f.array("stacks", Limits::kMaxWorkersPerNode, false))
       m.stacks.push_back(stack_from(stack));
+    for (const json& event : f.array("timeline", Limits::kMaxReportEvents, false))
+      m.timeline.push_back(agent_event_from(event));
     if (m.outcome == Outcome::kFailed && !m.failure)
       f.fail("reports a failure without describing it");
     return m;

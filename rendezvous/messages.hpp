@@ -29,6 +29,7 @@
 #include "health/device_pings.hpp"
 #include "health/gate_settings.hpp"
 #include "health/verdict.hpp"
+#include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
 
@@ -47,7 +48,9 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 9: failures carry what the node saw (FailureEvidence, lost), decisions the restart
 //    classification (FailureClass, why, the restarts charged); spares: joins carry --spares
 //    and an affinity, "standby" and "dismissed".
-inline constexpr int kProtocolVersion = 9;
+// 10: the timeline: joins say when the agent started and dialled, reports carry the node's
+//     events of the round, and status the blame of the last round formed.
+inline constexpr int kProtocolVersion = 10;
 
 // Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
 // compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
@@ -144,6 +147,12 @@ struct Join {
   // "host-pid", with an etcd rendezvous: the same agent to every leader, so that a new leader
   // gives it the seat it held under the lost one (JobMemory::seats).
   std::string agent{};
+  // For the timeline and the blame of a slow round (rendezvous/round_blame.hpp): when the agent
+  // started, when it first dialled the rendezvous for this join, and how many connections it
+  // took to be welcomed (wall clock, ms since the epoch; 0: unknown).
+  int64_t started_ms = 0;
+  int64_t dialled_ms = 0;
+  int dials = 1;
 };
 
 // The node checks' verdict (health/verdict.hpp, compact()ed), sent once they are done and again
@@ -208,6 +217,8 @@ struct Report {
   bool progressed = true;
   // After a hang's stack dump: where each of this node's ranks was (those with frames only).
   std::vector<RankStack> stacks{};
+  // This node's events of the round (agent/agent_timeline.hpp): at most kMaxReportEvents.
+  std::vector<TimelineEvent> timeline{};
 };
 
 // A worker of this node hung (--hang-timeout, --exit-timeout): sent at once, before this node
@@ -353,6 +364,8 @@ struct JobStatus {
   int missing_nodes = 0;                // joining: how many more the round needs
   std::vector<int> missing_node_ranks;  // joining: which, when every agent gave --node-rank
   std::optional<FailureReport> root_cause;
+  // Where the time of the last round formed went (rendezvous/round_blame.hpp); empty: none yet.
+  std::string blame{};
 };
 
 // Before a round forms, once every verdict is in: the device-plane pings this node makes

@@ -180,8 +180,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     }
     for (const Outgoing& o : outgoing) send(o);
     note_memory();
+    if (auto blame = state.take_new_blame()) spdlog::info("{}", blame->sentence);
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
       finished = true;
+      if (options.job_ended) options.job_ended(state);
       start_exit_barrier();
       check_done();
     }
@@ -293,6 +295,14 @@ RendezvousServer::RendezvousServer(asio::io_context& io, JobSettings settings,
 RendezvousServer::~RendezvousServer() {
   impl_->on_done = nullptr;
   impl_->shutdown();
+}
+
+void RendezvousServer::on_job_ended(std::function<void(const RendezvousState&)> ended) {
+  impl_->options.job_ended = std::move(ended);
+}
+
+const RendezvousState& RendezvousServer::state() const {
+  return impl_->state;
 }
 
 size_t RendezvousServer::clients_reaching_etcd(std::chrono::steady_clock::time_point since) const {

@@ -53,6 +53,8 @@ struct ServerOptions {
   // lost); and each change of this job's memory as it happens, for the next successor.
   std::optional<JobMemory> resume{};
   std::function<void(const JobMemory&)> memory_changed{};
+  // Runs once the job has ended, with every report in: node 0 writes the job's timeline.
+  std::function<void(const RendezvousState&)> job_ended{};
 };
 
 // Binding failed. `address_in_use` distinguishes "somebody already serves this port" (maybe
@@ -87,6 +89,10 @@ class RendezvousServer {
   // still need the server to hear the job's decision.
   bool round_in_progress() const;
   size_t connections() const;
+  // Sets ServerOptions::job_ended after the server was made (node 0 knows its run directory).
+  void on_job_ended(std::function<void(const RendezvousState&)> ended);
+  // The job as the server sees it, for metrics (read on the server's loop only).
+  const RendezvousState& state() const;
   // Agents that said in a heartbeat at `since` or later that they reach etcd.
   size_t clients_reaching_etcd(std::chrono::steady_clock::time_point since) const;
 

@@ -68,6 +68,9 @@ void ServerDialer::start(Handlers handlers) {
   const auto now = Clock::now();
   deadline_ = now + timeout_;
   last_waiting_log_ = now;
+  started_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
   attempt();
 }
 

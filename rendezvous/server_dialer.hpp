@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
@@ -45,6 +46,10 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
   std::string endpoint() const;                 // "host:port", for messages
   std::chrono::milliseconds time_left() const;  // until the deadline, at least 1 ms
   const std::string& last_error() const { return last_error_; }
+  // Connections tried so far, this one included, and when the first was (wall clock, ms since
+  // the epoch): what the blame of a slow round reads of a join that waited to be let in.
+  int dials() const { return attempts_ + 1; }
+  int64_t started_ms() const { return started_ms_; }
 
  private:
   ServerDialer(boost::asio::io_context& io, std::string host, int port,
@@ -72,6 +77,7 @@ class ServerDialer : public std::enable_shared_from_this<ServerDialer> {
   Clock::time_point last_waiting_log_;
   std::chrono::milliseconds backoff_;
   int attempts_ = 0;
+  int64_t started_ms_ = 0;
   std::string last_error_;
   bool unresolved_ = false;  // the last attempt failed to resolve the server's name
   bool cancelled_ = false;

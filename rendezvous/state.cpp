@@ -18,7 +18,9 @@ RendezvousState::RendezvousState(JobSettings settings, Now now)
       now_(now),
       joining_since_(now.steady),
       next_progress_(now.steady + settings_.progress_interval),
-      job_command_(settings_.command) {}
+      job_command_(settings_.command),
+      created_ms_(now.wall_ms),
+      round_began_ms_(now.wall_ms) {}
 
 Outgoing RendezvousState::reject(ClientId to, std::string code, std::string message) {
   return Outgoing{{to}, ErrorReply{std::move(code), std::move(message)}, true};
@@ -79,6 +81,7 @@ std::vector<Outgoing> RendezvousState::on_hello(ClientId from, const Hello& hell
   Client& client = clients_[from];
   if (client.greeted || !client.server_nonce.empty())
     return refuse("protocol_order", "'hello' sent twice");
+  client.hello_ms = now_.wall_ms;
   if (hello.magic != kMagic) {
     return refuse("bad_magic",
                   "this is not an npu_run agent (wrong magic); is another program using the port?");

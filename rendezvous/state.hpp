@@ -62,6 +62,8 @@
 #include "rendezvous/failure_class.hpp"
 #include "rendezvous/job_memory.hpp"
 #include "rendezvous/messages.hpp"
+#include "rendezvous/round_blame.hpp"
+#include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
 
@@ -153,6 +155,8 @@ class RendezvousState {
   const std::optional<Decision>& final_decision() const { return final_; }
   size_t connected_clients() const { return clients_.size(); }
   size_t joined() const { return pending_.size(); }
+  // The nodes of the round running (or last formed), lost and left ones included.
+  size_t members() const { return members_.size(); }
   // Said hello and, with a token, proved it: the connection is no longer a stranger's.
   bool authenticated(ClientId id) const;
   // Its join was taken: it waits for a round or is a member of the running one.
@@ -171,6 +175,16 @@ class RendezvousState {
   // The nodes taken out since the last call, for the ledger (at most kMaxTakenOutKept).
   std::vector<TakenOut> take_taken_out();
   static constexpr size_t kMaxTakenOutKept = 1024;
+  // ---- the timeline (state_timeline.cpp) ----
+  // The job's events so far: every node's, as their reports brought them, and the rendezvous'.
+  const JobTimeline& timeline() const { return timeline_; }
+  // Where the time of each round formed so far went (at most kMaxBlamesKept, the latest).
+  const std::vector<RoundBlame>& blames() const { return blames_; }
+  // Every decision so far, in order (at most kMaxBlamesKept, the latest).
+  const std::vector<Decision>& decisions() const { return decisions_; }
+  // The blame of a round formed since the last call, once: what the server logs.
+  std::optional<RoundBlame> take_new_blame();
+  static constexpr size_t kMaxBlamesKept = 10'000;
 
  private:
   struct Client {
@@ -179,6 +193,8 @@ class RendezvousState {
     std::string server_nonce;  // ours, sent in the challenge; empty: none sent
     Clock::time_point last_seen;
     std::optional<Clock::time_point> etcd_ok_at{};  // its last heartbeat saying it reaches etcd
+    int64_t hello_ms = 0;                           // wall clock of its hello, for the timeline
+    bool seated_before = false;  // its agent's start and contact are on the timeline already
   };
   struct Joiner {
     ClientId id;
@@ -187,6 +203,8 @@ class RendezvousState {
     std::optional<NodeVerdict> verdict{};            // its last HealthReport for this round
     std::optional<std::vector<PingResult>> pings{};  // its answers to the running ping run
     bool told_standby = false;                       // was sent Standby (it is a spare)
+    int64_t joined_ms = 0;                           // wall clock of its join's arrival
+    int64_t verdict_ms = 0;                          // ... and of its last verdict's
   };
   // A seat of the last round: what a spare taking it should match.
   struct SeatMemory {
@@ -312,6 +330,17 @@ class RendezvousState {
   // A hang's root cause moves to the odd one out of every rank's stack (hang_blame.hpp).
   void blame_hang_on_stacks(Decision& decision);
   std::vector<Outgoing> on_hang_notice(ClientId from, const HangNotice& notice);
+  // ---- the timeline (state_timeline.cpp) ----
+  // The round formed with `by_rank` seated: their arrivals on the timeline, and the blame.
+  void note_formed(const std::vector<const Joiner*>& by_rank);
+  // A joiner's arrival on the timeline as node `node`: what the blame reads of it.
+  NodeArrival note_arrival(const Joiner& joiner, int node);
+  // The joiners that never got a seat (the health gate ended the job): their arrivals.
+  void note_unseated();
+  void note_report_events(const Member& member, const Report& report);
+  void note_decision(const Decision& decision);
+  void note_lost(const Member& member, int64_t last_seen_ms);
+  TimelineEvent job_event(TimelinePhase phase, int node, const std::string& host) const;
   void note_beats(ClientId from, const std::vector<RankBeat>& ranks);
   std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
   Member* member_of(ClientId id);
@@ -358,6 +387,12 @@ class RendezvousState {
   std::vector<TakenOut> taken_out_;       // for the ledger, until taken
   std::set<std::string> ledgered_hosts_;  // taken out in this job
   bool spares_fill_failed_ = false;       // a node failed its gate: named spares may take seats
+  JobTimeline timeline_;
+  std::vector<RoundBlame> blames_;
+  std::vector<Decision> decisions_;
+  bool blame_new_ = false;
+  int64_t created_ms_ = 0;      // wall clock when this server started: dials before are not late
+  int64_t round_began_ms_ = 0;  // when the forming round began: the decision before it
 };
 
 }  // namespace npu_run::rdzv

@@ -48,6 +48,7 @@ std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthRepo
   }
   const Gate before = gate_of(joiner->second);
   joiner->second.verdict = report.verdict;
+  joiner->second.verdict_ms = now_.wall_ms;
   pinged_.erase(from);  // a new verdict (a recheck) is pinged again before it counts
   const bool passed_now = before != Gate::kReady && gate_of(joiner->second) == Gate::kReady;
   if (phase_ == Phase::kJoining) return maybe_start_round();
@@ -168,11 +169,13 @@ std::vector<Outgoing> RendezvousState::fail_health_gate() {
   root.time_ms = now_.wall_ms;
   Outgoing refusal{{}, ErrorReply{"health_gate", text}, true};
   for (const auto& [id, joiner] : pending_) refusal.to.push_back(id);
+  note_unseated();
   pending_.clear();
   claimed_ranks_.clear();
   phase_ = Phase::kFinished;
   root_cause_ = root;
   final_ = Decision{round_, Action::kFinish, restart_count_, kExitHealth, root};
+  note_decision(*final_);
   return {std::move(refusal)};
 }
 

@@ -102,6 +102,7 @@ std::vector<Outgoing> RendezvousState::on_report(ClientId from, const Report& re
   if (report.round != round_ || member->reported) return {};  // stale, or a duplicate
   member->reported = true;
   ++reported_;
+  note_report_events(*member, report);
   std::vector<Outgoing> out;
   const bool by_signal = report.outcome == Outcome::kStopped && report.stop_signal != 0;
   if (report.progressed) round_progressed_ = true;
@@ -187,6 +188,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   previous_failure_ = root_cause_ && !deliberate_stop_ ? root_cause_ : std::nullopt;
   // The node at fault leaves; a spare takes its seat, or an elastic job does without it.
   if (free_restart && decision.action == Action::kRestart) dismiss_at_fault(out);
+  note_decision(decision);
   Outgoing broadcast{{}, decision, false};
   for (const Member& m : members_) {
     if (!m.lost && !m.left && !m.taken_out) broadcast.to.push_back(m.id);
@@ -223,6 +225,7 @@ bool RendezvousState::restart_is_free() const {
 
 void RendezvousState::next_round() {
   ++round_;
+  round_began_ms_ = now_.wall_ms;
   remember_seats();
   members_.clear();
   member_rank_.clear();
@@ -280,6 +283,7 @@ std::vector<Outgoing> RendezvousState::lose_client(ClientId who, const std::stri
   member->reported = true;
   member->lost = true;
   ++reported_;
+  note_lost(*member, last_seen_ms);
   FailureReport failure;
   failure.host = member->node.host;
   failure.node_rank = member->node_rank;

@@ -141,7 +141,7 @@ std::vector<Outgoing> RendezvousState::on_join(ClientId from, const Join& join) 
   if (join.node_rank) claimed_ranks_.emplace(*join.node_rank, from);
   if (job_command_.empty()) job_command_ = join.command;
   if (pending_.empty()) joining_since_ = now_.steady;
-  pending_.emplace(from, Joiner{from, join, arrivals_++});
+  pending_.emplace(from, Joiner{from, join, arrivals_++}).first->second.joined_ms = now_.wall_ms;
   if (const auto held = resumed_seats_.find(join.agent); held != resumed_seats_.end()) {
     remembered_seat_[from] = held->second;  // its seat under the lost leader
     resumed_seats_.erase(held);
@@ -177,6 +177,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
   pinged_.clear();  // the next round's joiners are pinged again
   const int n = round_seats();
   const std::vector<const Joiner*> by_rank = seat_joiners(n);
+  note_formed(by_rank);
   members_.clear();
   member_rank_.clear();
   reported_ = 0;
@@ -259,6 +260,7 @@ std::vector<Outgoing> RendezvousState::time_out_joining() {
   claimed_ranks_.clear();
   phase_ = Phase::kFinished;
   final_ = Decision{round_, Action::kFinish, restart_count_, kExitRendezvous, std::nullopt};
+  note_decision(*final_);
   return {std::move(timeout)};
 }
 

@@ -31,6 +31,7 @@ json status_json(const JobStatus& s) {
                              {"missing_nodes", s.missing_nodes},
                              {"missing_node_ranks", s.missing_node_ranks}});
   if (s.root_cause) j["root_cause"] = to_json(*s.root_cause);
+  if (!s.blame.empty()) j["blame"] = s.blame;
   return j;
 }
 
@@ -64,6 +65,7 @@ JobStatus status_from(const Fields& f) {
     s.missing_node_ranks.push_back(r.get<int>());
   }
   if (f.find("root_cause") != nullptr) s.root_cause = failure_from(f.object("root_cause"));
+  s.blame = f.text("blame", Limits::kMaxText, false);
   return s;
 }
 

@@ -180,6 +180,8 @@ json verdict_json(const NodeVerdict& v) {
   for (const DeviceIp& d : v.device_ips) ips.push_back({{"device", d.device}, {"ip", d.ip}});
   return {{"host", v.host},
           {"elapsed_ms", v.elapsed_ms},
+          {"slowest_call", v.slowest_call.substr(0, kMaxSentText)},
+          {"slowest_ms", v.slowest_ms},
           {"passed", v.omitted_passes},
           {"findings", std::move(findings)},
           {"tls_switch", std::move(tls)},
@@ -221,6 +223,8 @@ NodeVerdict verdict_from(const json& j) {
   NodeVerdict v;
   v.host = f.text("host", Limits::kMaxName);
   v.elapsed_ms = f.integer("elapsed_ms", 0, INT64_MAX);
+  v.slowest_call = f.text("slowest_call", kMaxSentText, false);
+  v.slowest_ms = f.optional_integer("slowest_ms", 0, INT64_MAX).value_or(0);
   v.omitted_passes = static_cast<int>(f.integer("passed", 0, 1'000'000));
   for (const json& finding : f.array("findings", kMaxSentFindings))
     v.findings.push_back(finding_from(finding));

@@ -22,6 +22,8 @@ packages=(
   openssh-server openssh-client               # tests/e2e/ssh_hosts.sh: hosts reached by ssh
   ccache                                      # every build (cmake/compiler_cache.cmake)
   etcd-server etcd-client                     # the real etcd of the etcd rendezvous' tests
+  chromium                                    # the report opened headless (test_timeline_report)
+  prometheus curl                             # promtool check metrics on --metrics-port's text
 )
 cross=0
 for arg in "$@"; do

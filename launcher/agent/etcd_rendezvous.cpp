@@ -23,6 +23,7 @@
 #include "agent/leader_link.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/rendezvous_host.hpp"
+#include "agent/service_metrics.hpp"
 #include "basics/usage_error.hpp"
 #include "etcd/client.hpp"
 #include "etcd/election.hpp"
@@ -113,6 +114,13 @@ class EtcdRendezvous : public Rendezvous {
   void on_hosting(std::function<void(rdzv::RendezvousServer&)> hosted) override {
     hosting_ = std::move(hosted);
   }
+  void add_metrics(MetricsText& out) const override {
+    if (server_) write_rendezvous_metrics(out, *server_);
+    link_.add_metrics(out);
+  }
+  void on_job_ended(std::function<void(const rdzv::RendezvousState&)> ended) override {
+    job_ended_ = std::move(ended);
+  }
   void when_closed(std::function<void()> done) override;
 
  private:
@@ -155,6 +163,7 @@ class EtcdRendezvous : public Rendezvous {
   int64_t epoch_ = 0;                      // while this agent leads
   std::unique_ptr<rdzv::RendezvousServer> server_;
   std::function<void(rdzv::RendezvousServer&)> hosting_;
+  std::function<void(const rdzv::RendezvousState&)> job_ended_;  // for each server it hosts
   boost::asio::steady_timer start_deadline_;
   boost::asio::steady_timer retry_;
   std::string trouble_;  // what etcd said last, for the start's failure
@@ -357,6 +366,7 @@ void EtcdRendezvous::on_elected(int64_t epoch) {
     spdlog::info("etcd elected this agent to lead the rendezvous (epoch {}): serving on {}:{}",
                  epoch, addr_, at.port);
   }
+  if (job_ended_) server_->on_job_ended(job_ended_);
   if (hosting_) hosting_(*server_);
   write_memory(at.resume.value_or(rdzv::JobMemory{}));
   link_.follow(addr_, at.port, epoch);

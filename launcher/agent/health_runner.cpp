@@ -91,6 +91,10 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
   }
   run.attempts = queue.tries;
   queue.tries = 0;
+  if (run.elapsed_ms >= slowest_ms_) {
+    slowest_ms_ = run.elapsed_ms;
+    slowest_call_ = run.command_line();
+  }
   queue.waiting.pop_front();
   if (out_of_budget_ && run.end == ToolRun::End::kTimedOut) {
     plan_.never_ran(
@@ -126,6 +130,8 @@ void HealthRunner::maybe_done() {
   verdict.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - started_)
                            .count();
+  verdict.slowest_call = slowest_call_;
+  verdict.slowest_ms = slowest_ms_;
   auto done = std::move(done_);
   done_ = nullptr;
   done(std::move(verdict));

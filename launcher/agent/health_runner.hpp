@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "health/gate_settings.hpp"
 #include "health/node_checks.hpp"
@@ -55,6 +56,8 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
   std::unique_ptr<Timers> timers_;
   std::chrono::steady_clock::time_point started_;
   bool out_of_budget_ = false;
+  std::string slowest_call_;  // the call that took longest, for the blame of a slow round
+  int64_t slowest_ms_ = 0;
   Done done_;
 };
 

@@ -217,4 +217,8 @@ std::string LeaderLink::local_address() const {
   return link_ ? link_->rdzv->local_address() : "";
 }
 
+void LeaderLink::add_metrics(MetricsText& out) const {
+  if (link_) link_->rdzv->add_metrics(out);
+}
+
 }  // namespace npu_run

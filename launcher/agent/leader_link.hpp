@@ -19,6 +19,8 @@
 
 namespace npu_run {
 
+class MetricsText;
+
 class LeaderLink {
  public:
   // `grace`: how long the loss of a leader's server waits for a new leader before the agent
@@ -36,6 +38,8 @@ class LeaderLink {
   void follow(const std::string& addr, int port, int64_t epoch);
   int64_t epoch() const { return epoch_; }
   bool has_leader() const { return link_ != nullptr; }
+  // --metrics-port: the current link's (its store proxy).
+  void add_metrics(MetricsText& out) const;
 
   void join();
   void report(const rdzv::Report& report);

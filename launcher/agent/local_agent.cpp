@@ -12,14 +12,18 @@
 #include <stdexcept>
 
 #include "agent/agent_log.hpp"
+#include "agent/agent_metrics.hpp"
+#include "agent/agent_timeline.hpp"
 #include "agent/attempt.hpp"
 #include "agent/attempt_log.hpp"
+#include "agent/beat_sampler.hpp"
 #include "agent/device_release.hpp"
 #include "agent/failure_evidence.hpp"
 #include "agent/failure_reports.hpp"
 #include "agent/failure_summary.hpp"
 #include "agent/health_gate.hpp"
 #include "agent/job_checks.hpp"
+#include "agent/metrics_server.hpp"
 #include "agent/oom_kills.hpp"
 #include "agent/parent_watch.hpp"
 #include "agent/progress_record.hpp"
@@ -89,11 +93,18 @@ struct LocalAgent::Impl {
         health(io_context, config, ctx.host, ctx.agent_env),
         device_release(io_context, device_release_settings(
                                        config, ctx.agent_env,
-                                       std::string(kAgentMarkVariable) + "=" + agent_mark())) {
+                                       std::string(kAgentMarkVariable) + "=" + agent_mark())),
+        timeline(config.shape.nproc_per_node),
+        beat_sampler(io_context) {
     for (int sig : handled_signals()) signals.add(sig);
     if (!ctx.make_workers) ctx.make_workers = worker_groups(io, guardian);
     if (guardian != nullptr) guardian_pid = guardian->pid();
     open_progress_sockets();
+    if (cfg.records.metrics_port != 0) {
+      metrics_server =
+          std::make_unique<MetricsServer>(io, cfg.records.metrics_addr, cfg.records.metrics_port,
+                                          [this] { return metrics_text(); });
+    }
     if (beats) {
       status = std::make_unique<StatusService>(
           io, rendezvous, *beats, [this]() -> std::optional<StatusService::Seat> {
@@ -139,8 +150,10 @@ struct LocalAgent::Impl {
   // Joins the next round; the node's health checks run while the rendezvous waits for the
   // others, and their verdict follows the join.
   void join_round() {
+    metrics.join_sent(Clock::now());
     rendezvous.join();
     health.check([this](const NodeVerdict& verdict) {
+      metrics.gate_took(verdict.elapsed_ms);
       if (state == State::kRendezvous || state == State::kRunning)
         rendezvous.send_health(rdzv::HealthReport{compact(verdict)});
     });
@@ -209,6 +222,8 @@ struct LocalAgent::Impl {
     for (const std::string& note : assigned.health_notes) spdlog::warn("health gate: {}", note);
     set_agent_log_identity(assigned.node_rank, assigned.host);
     attempt = std::make_unique<Attempt>(assigned);
+    timeline.new_round(assigned.rank_offset);
+    metrics.seated(Clock::now());
     if (assigned.nnodes > 1) attempt->assignment.socket_ifname = socket_interface();
     std::optional<std::string> refusal = job_refusal(cfg, assigned);
     if (!refusal) {
@@ -278,6 +293,11 @@ struct LocalAgent::Impl {
       if (attempt.get() == mine && state == State::kRunning) on_group_done(std::move(result));
     });
     attempt->hangs->start();
+    metrics.workers_spawned(Clock::now());
+    const int workers = cfg.shape.nproc_per_node;
+    timeline.note(rdzv::TimelinePhase::kSpawned, -1,
+                  fmt::format("{} worker{}", workers, workers == 1 ? "" : "s"));
+    if (beats) beat_sampler.start(timeline, *beats);
   }
 
   // FaultDiag's view of the devices at this attempt's start or end, under --log-dir only.
@@ -378,6 +398,8 @@ struct LocalAgent::Impl {
 
   void on_group_done(GroupResult result) {
     attempt->hangs->stop();
+    beat_sampler.stop();
+    metrics.workers_done(Clock::now());
     npu_info_file("npu_info_after.txt");
     if (beats) beats->collect_now();
     ProgressRecord::log(beats.get(), attempt->assignment.restart_count);
@@ -390,14 +412,30 @@ struct LocalAgent::Impl {
     if (const Hang* hang = attempt->hang()) end.hang = attempt->hangs->failure(*hang);
     attempt->result = end.result;
     move_to(State::kReporting);
-    const AttemptEnd next = report_for(end, *attempt, ctx.hosts_rendezvous);
+    AttemptEnd next = report_for(end, *attempt, ctx.hosts_rendezvous);
     if (next.summary) print_summary(*next.summary, attempt->assignment, next.stopped_because);
-    if (next.report) rendezvous.report(*next.report);
+    if (next.report) {
+      next.report->timeline = round_events(end.result);
+      rendezvous.report(*next.report);
+    }
     if (next.leave_with) {
       finish(*next.leave_with);
       return;
     }
     log_report_sent(*next.report, attempt->assignment.nnodes);
+  }
+
+  // This round's timeline for the report: the root cause's failure and the workers' end too.
+  std::vector<rdzv::TimelineEvent> round_events(const GroupResult& result) {
+    if (result.root_cause) {
+      const WorkerOutcome& w = result.workers[*result.root_cause];
+      timeline.note(
+          rdzv::TimelinePhase::kFailed, w.global_rank, w.status.describe(),
+          std::chrono::duration_cast<std::chrono::milliseconds>(failed_at(w).time_since_epoch())
+              .count());
+    }
+    timeline.note(rdzv::TimelinePhase::kExited);
+    return timeline.take(beats.get());
   }
 
   // What the root cause's error file and output say, for the restart classification.
@@ -426,6 +464,7 @@ struct LocalAgent::Impl {
       // Only possible if this node's report was lost; the decision still binds every node.
       spdlog::warn("the job was decided while this node's workers still run; stopping them");
     }
+    metrics.decided(d);
     if (d.action == rdzv::Action::kRestart) {
       log_restart(cfg, d, *attempt);
       move_to(State::kRendezvous);
@@ -460,6 +499,20 @@ struct LocalAgent::Impl {
           if (handler) handler(code);
         },
         hurry);
+  }
+
+  // --metrics-port: this node's metrics, the rendezvous' and the store's, as of now.
+  std::string metrics_text() {
+    MetricsText out;
+    const bool seated = attempt && (state == State::kRunning || state == State::kReporting);
+    RoundWorkers* group = state == State::kRunning && attempt ? attempt->group.get() : nullptr;
+    const NodeView view{ctx.host, std::string(kStateNames.name(state)),
+                        seated ? attempt->assignment.rank_offset : 0,
+                        group ? group->running_pids().size() : 0, beats.get()};
+    write_agent_metrics(out, metrics, view, Clock::now());
+    rendezvous.add_metrics(out);
+    for (const auto& source : ctx.metrics_sources) source(out);
+    return out.text();
   }
 
   // ---- around the states: signals, the parent, the progress sockets ----
@@ -534,7 +587,11 @@ struct LocalAgent::Impl {
   std::unique_ptr<Attempt> attempt;       // this round's; a fresh one for every round
   std::unique_ptr<ProgressBeats> beats;   // NPU_RUN_PROGRESS; null if it could not be made
   std::unique_ptr<StatusService> status;  // npu_run status on this host; with the beats
-  ProgressRecord progress;                // over the attempts so far
+  AgentTimeline timeline;                 // this round's events, sent with its report
+  AgentMetrics metrics;                   // for --metrics-port
+  std::unique_ptr<MetricsServer> metrics_server;
+  BeatSampler beat_sampler;  // samples the beats into it while workers run
+  ProgressRecord progress;   // over the attempts so far
   Clock::time_point last_progress_log{};
   FinishedHandler on_finished;
 };

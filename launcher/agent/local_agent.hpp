@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/rendezvous.hpp"
 #include "agent/round_workers.hpp"
@@ -48,6 +49,7 @@ class io_context;
 namespace npu_run {
 
 class Guardian;
+class MetricsText;
 
 struct AgentContext {
   std::string host;
@@ -57,6 +59,8 @@ struct AgentContext {
   bool hosts_rendezvous = false;  // this process also runs the rendezvous server (node 0)
   // How each round's workers are made; empty: real processes (WorkerGroup). Tests give fakes.
   MakeRoundWorkers make_workers;
+  // --metrics-port: more of what this node serves (node 0's rendezvous server and store).
+  std::vector<std::function<void(MetricsText&)>> metrics_sources{};
 };
 
 class LocalAgent {

@@ -2,6 +2,7 @@
 // restart and exit decisions are thus made by the same code as in a multi-node job. It holds
 // the workers' MASTER_PORT so that restarts reuse a port nobody else can take.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -14,6 +15,7 @@
 #include "agent/assignment.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/rendezvous_settings.hpp"
+#include "agent/service_metrics.hpp"
 #include "basics/usage_error.hpp"
 #include "net/address_probe.hpp"
 #include "net/cloexec_socket.hpp"
@@ -34,6 +36,13 @@ class LocalRendezvous : public Rendezvous {
   void send_health(const rdzv::HealthReport& report) override;
   void query_status(std::function<void(StatusAnswer)> done) override;
   void close() override { closed_ = true; }
+  void add_metrics(MetricsText& out) const override {
+    write_rendezvous_metrics(out, state_, 1);
+    if (store_) write_store_metrics(out, *store_);
+  }
+  void on_job_ended(std::function<void(const rdzv::RendezvousState&)> ended) override {
+    job_ended_ = std::move(ended);
+  }
   std::string describe() const override { return "in-process"; }
 
  private:
@@ -51,6 +60,8 @@ class LocalRendezvous : public Rendezvous {
   rdzv::RendezvousState state_;
   Handlers handlers_;
   bool closed_ = false;
+  std::function<void(const rdzv::RendezvousState&)> job_ended_;
+  bool ended_ = false;
 };
 
 // The one client of an in-process rendezvous.
@@ -147,6 +158,17 @@ void LocalRendezvous::send_health(const rdzv::HealthReport& report) {
 }
 
 void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {
+  // As node 0's server does: the blame of a round formed, and the job's records at its end.
+  if (auto blame = state_.take_new_blame()) {
+    // One node has nobody to wait for: said only when its health gate took the time.
+    spdlog::log(
+        blame->cause == rdzv::BlameCause::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
+        blame->sentence);
+  }
+  if (state_.phase() == rdzv::RendezvousState::Phase::kFinished && !ended_) {
+    ended_ = true;
+    if (job_ended_) job_ended_(state_);
+  }
   for (rdzv::Outgoing& o : outgoing) {
     // Posted, never called inline, so the agent sees the same ordering as with a remote server.
     boost::asio::post(io_, [this, message = std::move(o.message)] {

@@ -22,9 +22,12 @@ class io_context;
 
 namespace npu_run {
 
+class MetricsText;
+
 namespace rdzv {
 class RendezvousServer;
-}
+class RendezvousState;
+}  // namespace rdzv
 namespace store {
 class StoreServer;
 }
@@ -84,6 +87,13 @@ class Rendezvous {
   // (By value: the one override keeps it.)
   // NOLINTNEXTLINE(performance-unnecessary-value-param)
   virtual void on_hosting(std::function<void(rdzv::RendezvousServer&)> /*hosted*/) {}
+  // Where this agent decides the job itself (a single node in-process, an etcd rendezvous'
+  // elected leader): `ended` runs once the job has ended, with its whole state (node 0 writes
+  // the timeline). A client of another node's server never decides.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
+  virtual void on_job_ended(std::function<void(const rdzv::RendezvousState&)> /*ended*/) {}
+  // --metrics-port: what this way of taking part adds (its store or proxy, a hosted server).
+  virtual void add_metrics(MetricsText& /*out*/) const {}
   // Runs `done` once what close() began has ended (an etcd lease revoked, so that the job's
   // keys go at once), within a few seconds.
   // NOLINTNEXTLINE(performance-unnecessary-value-param)

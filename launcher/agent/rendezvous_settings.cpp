@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "ascend/hccl_ports.hpp"
+#include "basics/process_start.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace npu_run {
@@ -105,6 +106,7 @@ rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   join.affinity = cfg.shape.spare_affinity;
   // A new leader knows this agent again by it (the pid: several agents may share a host).
   if (cfg.rendezvous.etcd) join.agent = fmt::format("{}-{}", join.node.host, ::getpid());
+  join.started_ms = process_start_ms();
   return join;
 }
 

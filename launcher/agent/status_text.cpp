@@ -80,6 +80,7 @@ std::string format_job_status(const rdzv::JobStatus& s) {
     out += "\n";
   }
   if (s.root_cause) out += "root cause: " + rdzv::describe(*s.root_cause) + "\n";
+  if (!s.blame.empty()) out += s.blame + "\n";
   return out;
 }
 

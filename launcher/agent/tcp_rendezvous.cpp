@@ -16,6 +16,7 @@
 #include "agent/node_store_proxy.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/rendezvous_settings.hpp"
+#include "agent/service_metrics.hpp"
 #include "net/held_port.hpp"
 #include "rendezvous/client.hpp"
 
@@ -38,6 +39,9 @@ class TcpRendezvous : public Rendezvous {
   void close() override;
   std::string describe() const override;
   std::string local_address() const override { return addr_; }
+  void add_metrics(MetricsText& out) const override {
+    if (proxy_) write_proxy_metrics(out, proxy_->proxy());
+  }
 
  private:
   void send_join();
@@ -55,6 +59,7 @@ class TcpRendezvous : public Rendezvous {
   Handlers handlers_;
   bool connected_ = false;
   bool join_wanted_ = false;
+  bool first_join_sent_ = false;  // later joins carry no dials: the connection stays
   // A verdict ready before the join could be sent goes right after it (the server takes
   // verdicts from joiners only).
   std::optional<rdzv::HealthReport> health_waiting_;
@@ -149,7 +154,15 @@ void TcpRendezvous::join() {
 
 void TcpRendezvous::send_join() {
   join_wanted_ = false;
-  client_.send(join_message(cfg_, this_node(cfg_, host_, addr_, worker_port_.port())));
+  rdzv::Join join = join_message(cfg_, this_node(cfg_, host_, addr_, worker_port_.port()));
+  if (!first_join_sent_) {
+    // How this agent got in, for the blame of a slow first round; later joins use the same
+    // connection.
+    first_join_sent_ = true;
+    join.dialled_ms = client_.first_dial_ms();
+    join.dials = client_.dials();
+  }
+  client_.send(join);
   if (health_waiting_) {
     client_.send(*health_waiting_);
     health_waiting_.reset();

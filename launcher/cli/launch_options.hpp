@@ -29,6 +29,7 @@ class LaunchOptions : public OptionSet {
   WorkerFlags worker{*this};
   SupervisionFlags supervision{*this};
   OutputFlags output{*this};
+  RecordFlags records{*this};
   AscendFlags ascend{*this};
   HealthFlags health{*this};
   AgentFlags agent{*this};

@@ -374,6 +374,31 @@ struct OutputFlags : FlagGroup {
        .reach = Reach::kLauncher}};
 };
 
+// What the job leaves to look at: its timeline, a report, and metrics while it runs.
+struct RecordFlags : FlagGroup {
+  explicit RecordFlags(OptionSet& set) : FlagGroup(set, "Timeline, report and metrics") {}
+
+  Flag<std::string> timeline{
+      *this,
+      {.name = "--timeline",
+       .help = "Node 0 writes the job's timeline (every node's phases and beats, with wall times, "
+               "and where each round's start went) to FILE at the end (default: timeline.json in "
+               "the run's directory under --log-dir; without --log-dir, none)",
+       .type = "FILE"}};
+  Flag<bool> report{
+      *this,
+      {.name = "--report",
+       .help = "Node 0 also writes report.html beside the timeline: one self-contained page (no "
+               "network) of the rounds, beats, failures and goodput; npu_run report RUN_DIR makes "
+               "it later"}};
+  Flag<std::string> metrics_port{
+      *this,
+      {.name = "--metrics-port",
+       .help = "Serve Prometheus metrics (rounds, restarts, phases, beats, workers, the "
+               "rendezvous and the store) on http://HOST:PORT/metrics from every agent",
+       .type = "[ADDR:]PORT"}};
+};
+
 struct AscendFlags : FlagGroup {
   explicit AscendFlags(OptionSet& set) : FlagGroup(set, "Ascend") {}
 

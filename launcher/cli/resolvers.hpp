@@ -43,6 +43,8 @@ void resolve_ascend(const LaunchInputs& in, const JobShape& shape, AscendConfig&
 void resolve_health(const LaunchInputs& in, HealthGateSettings& health);
 // -r, -t, --log-dir, --local-ranks-filter, the console prefix (cli/resolve_outputs.cpp).
 void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& output);
+// --timeline, --report, --metrics-port (cli/resolve_records.cpp), after resolve_outputs.
+void resolve_records(const LaunchInputs& in, const OutputConfig& output, RecordsConfig& records);
 // --numa-binding: each local rank's CPUs and memory node, from sysfs (cli/resolve_worker.cpp).
 void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& worker);
 

@@ -126,6 +126,8 @@ int print_hostnames(const std::vector<std::string>& args, const EnvMap& env);
 
 // `npu_run ledger list|clear [HOST...] [--ledger FILE|--log-dir DIR]`: the ledger of bad nodes.
 int ledger_command(const std::vector<std::string>& args, const EnvMap& env);
+// `npu_run report RUN_DIR`: the job's page from its timeline (commands/report.cpp).
+int report_command(const std::vector<std::string>& args, const EnvMap& env);
 
 // `npu_run completion bash`: the bash completion script, from the option tables.
 int print_completion(const std::vector<std::string>& args, const EnvMap& env);

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "agent/agent_log.hpp"
+#include "agent/job_records.hpp"
 #include "agent/job_token.hpp"
 #include "agent/local_agent.hpp"
 #include "agent/node_run.hpp"
@@ -20,10 +21,12 @@
 #include "agent/rendezvous_host.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
+#include "agent/service_metrics.hpp"
 #include "basics/kernel_features.hpp"
 #include "commands/commands.hpp"
 #include "net/address_probe.hpp"
 #include "net/held_port.hpp"
+#include "rendezvous/state.hpp"
 #include "workers/child_exits.hpp"
 #include "workers/console.hpp"
 #include "workers/escaped_processes.hpp"
@@ -100,10 +103,25 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
   } else {
     rendezvous = local_rendezvous(io, cfg, host, avoid);
   }
-  LocalAgent agent(
-      io, cfg, *rendezvous,
-      AgentContext{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}},
-      &guardian);
+  // Node 0 (or whichever agent decides the job) leaves its timeline and report at the end.
+  auto write_records = [paths = job_record_paths(cfg, run_dir.path())](
+                           const rdzv::RendezvousState& state) { write_job_records(paths, state); };
+  if (server) server->on_job_ended(write_records);
+  rendezvous->on_job_ended(write_records);
+  AgentContext context{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}};
+  if (cfg.records.metrics_port != 0) {
+    // Node 0's own: its rendezvous server and the workers' store (an etcd leader's come
+    // through its rendezvous, a single node's through the local one).
+    if (server) {
+      context.metrics_sources.emplace_back(
+          [&server = *server](MetricsText& out) { write_rendezvous_metrics(out, server); });
+    }
+    if (server || cfg.rendezvous.etcd) {
+      context.metrics_sources.emplace_back(
+          [&store](MetricsText& out) { write_store_metrics(out, store); });
+    }
+  }
+  LocalAgent agent(io, cfg, *rendezvous, std::move(context), &guardian);
   const int exit_code = run_node(io, agent, server.get(), *rendezvous, cfg, hooks);
   // The code itself, in the log: under Slurm or in a pod, the job's output is often all a user
   // has, and the scheduler's record of the code is easily lost (requeue, no accounting).

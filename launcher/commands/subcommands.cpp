@@ -59,6 +59,8 @@ const std::vector<Subcommand>& subcommands() {
       {"hostnames", "expand a Slurm hostlist, one host per line", nullptr, print_hostnames},
       {"ledger", "list or clear the ledger of bad nodes (--spares, --ledger)", nullptr,
        ledger_command},
+      {"report", "write a job's HTML report (rounds, beats, failures, goodput) from its timeline",
+       nullptr, report_command},
       {"completion", "print the bash completion script", nullptr, print_completion},
   };
   return table;

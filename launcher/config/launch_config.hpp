@@ -250,6 +250,14 @@ struct OutputConfig {
   std::optional<MsrunLogs> msrun_logs;  // set by `npu_run msrun` only
 };
 
+// What the job leaves to look at (--timeline, --report, --metrics-port).
+struct RecordsConfig {
+  std::optional<std::string> timeline_file;  // --timeline; else the run directory's, with --log-dir
+  bool report = false;                       // report.html beside the timeline
+  std::string metrics_addr = "0.0.0.0";      // --metrics-port [ADDR:]PORT
+  int metrics_port = 0;                      // 0: no metrics
+};
+
 // How the agent itself behaves.
 struct AgentOptions {
   std::string log_level = "info";
@@ -265,6 +273,7 @@ struct LaunchConfig {
   HealthGateSettings health;
   SupervisionConfig supervision;
   OutputConfig output;
+  RecordsConfig records;
   AgentOptions agent;
 
   // Every node's device counts and addresses are needed (topology rules, generated rank tables,

@@ -154,6 +154,8 @@ void to_json(nlohmann::json& json, const NodeVerdict& verdict) {
   json = {{"host", verdict.host},
           {"failed", verdict.failed()},
           {"elapsed_ms", verdict.elapsed_ms},
+          {"slowest_call", verdict.slowest_call},
+          {"slowest_ms", verdict.slowest_ms},
           {"omitted_passes", verdict.omitted_passes},
           {"findings", verdict.findings},
           {"tls_switch", tls},
@@ -164,6 +166,8 @@ void to_json(nlohmann::json& json, const NodeVerdict& verdict) {
 void from_json(const nlohmann::json& json, NodeVerdict& verdict) {
   verdict.host = json.at("host").get<std::string>();
   verdict.elapsed_ms = json.value("elapsed_ms", int64_t{0});
+  verdict.slowest_call = json.value("slowest_call", "");
+  verdict.slowest_ms = json.value("slowest_ms", int64_t{0});
   verdict.omitted_passes = json.value("omitted_passes", 0);
   verdict.findings = json.at("findings").get<std::vector<HealthFinding>>();
   verdict.tls_switch.clear();

@@ -104,6 +104,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   // One request, in three steps: its command's handler, the tier's framing of the answer, and
   // the wake-up of the waits its writes ended. False when the connection was closed for it.
   bool handle(ClientId id, Session& session, const Request& r, std::string& reply) {
+    ++requests_served;
     const bool tier = session.decoder.generation() == Generation::kTier;
     const size_t answer_at = reply.size();
     Call call{id, session, r, reply, {}};
@@ -352,6 +353,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   KeyValueStore values;
   std::unordered_map<ClientId, Session> sessions;
   ClientId next_id = 1;
+  uint64_t requests_served = 0;  // for --metrics-port
   std::unordered_map<ClientId, TaggedWait> tagged;
   std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
   const std::shared_ptr<const std::string> stop_waiting =
@@ -413,6 +415,10 @@ size_t StoreServer::connections() const {
 
 size_t StoreServer::keys() const {
   return static_cast<size_t>(impl_->values.num_keys());
+}
+
+uint64_t StoreServer::requests() const {
+  return impl_->requests_served;
 }
 
 }  // namespace npu_run::store

@@ -69,6 +69,7 @@ class StoreServer : boost::noncopyable {
   void stop();
   size_t connections() const;
   size_t keys() const;
+  uint64_t requests() const;  // served since the server started, for --metrics-port
 
   // Limits of a connection's reads and reply queue (also for listeners that accept for it).
   net::ConnectionLimits connection_limits() const;

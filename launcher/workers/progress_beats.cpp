@@ -138,9 +138,10 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
   static void beat(RankProgress& p, uint64_t count, std::string_view last_text) {
     const auto now = std::chrono::steady_clock::now();
     if (p.beats > 0) p.longest_interval = std::max(p.longest_interval, now - p.last);
-    p.beats += count;
     p.last = now;
     p.last_wall = std::chrono::system_clock::now();
+    if (p.beats == 0) p.first_wall = p.last_wall;
+    p.beats += count;
     // Text for log lines: control characters (a newline, an escape) become spaces.
     p.text.assign(last_text);
     for (char& c : p.text) {

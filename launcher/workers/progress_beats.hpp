@@ -25,7 +25,8 @@ struct RankProgress {
   uint64_t beats = 0;  // this attempt's
   std::string text;    // of the last beat
   std::chrono::steady_clock::time_point last{};
-  std::chrono::system_clock::time_point last_wall{};  // for messages and `npu_run status`
+  std::chrono::system_clock::time_point last_wall{};   // for messages and `npu_run status`
+  std::chrono::system_clock::time_point first_wall{};  // this attempt's first, for the timeline
   // The longest silence between two beats, over every attempt (for --hang-timeout auto).
   std::chrono::steady_clock::duration longest_interval{};
 };

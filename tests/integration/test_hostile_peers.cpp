@@ -454,3 +454,47 @@ TEST_CASE("hostile peers: out of descriptors, node 0 says so once per 10 s with 
                              "raise the limit for npu_run"));
   require_no_strays(outer);
 }
+
+TEST_CASE(
+    "hostile peers: slow, oversized and foreign clients of --metrics-port never delay "
+    "the job",
+    "[integration][hostile][metrics]") {
+  TempDir dir;
+  const int port = unused_port();
+  for (const char* rank : {"0", "1"}) make_gate(dir.file(std::string("gate.") + rank));
+  NpuRunProcess job({"--nproc-per-node", "2", "--metrics-port", "127.0.0.1:" + std::to_string(port),
+                     "--no-python", "/bin/sh", "-c",
+                     "echo running; read x < \"$OUT/gate.$RANK\"; echo done-$RANK"},
+                    {{"OUT", dir.path()}});
+  job.wait_for_output("running", 2, 30s);
+  // Slowloris: requests that never end, more of them than the responder keeps.
+  std::vector<Raw> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.emplace_back(port);
+    slow.back().send("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+  }
+  Raw huge(port);  // a header past the 8 KiB limit
+  huge.send("GET /metrics HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'a'));
+  Raw foreign(port);  // a TLS client hello: not HTTP at all
+  foreign.send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) +
+               std::string(500, '\x5a'));
+  // A real scrape is still answered at once: the newest connection is served, the oldest went.
+  Raw scrape(port);
+  scrape.send("GET /metrics HTTP/1.0\r\n\r\n");
+  const auto answer = scrape.read_bytes(15, 3s);
+  REQUIRE(answer);
+  CHECK(answer->rfind("HTTP/1.0 200 OK", 0) == 0);
+  CHECK(huge.closed_within(3s));
+  CHECK(foreign.closed_within(3s));
+  size_t closed = 0;
+  for (Raw& r : slow) closed += r.closed_within(7s) ? 1 : 0;
+  CHECK(closed == slow.size());  // the deadline (5 s) takes those the cap did not
+  const auto started = std::chrono::steady_clock::now();
+  open_gate(dir.file("gate.0"));
+  open_gate(dir.file("gate.1"));
+  const Finished f = job.wait(30s);
+  INFO(f.err);
+  CHECK(f.exit_code == 0);
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  require_no_strays(job);
+}

@@ -1,0 +1,83 @@
+#include "rendezvous/timeline.hpp"
+
+#include <array>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace npu_run::rdzv {
+
+namespace {
+
+constexpr std::array<std::pair<TimelinePhase, const char*>, 14> kPhaseNames{{
+    {TimelinePhase::kAgentStart, "agent_start"},
+    {TimelinePhase::kContact, "contact"},
+    {TimelinePhase::kJoin, "join"},
+    {TimelinePhase::kGate, "health_verdict"},
+    {TimelinePhase::kFormed, "assigned"},
+    {TimelinePhase::kSpawned, "spawned"},
+    {TimelinePhase::kFirstBeat, "first_beat"},
+    {TimelinePhase::kBeat, "beat"},
+    {TimelinePhase::kLastBeat, "last_beat"},
+    {TimelinePhase::kFailed, "failed"},
+    {TimelinePhase::kExited, "exit"},
+    {TimelinePhase::kLost, "lost"},
+    {TimelinePhase::kRestart, "restart"},
+    {TimelinePhase::kFinished, "finished"},
+}};
+
+}  // namespace
+
+const char* phase_name(TimelinePhase phase) {
+  for (const auto& [p, name] : kPhaseNames) {
+    if (p == phase) return name;
+  }
+  return "?";
+}
+
+std::optional<TimelinePhase> phase_from(const std::string& name) {
+  for (const auto& [p, n] : kPhaseNames) {
+    if (name == n) return p;
+  }
+  return std::nullopt;
+}
+
+nlohmann::json to_json(const TimelineEvent& event) {
+  nlohmann::json j{{"node", event.node},
+                   {"host", event.host},
+                   {"rank", event.rank},
+                   {"round", event.round},
+                   {"phase", phase_name(event.phase)},
+                   {"time", event.time_ms}};
+  if (event.step >= 0) j["step"] = event.step;
+  if (!event.detail.empty()) j["detail"] = event.detail;
+  return j;
+}
+
+TimelineEvent timeline_event_from(const nlohmann::json& json) {
+  if (!json.is_object()) throw std::invalid_argument("a timeline event is not a JSON object");
+  TimelineEvent event;
+  const std::string phase = json.value("phase", "");
+  const auto known = phase_from(phase);
+  if (!known) throw std::invalid_argument("a timeline event has an unknown phase '" + phase + "'");
+  event.phase = *known;
+  event.node = json.value("node", -1);
+  event.host = json.value("host", "");
+  event.rank = json.value("rank", -1);
+  event.round = json.value("round", uint64_t{0});
+  event.time_ms = json.value("time", int64_t{0});
+  event.step = json.value("step", int64_t{-1});
+  event.detail = json.value("detail", "");
+  return event;
+}
+
+void JobTimeline::add(TimelineEvent event) {
+  if (events_.size() >= kMaxEvents) {
+    ++dropped_;
+    return;
+  }
+  if (event.detail.size() > kMaxDetail) event.detail.resize(kMaxDetail);
+  events_.push_back(std::move(event));
+}
+
+}  // namespace npu_run::rdzv

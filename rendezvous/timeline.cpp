@@ -72,12 +72,42 @@ TimelineEvent timeline_event_from(const nlohmann::json& json) {
 }
 
 void JobTimeline::add(TimelineEvent event) {
-  if (events_.size() >= kMaxEvents) {
-    ++dropped_;
-    return;
+  if (size() >= kMaxEvents) {
+    if (samples_.empty()) {
+      ++dropped_;
+      return;
+    }
+    events_[samples_.front()].time_ms = -1;  // the oldest sample makes room
+    samples_.pop_front();
+    ++evicted_;
+    ++thinned_;
+    if (evicted_ > kMaxEvents / 4) compact();
   }
   if (event.detail.size() > kMaxDetail) event.detail.resize(kMaxDetail);
+  if (event.phase == TimelinePhase::kBeat) samples_.push_back(events_.size());
   events_.push_back(std::move(event));
+}
+
+void JobTimeline::compact() {
+  std::vector<TimelineEvent> kept;
+  kept.reserve(size());
+  samples_.clear();
+  for (TimelineEvent& e : events_) {
+    if (e.time_ms < 0) continue;
+    if (e.phase == TimelinePhase::kBeat) samples_.push_back(kept.size());
+    kept.push_back(std::move(e));
+  }
+  events_ = std::move(kept);
+  evicted_ = 0;
+}
+
+std::vector<TimelineEvent> JobTimeline::events() const {
+  std::vector<TimelineEvent> kept;
+  kept.reserve(size());
+  for (const TimelineEvent& e : events_) {
+    if (e.time_ms >= 0) kept.push_back(e);
+  }
+  return kept;
 }
 
 }  // namespace npu_run::rdzv

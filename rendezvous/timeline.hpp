@@ -2,11 +2,14 @@
 // a slow start or a long night of restarts can be read afterwards (`timeline.json`, `npu_run
 // report`). Each agent records its own (agent/agent_timeline.hpp) and sends them with its
 // report; the rendezvous adds what it sees (contacts, joins, verdicts, formations, decisions)
-// and keeps the whole, bounded: beyond kMaxEvents, events are counted as dropped, never kept.
+// and keeps the whole, bounded: at kMaxEvents the oldest beat samples make room for newer
+// events (a rank's first and last beat of every round stay), and only once no sample is left
+// are new events dropped, and counted.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -55,16 +58,24 @@ TimelineEvent timeline_event_from(const nlohmann::json& json);
 // The job's events at node 0 (or the elected leader), in arrival order.
 class JobTimeline {
  public:
-  // 1,024 nodes x 8 ranks x (first, last and 20 samples) over 10 rounds, with room to spare;
-  // about 100 bytes each: a few tens of MB at most.
+  // 1,024 nodes x 8 ranks of one round with every sample (34 events a rank), with room to spare;
+  // about 150 bytes each: 60 MB at most.
   static constexpr size_t kMaxEvents = 400'000;
 
   void add(TimelineEvent event);
-  const std::vector<TimelineEvent>& events() const { return events_; }
+  // What is kept, in arrival order.
+  std::vector<TimelineEvent> events() const;
+  size_t size() const { return events_.size() - evicted_; }
+  // Beat samples given up for newer events, and events that found no room at all.
+  size_t thinned() const { return thinned_; }
   size_t dropped() const { return dropped_; }
 
  private:
-  std::vector<TimelineEvent> events_;
+  void compact();
+  std::vector<TimelineEvent> events_;  // evicted ones stay until compact(), with time_ms -1
+  std::deque<size_t> samples_;         // indices of beat samples, oldest first
+  size_t evicted_ = 0;
+  size_t thinned_ = 0;
   size_t dropped_ = 0;
 };
 

@@ -49,21 +49,20 @@ nlohmann::json rounds_json(const rdzv::RendezvousState& state) {
   return out;
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
+// `what` names the file for people ("the job's timeline"), in a message with the fix.
+void write_atomically(const std::string& path, const std::string& text, const char* what) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out)
-      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(error)));
-  }
+  std::ofstream out(tmp, std::ios::trunc);
+  out << text;
+  out.close();
+  int error = out ? 0 : (errno != 0 ? errno : EIO);  // a failed stream may leave no errno
+  if (error == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
+  if (error == 0) return;
+  std::error_code ignored;
+  std::filesystem::remove(tmp, ignored);
+  throw std::runtime_error(
+      fmt::format("cannot write {} {}: {}; free space there, or give --timeline another file", what,
+                  path, std::strerror(error)));
 }
 
 std::string beside(const std::string& file, const char* name) {
@@ -94,6 +93,7 @@ nlohmann::json timeline_json(const rdzv::RendezvousState& state) {
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()},
           {"dropped", state.timeline().dropped()},
+          {"thinned", state.timeline().thinned()},
           {"rounds", rounds_json(state)},
           {"events", std::move(events)}};
 }
@@ -102,10 +102,10 @@ void write_job_records(const JobRecordPaths& paths, const rdzv::RendezvousState&
   if (paths.timeline.empty()) return;
   try {
     const nlohmann::json timeline = timeline_json(state);
-    write_atomically(paths.timeline, timeline.dump());
+    write_atomically(paths.timeline, timeline.dump(), "the job's timeline");
     spdlog::info("the job's timeline: {}", paths.timeline);
     if (paths.report.empty()) return;
-    write_atomically(paths.report, html_report(parse_run_timeline(timeline)));
+    write_atomically(paths.report, html_report(parse_run_timeline(timeline)), "the job's report");
     spdlog::info("the job's report: {}", paths.report);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

@@ -174,6 +174,12 @@ std::string html_report(const RunTimeline& run) {
   page += restart_costs(f);
   page += root_causes(run);
   page += health_verdicts(run);
+  if (run.thinned > 0) {
+    page += fmt::format(
+        "<p>{} of the oldest beat samples were given up to keep the timeline bounded; every "
+        "rank's first and last beat of each round are kept.</p>",
+        run.thinned);
+  }
   if (run.dropped > 0)
     page +=
         fmt::format("<p>{} events did not fit in the timeline and are not shown.</p>", run.dropped);

@@ -23,6 +23,7 @@ RunTimeline parse_run_timeline(const nlohmann::json& json) {
   RunTimeline run;
   run.run_id = json.value("run_id", "");
   run.dropped = json.value("dropped", size_t{0});
+  run.thinned = json.value("thinned", size_t{0});
   run.events.reserve(json["events"].size());
   for (const nlohmann::json& e : json["events"]) {
     try {

@@ -24,6 +24,7 @@ struct RunTimeline {
   std::vector<rdzv::TimelineEvent> events;
   std::vector<RoundRecord> rounds;
   size_t dropped = 0;  // events node 0 had no room for
+  size_t thinned = 0;  // beat samples node 0 gave up for newer events
 };
 
 inline constexpr int kTimelineVersion = 1;

@@ -245,12 +245,14 @@ TEST_CASE(
                                    "incomplete from here on, the console still gets this stream"));
     CHECK_THAT(f.err, Contains("log file of this attempt lost output: " + logs) &&
                           Contains("choose another --log-dir"));
-    // Once per file, not once per line.
+    // Once per file, not once per line: the worker's log, and the job's timeline at the end.
     size_t said = 0;
     for (auto at = f.err.find("cannot write"); at != std::string::npos;
          at = f.err.find("cannot write", at + 1))
       ++said;
-    CHECK(said == 1);
+    CHECK(said == 2);
+    CHECK_THAT(f.err, Contains("cannot write the job's timeline " + logs) &&
+                          Contains("free space there, or give --timeline another file"));
   }
   SECTION("redirected: the worker's own writes fail; the summary says its logs are incomplete") {
     // dash's echo ignores the write error, as much code does; the worker then fails.

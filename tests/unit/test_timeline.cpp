@@ -41,6 +41,39 @@ TEST_CASE("timeline: node 0 keeps at most kMaxEvents and counts the rest", "[tim
   CHECK(timeline.events().front().detail.size() == kMaxDetail);
 }
 
+TEST_CASE("timeline: when full, the oldest beat samples make room for newer events", "[timeline]") {
+  JobTimeline timeline;
+  TimelineEvent sample{0, "a", 0, 0, TimelinePhase::kBeat, 1, 5, ""};
+  TimelineEvent last{0, "a", 0, 0, TimelinePhase::kLastBeat, 2, 9, ""};
+  for (size_t i = 0; i < JobTimeline::kMaxEvents / 2; ++i) {
+    sample.time_ms = static_cast<int64_t>(i) + 1;
+    timeline.add(sample);
+    timeline.add(last);
+  }
+  // A whole second round: every one of its events is kept, the first round's samples go.
+  for (size_t i = 0; i < JobTimeline::kMaxEvents / 2; ++i) {
+    sample.round = last.round = 1;
+    timeline.add(sample);
+    timeline.add(last);
+  }
+  const std::vector<TimelineEvent> kept = timeline.events();
+  CHECK(kept.size() == JobTimeline::kMaxEvents);
+  CHECK(timeline.thinned() == JobTimeline::kMaxEvents);
+  CHECK(timeline.dropped() == 0);
+  size_t round0_last = 0;
+  size_t round0_samples = 0;
+  for (const TimelineEvent& e : kept) {
+    round0_last += e.round == 0 && e.phase == TimelinePhase::kLastBeat ? 1 : 0;
+    round0_samples += e.round == 0 && e.phase == TimelinePhase::kBeat ? 1 : 0;
+  }
+  CHECK(round0_last == JobTimeline::kMaxEvents / 2);  // every last beat of the first round
+  CHECK(round0_samples == 0);  // then the second round's own oldest samples went too
+  // Only first and last beats left: nothing more makes room.
+  timeline.add(last);
+  CHECK(timeline.dropped() == 1);
+  CHECK(timeline.size() == JobTimeline::kMaxEvents);
+}
+
 TEST_CASE("timeline: an event's JSON reads back, and an unknown phase is refused", "[timeline]") {
   TimelineEvent e{3, "host-d", 25, 2, TimelinePhase::kBeat, kT0 + 5, 1200, "step 1200"};
   const TimelineEvent back = timeline_event_from(to_json(e));

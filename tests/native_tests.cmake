@@ -190,106 +190,106 @@ set_tests_properties("${etcd_ddp}"
                                 RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
 
-# The benchmark smokes run alone (RUN_SERIAL): they start hundreds of processes and
-# connections at once, and a small listen backlog under another test's load could refuse one.
+# A benchmark's smoke run: its script with tiny sizes, alone (RUN_SERIAL: they start hundreds of
+# processes and connections at once, and a small listen backlog under another test's load could
+# refuse one), passing when its table has the row PASS matches, so that the script never rots.
+function(npu_run_bench_smoke name script)
+  cmake_parse_arguments(PARSE_ARGV 2 smoke "" "TIMEOUT;PASS;SKIP;FIXTURES" "ARGS")
+  set(test "bench smoke: ${name}")
+  add_test(NAME "${test}"
+           COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/${script} ${smoke_ARGS})
+  set_tests_properties("${test}" PROPERTIES LABELS bench RUN_SERIAL TRUE TIMEOUT ${smoke_TIMEOUT}
+                                            PASS_REGULAR_EXPRESSION "${smoke_PASS}")
+  if(smoke_SKIP)
+    set_tests_properties("${test}" PROPERTIES SKIP_REGULAR_EXPRESSION "${smoke_SKIP}")
+  endif()
+  if(smoke_FIXTURES)
+    set_tests_properties("${test}" PROPERTIES FIXTURES_REQUIRED ${smoke_FIXTURES})
+  endif()
+endfunction()
+
 # Smoke run of the start-up benchmark (this build's binary and the for-loop only).
-add_test(NAME "bench smoke: starting hosts over ssh against the ssh for-loops"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/ssh_start.py
-                 --npu-run $<TARGET_FILE:npu_run> --hosts 4 --runs 1)
-set_tests_properties("bench smoke: starting hosts over ssh against the ssh for-loops"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 300
-                                SKIP_REGULAR_EXPRESSION "^skipped"
-                                PASS_REGULAR_EXPRESSION "\\| 4 \\| npu_run --hosts \\(fan-out 32\\) \\| [0-9.]+ s")
-add_test(NAME "bench smoke: start-up against the shell for-loop"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/startup.py
-                 --dynamic $<TARGET_FILE:npu_run> --runs 3)
-set_tests_properties("bench smoke: start-up against the shell for-loop"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 60 PASS_REGULAR_EXPRESSION "\\| npu_run dynamic \\| [0-9.]+ ms")
+npu_run_bench_smoke("starting hosts over ssh against the ssh for-loops" ssh_start.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --hosts 4 --runs 1
+  TIMEOUT 300 SKIP "^skipped"
+  PASS "\\| 4 \\| npu_run --hosts \\(fan-out 32\\) \\| [0-9.]+ s")
+npu_run_bench_smoke("start-up against the shell for-loop" startup.py
+  ARGS --dynamic $<TARGET_FILE:npu_run> --runs 3
+  TIMEOUT 60
+  PASS "\\| npu_run dynamic \\| [0-9.]+ ms")
 
 # Smoke runs of the single-node benchmark and the TCPStore anchor, so the scripts never rot.
-add_test(NAME "bench smoke: single-node launch, idle cost and failure against torchrun"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/single_node.py
-                 --npu-run $<TARGET_FILE:npu_run> --nproc 2 --runs 1 --idle-seconds 1 --idle-runs 1)
-set_tests_properties("bench smoke: single-node launch, idle cost and failure against torchrun"
-                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "Supervision cost")
-add_test(NAME "bench smoke: TCPStore barrier anchor"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/tcpstore_barrier.py --sizes 16 --runs 1)
-set_tests_properties("bench smoke: TCPStore barrier anchor"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120 PASS_REGULAR_EXPRESSION "\\| 16 \\| [0-9.]+ s")
+npu_run_bench_smoke("single-node launch, idle cost and failure against torchrun" single_node.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --nproc 2 --runs 1 --idle-seconds 1 --idle-runs 1
+  TIMEOUT 180 FIXTURES torch2
+  PASS "Supervision cost")
+npu_run_bench_smoke("TCPStore barrier anchor" tcpstore_barrier.py
+  ARGS --sizes 16 --runs 1
+  TIMEOUT 120
+  PASS "\\| 16 \\| [0-9.]+ s")
 
-add_test(NAME "bench smoke: time to the first DDP step against torchrun"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/training_start.py
-                 --npu-run $<TARGET_FILE:npu_run> --runs 1)
-set_tests_properties("bench smoke: time to the first DDP step against torchrun"
-                     PROPERTIES FIXTURES_REQUIRED torch2 LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9.]+ s")
+npu_run_bench_smoke("time to the first DDP step against torchrun" training_start.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --runs 1
+  TIMEOUT 180 FIXTURES torch2
+  PASS "\\| npu_run \\| [0-9.]+ s")
 
-add_test(NAME "bench smoke: figures and targets from docs/BENCHMARKS.md"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/plots.py
-                 ${PROJECT_SOURCE_DIR}/docs/BENCHMARKS.md ${CMAKE_CURRENT_BINARY_DIR}/bench_plots)
-set_tests_properties("bench smoke: figures and targets from docs/BENCHMARKS.md"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 60 PASS_REGULAR_EXPRESSION "launch.png")
+npu_run_bench_smoke("figures and targets from docs/BENCHMARKS.md" plots.py
+  ARGS ${PROJECT_SOURCE_DIR}/docs/BENCHMARKS.md ${CMAKE_CURRENT_BINARY_DIR}/bench_plots
+  TIMEOUT 60
+  PASS "launch.png")
 
 # Smoke run of the spare take-over benchmark (2 nodes and a spare, one run, npu_run only).
-add_test(NAME "bench smoke: a spare taking a lost node's seat"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/spare_takeover.py
-                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1)
-set_tests_properties("bench smoke: a spare taking a lost node's seat"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                                PASS_REGULAR_EXPRESSION "\\| 2 \\+ 1 \\| npu_run \\| [0-9.]+ s")
+npu_run_bench_smoke("a spare taking a lost node's seat" spare_takeover.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1
+  TIMEOUT 120
+  PASS "\\| 2 \\+ 1 \\| npu_run \\| [0-9.]+ s")
 
 # Smoke run of the etcd failover benchmark (a 3-member etcd, 2 agents, one run, npu_run only).
-add_test(NAME "bench smoke: the etcd-elected leader lost"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/etcd_failover.py
-                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1)
-set_tests_properties("bench smoke: the etcd-elected leader lost"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                                PASS_REGULAR_EXPRESSION "\\| 2 \\| npu_run etcd \\(lease TTL 2 s\\) \\| [0-9.]+ s")
+npu_run_bench_smoke("the etcd-elected leader lost" etcd_failover.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1
+  TIMEOUT 120
+  PASS "\\| 2 \\| npu_run etcd \\(lease TTL 2 s\\) \\| [0-9.]+ s")
 
 # Smoke run of the etcd scale benchmark (8 agents, short windows), so the script never rots.
-add_test(NAME "bench smoke: etcd's load from idle agents"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/etcd_scale.py
-                 --npu-run $<TARGET_FILE:npu_run> --agents 8 --window 2 --settle 0.5)
-set_tests_properties("bench smoke: etcd's load from idle agents"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                                PASS_REGULAR_EXPRESSION "of which lease renewals \\(LeaseKeepAlive\\) \\| [0-9.]+ \\| [0-9.]+ \\|")
+npu_run_bench_smoke("etcd's load from idle agents" etcd_scale.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --agents 8 --window 2 --settle 0.5
+  TIMEOUT 120
+  PASS "of which lease renewals \\(LeaseKeepAlive\\) \\| [0-9.]+ \\| [0-9.]+ \\|")
 
 # Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
-add_test(NAME "bench smoke: multi-node launch and failure against torchrun"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/multi_node.py
-                 --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2 --torch26 off)
-set_tests_properties("bench smoke: multi-node launch and failure against torchrun"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 180 PASS_REGULAR_EXPRESSION "\\| npu_run \\| [0-9]+ ms")
+npu_run_bench_smoke("multi-node launch and failure against torchrun" multi_node.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2 --torch26 off
+  TIMEOUT 180
+  PASS "\\| npu_run \\| [0-9]+ ms")
 
 # Smoke run of the health gate's benchmark (one node, one run, fast tools), so the script never
 # rots.
-add_test(NAME "bench smoke: the health gate's added latency"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/health_gate.py
-                 --npu-run $<TARGET_FILE:npu_run> --sizes 1 --runs 1 --delays 0.01)
-set_tests_properties("bench smoke: the health gate's added latency"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                     PASS_REGULAR_EXPRESSION "\\| 10 ms \\| 1 \\| [0-9.]+ s")
+npu_run_bench_smoke("the health gate's added latency" health_gate.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 1 --runs 1 --delays 0.01
+  TIMEOUT 120
+  PASS "\\| 10 ms \\| 1 \\| [0-9.]+ s")
 
 # Smoke run of the workers' store benchmark at a tiny size, so the script and the load generator
 # never rot.
-add_test(NAME "bench smoke: workers' store at scale against torch's stores"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/store_scale.py
-                 --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered,floor")
-set_tests_properties("bench smoke: workers' store at scale against torch's stores"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                                PASS_REGULAR_EXPRESSION "\\| 256 \\| tiered \\| [0-9.]+ s.*\\| 256 \\| floor \\| [0-9.]+ s")
+npu_run_bench_smoke("workers' store at scale against torch's stores" store_scale.py
+  ARGS --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered,floor"
+  TIMEOUT 120
+  PASS "\\| 256 \\| tiered \\| [0-9.]+ s.*\\| 256 \\| floor \\| [0-9.]+ s")
 
 # Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
-add_test(NAME "bench smoke: rendezvous scale"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/rendezvous_scale.py
-                 --npu-run $<TARGET_FILE:npu_run> --loadgen $<TARGET_FILE:npu_run_rdzv_loadgen>
-                 --sizes 64 --runs 1 --small-backlog 4)
-set_tests_properties("bench smoke: rendezvous scale" PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                     PASS_REGULAR_EXPRESSION "\\| 64 \\| 4 \\|.*\\| 0 \\|")
+npu_run_bench_smoke("rendezvous scale" rendezvous_scale.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --loadgen $<TARGET_FILE:npu_run_rdzv_loadgen> --sizes 64 --runs 1 --small-backlog 4
+  TIMEOUT 120
+  PASS "\\| 64 \\| 4 \\|.*\\| 0 \\|")
 
 # Smoke run of the progress-beat benchmark, so the script and the module never rot.
-add_test(NAME "bench smoke: progress beats' cost to the agent"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/beat_cost.py
-                 --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1)
-set_tests_properties("bench smoke: progress beats' cost to the agent"
-                     PROPERTIES LABELS "bench" RUN_SERIAL TRUE TIMEOUT 120
-                                PASS_REGULAR_EXPRESSION "\\| beating \\| [0-9.]+ % \\| [0-9]+ \\| [0-9]+ \\|")
+npu_run_bench_smoke("progress beats' cost to the agent" beat_cost.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1
+  TIMEOUT 120
+  PASS "\\| beating \\| [0-9.]+ % \\| [0-9]+ \\| [0-9]+ \\|")
+
+# Smoke run of the recording's cost (2 workers, one short run, a report of the synthetic job).
+npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1 --nodes 64
+  TIMEOUT 180
+  PASS "\\| beating, metrics scraped 10/s, report written \\([0-9]+ scrapes\\) \\| [0-9.]+ %.*\\| [0-9.]+ MB \\| [0-9.]+ MB \\| [0-9.]+ s \\|")

@@ -126,7 +126,7 @@ def synthetic_timeline(nodes, per_node, samples, beats):
 def report_cost(args, tmp):
     path = os.path.join(tmp, "timeline.json")
     with open(path, "w") as f:
-        json.dump(synthetic_timeline(1024, 8, 32, 10_000), f)
+        json.dump(synthetic_timeline(args.nodes, 8, 32, 10_000), f)
     out = os.path.join(tmp, "report.html")
     times = []
     for _ in range(args.runs):
@@ -134,7 +134,8 @@ def report_cost(args, tmp):
         subprocess.run([args.npu_run, "report", path, "-o", out], check=True, capture_output=True)
         times.append(time.perf_counter() - start)
     times.sort()
-    print("\nThe report of a synthetic 1,024-node job (8 ranks each, 10,000 beats per rank, two rounds):\n")
+    print(f"\nThe report of a synthetic {args.nodes:,}-node job (8 ranks each, 10,000 beats per rank, "
+          "two rounds):\n")
     print("| timeline.json | report.html | npu_run report (median) |")
     print("|---:|---:|---:|")
     print(f"| {os.path.getsize(path) / 1e6:.1f} MB | {os.path.getsize(out) / 1e6:.2f} MB | "
@@ -150,6 +151,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--nodes", type=int, default=1024, help="of the synthetic job")
     args = parser.parse_args()
     marker = f"record-cost-{os.getpid()}"
     env = dict(os.environ, **{MARKER: marker})

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/job_records.hpp"
 #include "agent/run_directory.hpp"
 #include "agent/worker_plan.hpp"
 #include "basics/enum_table.hpp"
@@ -112,6 +113,19 @@ std::string rendezvous_text(const LaunchConfig& cfg) {
   return text + ")";
 }
 
+// Where node 0 leaves the job's records, and where this agent serves its metrics.
+std::string records_text(const LaunchConfig& cfg, const std::string& run_dir) {
+  const JobRecordPaths paths = job_record_paths(cfg, run_dir);
+  std::string text = paths.timeline.empty() ? "no timeline (give --log-dir or --timeline)"
+                                            : "timeline " + paths.timeline + " (node 0)";
+  if (!paths.report.empty()) text += ", report " + paths.report;
+  text += cfg.records.metrics_port == 0
+              ? ", no metrics"
+              : fmt::format(", metrics at http://{}:{}/metrics", cfg.records.metrics_addr,
+                            cfg.records.metrics_port);
+  return text;
+}
+
 }  // namespace
 
 std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
@@ -143,6 +157,7 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                      cfg.output.log_dir || cfg.output.log_dir_is_temporary
                          ? ""
                          : " (error files only, removed at exit)");
+  out += "records: " + records_text(cfg, run_dir) + "\n";
   out += fmt::format("stop: forward the signal, SIGKILL after {:.1f} s\n",
                      std::chrono::duration<double>(cfg.supervision.term_timeout).count());
   out += fmt::format("health gate: {}{}\n", health_mode_text(cfg.health),
@@ -200,6 +215,7 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
             {"rendezvous", rendezvous_text(cfg)},
             {"devices", cfg.shape.devices},
             {"health_check", health_mode_text(cfg.health)},
+            {"records", records_text(cfg, run_dir)},
             {"workers", workers}};
   return plan.dump(2) + "\n";
 }

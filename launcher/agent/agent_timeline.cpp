@@ -65,19 +65,19 @@ std::chrono::milliseconds AgentTimeline::sample(const ProgressBeats& beats) {
     if (p.beats <= mine.beats_seen || per_rank_ == 0) continue;
     mine.beats_seen = p.beats;
     mine.samples.push_back(
-        beat_event(rdzv::TimelinePhase::kBeat, rank_offset_ + r, p, p.last_wall));
+        {p.beats, beat_event(rdzv::TimelinePhase::kBeat, rank_offset_ + r, p, p.last_wall)});
     full = full || mine.samples.size() >= per_rank_;
   }
   if (full) {
     // Every other sample goes, and the looks come half as often: the samples stay spread over
     // the whole round, however long it runs.
     for (RankSamples& mine : ranks_) {
-      std::vector<rdzv::TimelineEvent> kept;
+      std::vector<Sample> kept;
       for (size_t i = 0; i < mine.samples.size(); i += 2)
         kept.push_back(std::move(mine.samples[i]));
       mine.samples = std::move(kept);
     }
-    interval_ *= 2;
+    interval_ = std::min(interval_ * 2, kLongestInterval);
   }
   return interval_;
 }
@@ -95,8 +95,9 @@ std::vector<rdzv::TimelineEvent> AgentTimeline::take(const ProgressBeats* beats)
     first.step = -1;  // its step is not known: only the last beat's text is kept
     first.detail.clear();
     out.push_back(std::move(first));
-    for (rdzv::TimelineEvent& s : mine.samples) {
-      if (s.time_ms < wall_ms(p.last_wall)) out.push_back(std::move(s));
+    // A sample of the last beat itself is the last beat, sent as such below.
+    for (Sample& s : mine.samples) {
+      if (s.beats < p.beats) out.push_back(std::move(s.event));
     }
     mine.samples.clear();
     out.push_back(beat_event(rdzv::TimelinePhase::kLastBeat, rank_offset_ + r, p, p.last_wall));

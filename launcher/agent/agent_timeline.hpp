@@ -37,13 +37,18 @@ class AgentTimeline {
   // How many samples each rank keeps, and how often beats are first looked at.
   static size_t samples_per_rank(int local_ranks);
   static constexpr std::chrono::milliseconds kFirstInterval{500};
+  static constexpr std::chrono::milliseconds kLongestInterval{600'000};
   // A beat's text in the timeline: enough to read a step and a loss.
   static constexpr size_t kBeatDetail = 48;
 
  private:
+  struct Sample {
+    uint64_t beats = 0;  // the rank's beats when it was taken
+    rdzv::TimelineEvent event;
+  };
   struct RankSamples {
     uint64_t beats_seen = 0;
-    std::vector<rdzv::TimelineEvent> samples;
+    std::vector<Sample> samples;
   };
   int local_ranks_;
   int rank_offset_ = 0;

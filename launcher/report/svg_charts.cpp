@@ -193,8 +193,10 @@ std::string html_escape(const std::string& text) {
 std::string node_timeline_svg(const RunTimeline& run, const JobFigures& f) {
   const NodeRounds nodes = node_rounds(run);
   const TimeAxis axis{f.start_ms, std::max(f.end_ms, f.start_ms + 1)};
+  // Rows thinner than a pixel blend: a thousand nodes fit one screen, and a failed node's red
+  // still tints its row.
   const double row =
-      std::clamp(600.0 / static_cast<double>(std::max<size_t>(nodes.size(), 1)), 1.5, 16.0);
+      std::clamp(600.0 / static_cast<double>(std::max<size_t>(nodes.size(), 1)), 0.5, 16.0);
   const double height = kTop + row * static_cast<double>(nodes.size()) + 16;
   std::map<uint64_t, const RoundSpan*> spans;
   for (const RoundSpan& s : f.rounds) spans[s.round] = &s;

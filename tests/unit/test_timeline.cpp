@@ -1,12 +1,19 @@
 // The job's timeline: its bounds (node 0's, and what one agent sends), the blame sentence of a
 // slow round for each cause, and the rendezvous recording arrivals, reports and decisions.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <cstdio>
 
 #include "agent/agent_timeline.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/round_blame.hpp"
 #include "rendezvous/state.hpp"
 #include "support/outgoing.hpp"
+#include "workers/progress_beats.hpp"
 
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
@@ -277,4 +284,57 @@ TEST_CASE("rdzv protocol: the timeline's fields travel, and too many events are 
         Limits::kMaxReportEvents);
   r.timeline.push_back(r.timeline.back());
   CHECK(std::holds_alternative<ProtocolError>(decode_client_message(encode(r))));
+}
+
+namespace {
+
+// One datagram to `path`, as a worker's beat.
+void beat(const std::string& path, const std::string& text) {
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ::sendto(fd, text.data(), text.size(), 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "timeline: an agent's beat samples halve and slow down as they fill, whatever the "
+    "round's length",
+    "[timeline]") {
+  boost::asio::io_context io;
+  npu_run::ProgressBeats beats(io, 2);
+  AgentTimeline timeline(2);
+  timeline.new_round(10);
+  const size_t room = AgentTimeline::samples_per_rank(2);
+  std::chrono::milliseconds interval = AgentTimeline::kFirstInterval;
+  for (int step = 1; step <= 1000; ++step) {
+    beat(beats.path(0), "step " + std::to_string(step));
+    if (step % 2 == 0) beat(beats.path(1), "step " + std::to_string(step));
+    beats.collect_now();
+    interval = timeline.sample(beats);
+  }
+  CHECK(interval > AgentTimeline::kFirstInterval);  // it slowed down
+  const auto events = timeline.take(&beats);
+  size_t samples = 0;
+  int64_t last_step = -1;
+  for (const TimelineEvent& e : events) {
+    if (e.rank != 10 || e.phase != TimelinePhase::kBeat) continue;
+    ++samples;
+    CHECK(e.step > last_step);  // in order, spread over the round
+    last_step = e.step;
+  }
+  CHECK(samples < room);
+  CHECK(samples >= room / 2 - 1);
+  CHECK(last_step < 1000);
+  const auto last = std::find_if(events.begin(), events.end(), [](const TimelineEvent& e) {
+    return e.rank == 11 && e.phase == TimelinePhase::kLastBeat;
+  });
+  REQUIRE(last != events.end());
+  CHECK(last->step == 1000);  // rank 11's last beat, its global rank
+  CHECK(last->detail == "step 1000");
+  CHECK(timeline.take(&beats).size() == 4);  // taken once: only the first and last beats again
 }

@@ -29,6 +29,44 @@ TimelineEvent agent_event_from(const json& j) {
   return e;
 }
 
+json join_json(const Join& m) {
+  json j{{"type", "join"},
+         {"node", to_json(m.node)},
+         {"min_nodes", m.min_nodes},
+         {"max_nodes", m.max_nodes},
+         {"max_restarts", m.max_restarts},
+         {"want_peers", m.want_peers},
+         {"command", m.command},
+         {"health", health_mode_name(m.health)}};
+  if (m.node_rank) j["node_rank"] = *m.node_rank;
+  if (m.spares > 0) j["spares"] = m.spares;
+  if (!m.affinity.empty()) j["affinity"] = m.affinity;
+  if (!m.agent.empty()) j["agent"] = m.agent;
+  if (m.started_ms > 0) j["started_ms"] = m.started_ms;
+  if (m.dialled_ms > 0) j["dialled_ms"] = m.dialled_ms;
+  if (m.dials > 1) j["dials"] = m.dials;
+  return j;
+}
+
+json report_json(const Report& m) {
+  json j{{"type", "report"},          {"round", m.round},
+         {"outcome", m.outcome},      {"stop_signal", m.stop_signal},
+         {"fatal", m.fatal},          {"leaving", m.leaving},
+         {"progressed", m.progressed}};
+  if (m.failure) j["failure"] = to_json(*m.failure);
+  if (!m.stacks.empty()) {
+    json stacks = json::array();
+    for (const RankStack& stack : m.stacks) stacks.push_back(to_json(stack));
+    j["stacks"] = std::move(stacks);
+  }
+  if (!m.timeline.empty()) {
+    json events = json::array();
+    for (const TimelineEvent& e : m.timeline) events.push_back(agent_event_json(e));
+    j["timeline"] = std::move(events);
+  }
+  return j;
+}
+
 json client_json(const ClientMessage& message) {
   return std::visit(
       [](const auto& m) -> json {
@@ -39,22 +77,7 @@ json client_json(const ClientMessage& message) {
         } else if constexpr (std::is_same_v<T, Auth>) {
           return {{"type", "auth"}, {"proof", m.proof}};
         } else if constexpr (std::is_same_v<T, Join>) {
-          json j{{"type", "join"},
-                 {"node", to_json(m.node)},
-                 {"min_nodes", m.min_nodes},
-                 {"max_nodes", m.max_nodes},
-                 {"max_restarts", m.max_restarts},
-                 {"want_peers", m.want_peers},
-                 {"command", m.command},
-                 {"health", health_mode_name(m.health)}};
-          if (m.node_rank) j["node_rank"] = *m.node_rank;
-          if (m.spares > 0) j["spares"] = m.spares;
-          if (!m.affinity.empty()) j["affinity"] = m.affinity;
-          if (!m.agent.empty()) j["agent"] = m.agent;
-          if (m.started_ms > 0) j["started_ms"] = m.started_ms;
-          if (m.dialled_ms > 0) j["dialled_ms"] = m.dialled_ms;
-          if (m.dials > 1) j["dials"] = m.dials;
-          return j;
+          return join_json(m);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           json j{{"type", "heartbeat"}, {"received", m.received}};
           if (m.ranks) j["ranks"] = to_json(*m.ranks);
@@ -71,22 +94,7 @@ json client_json(const ClientMessage& message) {
         } else if constexpr (std::is_same_v<T, PingReport>) {
           return {{"type", "ping_report"}, {"run", m.run}, {"results", to_json(m.results)}};
         } else {
-          json j{{"type", "report"},          {"round", m.round},
-                 {"outcome", m.outcome},      {"stop_signal", m.stop_signal},
-                 {"fatal", m.fatal},          {"leaving", m.leaving},
-                 {"progressed", m.progressed}};
-          if (m.failure) j["failure"] = to_json(*m.failure);
-          if (!m.stacks.empty()) {
-            json stacks = json::array();
-            for (const RankStack& stack : m.stacks) stacks.push_back(to_json(stack));
-            j["stacks"] = std::move(stacks);
-          }
-          if (!m.timeline.empty()) {
-            json events = json::array();
-            for (const TimelineEvent& e : m.timeline) events.push_back(agent_event_json(e));
-            j["timeline"] = std::move(events);
-          }
-          return j;
+          return report_json(m);
         }
       },
       message);

@@ -64,6 +64,28 @@ void prepare_process() {
   (void)std::signal(SIGPIPE, SIG_IGN);
 }
 
+// Node 0 (or whichever agent decides the job) leaves its timeline and report at the end, and
+// with --metrics-port serves its rendezvous server's and store's metrics beside the agent's (an
+// etcd leader's server comes through its rendezvous, a single node's store through the local
+// one). `server` and `store` outlive the agent.
+void keep_records(const LaunchConfig& cfg, const std::string& run_dir,
+                  rdzv::RendezvousServer* server, Rendezvous& rendezvous, store::StoreServer& store,
+                  AgentContext& context) {
+  auto write_records = [paths = job_record_paths(cfg, run_dir)](
+                           const rdzv::RendezvousState& state) { write_job_records(paths, state); };
+  if (server) server->on_job_ended(write_records);
+  rendezvous.on_job_ended(write_records);
+  if (cfg.records.metrics_port == 0) return;
+  if (server) {
+    context.metrics_sources.emplace_back(
+        [server](MetricsText& out) { write_rendezvous_metrics(out, *server); });
+  }
+  if (server || cfg.rendezvous.etcd) {
+    context.metrics_sources.emplace_back(
+        [&store](MetricsText& out) { write_store_metrics(out, store); });
+  }
+}
+
 }  // namespace
 
 int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hooks) {
@@ -103,24 +125,8 @@ int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hoo
   } else {
     rendezvous = local_rendezvous(io, cfg, host, avoid);
   }
-  // Node 0 (or whichever agent decides the job) leaves its timeline and report at the end.
-  auto write_records = [paths = job_record_paths(cfg, run_dir.path())](
-                           const rdzv::RendezvousState& state) { write_job_records(paths, state); };
-  if (server) server->on_job_ended(write_records);
-  rendezvous->on_job_ended(write_records);
   AgentContext context{host, env, run_dir.path(), run_dir.log_files(), server != nullptr, {}};
-  if (cfg.records.metrics_port != 0) {
-    // Node 0's own: its rendezvous server and the workers' store (an etcd leader's come
-    // through its rendezvous, a single node's through the local one).
-    if (server) {
-      context.metrics_sources.emplace_back(
-          [&server = *server](MetricsText& out) { write_rendezvous_metrics(out, server); });
-    }
-    if (server || cfg.rendezvous.etcd) {
-      context.metrics_sources.emplace_back(
-          [&store](MetricsText& out) { write_store_metrics(out, store); });
-    }
-  }
+  keep_records(cfg, run_dir.path(), server.get(), *rendezvous, store, context);
   LocalAgent agent(io, cfg, *rendezvous, std::move(context), &guardian);
   const int exit_code = run_node(io, agent, server.get(), *rendezvous, cfg, hooks);
   // The code itself, in the log: under Slurm or in a pod, the job's output is often all a user

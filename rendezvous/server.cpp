@@ -183,7 +183,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (auto blame = state.take_new_blame()) spdlog::info("{}", blame->sentence);
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
       finished = true;
-      if (options.job_ended) options.job_ended(state);
       start_exit_barrier();
       check_done();
     }
@@ -252,6 +251,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void shutdown() {
     if (stopped) return;
     stopped = true;
+    // The job's records once every agent has heard the decision and gone (or the barrier ran
+    // out): writing a big job's timeline takes seconds, which no other node waits for.
+    if (finished && options.job_ended) options.job_ended(state);
     admission.flush(true);  // what was only counted so far
     listeners.stop();
     tick_timer.cancel();

@@ -53,7 +53,8 @@ struct ServerOptions {
   // lost); and each change of this job's memory as it happens, for the next successor.
   std::optional<JobMemory> resume{};
   std::function<void(const JobMemory&)> memory_changed{};
-  // Runs once the job has ended, with every report in: node 0 writes the job's timeline.
+  // Runs once the job has ended and every agent has gone (or the exit barrier ran out), with
+  // every report in: node 0 writes the job's timeline.
   std::function<void(const RendezvousState&)> job_ended{};
 };
 

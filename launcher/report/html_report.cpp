@@ -22,6 +22,7 @@ h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.15em;margin:1.4em 0 .4em}
 td,th{border-bottom:1px solid #dde;padding:4px 6px;text-align:left;vertical-align:top}
 pre{white-space:pre-wrap;background:#f4f4f8;padding:6px;margin:4px 0;font-size:.9em}
 svg.chart{width:100%;height:auto;background:#fafafc;border:1px solid #dde}
+@media (max-width:760px){svg.chart{min-width:760px}}
 .wait{fill:#c9cbd6}.gate{fill:#e0b040}.run{fill:#3a8f5c}.failed{fill:#c83c3c}.restart{fill:#7a6fbf}
 .mark{stroke:#999;stroke-dasharray:3 3}.small{font-size:10px;fill:#555}.label{font-size:11px}
 .lines polyline{fill:none;stroke-width:1.2}.key span{display:inline-block;width:12px;height:12px;
@@ -164,13 +165,15 @@ std::string html_report(const RunTimeline& run) {
       html_escape(run.run_id), kStyle);
   page += headline(f);
   page += rounds_table(run);
-  page += "<h2>Timeline per node</h2>" + std::string(kKey) + node_timeline_svg(run, f);
+  // On a phone the plots keep a readable size and scroll sideways.
+  page += "<h2>Timeline per node</h2>" + std::string(kKey) + "<div class=\"scroll\">" +
+          node_timeline_svg(run, f) + "</div>";
   page += "<h2>Beats over time</h2>";
   page +=
       f.max_ranks > static_cast<int>(kMaxRankLines)
           ? "<p>Each line is one node's slowest rank (the job has too many ranks to draw all).</p>"
           : "<p>Each line is one rank; its height is the step its beats name.</p>";
-  page += beats_svg(run, f);
+  page += "<div class=\"scroll\">" + beats_svg(run, f) + "</div>";
   page += restart_costs(f);
   page += root_causes(run);
   page += health_verdicts(run);

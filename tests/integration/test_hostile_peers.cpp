@@ -458,7 +458,7 @@ TEST_CASE("hostile peers: out of descriptors, node 0 says so once per 10 s with 
 TEST_CASE(
     "hostile peers: slow, oversized and foreign clients of --metrics-port never delay "
     "the job",
-    "[integration][hostile][metrics]") {
+    "[integration][hostile][metrics][kernel-neutral]") {
   TempDir dir;
   const int port = unused_port();
   for (const char* rank : {"0", "1"}) make_gate(dir.file(std::string("gate.") + rank));

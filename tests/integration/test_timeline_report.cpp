@@ -146,7 +146,7 @@ TEST_CASE(
 TEST_CASE(
     "report: a job with two restarts, its figures as the timeline gives them, seen in "
     "headless Chromium from a file:// URL without a network request",
-    "[integration][timeline][report]") {
+    "[integration][timeline][report][kernel-neutral]") {
   TempDir dir;
   const std::string logs = dir.file("logs");
   fs::create_directory(logs);
@@ -212,7 +212,7 @@ TEST_CASE(
 }
 
 TEST_CASE("metrics: curl during a job gets what promtool accepts, and the counters move",
-          "[integration][timeline][metrics]") {
+          "[integration][timeline][metrics][kernel-neutral]") {
   TempDir dir;
   const int port = unused_port();
   NpuRunProcess job({"--nproc-per-node", "2", "--max-restarts", "1", "--metrics-port",

@@ -37,17 +37,18 @@ std::string verdict_detail(const NodeVerdict& v) {
 
 NodeArrival RendezvousState::note_arrival(const Joiner& j, int node) {
   const std::string& host = j.join.node.host;
-  Client& client = clients_[j.id];
-  if (!client.seated_before) {
-    client.seated_before = true;
+  // Looked up, never added: a joiner's connection is there while it waits.
+  const auto client = clients_.find(j.id);
+  if (client != clients_.end() && !client->second.seated_before) {
+    client->second.seated_before = true;
     if (j.join.started_ms > 0) {
       TimelineEvent start = job_event(TimelinePhase::kAgentStart, node, host);
       start.time_ms = j.join.started_ms;
       timeline_.add(std::move(start));
     }
-    if (client.hello_ms > 0) {
+    if (client->second.hello_ms > 0) {
       TimelineEvent contact = job_event(TimelinePhase::kContact, node, host);
-      contact.time_ms = client.hello_ms;
+      contact.time_ms = client->second.hello_ms;
       timeline_.add(std::move(contact));
     }
   }

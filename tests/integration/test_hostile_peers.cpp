@@ -474,7 +474,7 @@ TEST_CASE(
     slow.back().send("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ");
   }
   Raw huge(port);  // a header past the 8 KiB limit
-  huge.send("GET /metrics HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'a'));
+  huge.send("GET /metrics HTTP/1.1\r\nX-Big: " + std::string(size_t{64} * 1024, 'a'));
   Raw foreign(port);  // a TLS client hello: not HTTP at all
   foreign.send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) +
                std::string(500, '\x5a'));

@@ -294,7 +294,7 @@ void beat(const std::string& path, const std::string& text) {
   REQUIRE(fd >= 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  (void)std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
   ::sendto(fd, text.data(), text.size(), 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::close(fd);
 }

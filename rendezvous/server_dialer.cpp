@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "basics/durations.hpp"
 #include "net/cloexec_socket.hpp"
 
 namespace npu_run::rdzv {
@@ -26,9 +27,6 @@ constexpr milliseconds kFirstRetry{10};
 // How often to say where we are while the server is unreachable.
 constexpr milliseconds kWaitingLogInterval{30'000};
 
-double seconds(milliseconds d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 }  // namespace
 

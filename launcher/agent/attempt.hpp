@@ -39,7 +39,6 @@ struct Attempt {
   std::string rendezvous_lost;  // the rendezvous was lost while the workers ran
   GroupResult result;           // once the workers are done (a refused job has none)
   std::chrono::system_clock::time_point started{};  // when its workers were started
-  std::optional<uint64_t> oom_kills_before;         // the cgroup's OOM kill count then
 };
 
 // What the workers' end says beyond their result.

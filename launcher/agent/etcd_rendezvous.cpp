@@ -12,23 +12,22 @@
 // the server's address), `members/<host>-<pid>`, `memory` (the leader's).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "agent/etcd_job_memory.hpp"
+#include "agent/etcd_leader_key.hpp"
 #include "agent/leader_link.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/rendezvous_host.hpp"
+#include "agent/rendezvous_settings.hpp"
 #include "agent/service_metrics.hpp"
-#include "basics/usage_error.hpp"
 #include "etcd/client.hpp"
 #include "etcd/election.hpp"
 #include "etcd/lease_keeper.hpp"
-#include "etcd/watch.hpp"
 #include "net/held_port.hpp"
 #include "net/host_address.hpp"
 #include "rendezvous/server.hpp"
@@ -49,30 +48,6 @@ constexpr milliseconds kElectionSlack = 3s;
 // otherwise they lapse with its TTL).
 constexpr milliseconds kRevokeWait = 2s;
 
-// The TLS files are read here, once: one that is not what its key says is named before any
-// request (a missing one was named by the command line's check).
-etcd::Settings client_settings(const EtcdSettings& e) {
-  etcd::Settings settings{etcd::parse_endpoints(e.endpoints), e.user, e.password, e.request_timeout,
-                          nullptr};
-  const bool tls = std::any_of(settings.endpoints.begin(), settings.endpoints.end(),
-                               [](const etcd::Endpoint& member) { return member.tls; });
-  if (!tls) return settings;
-  try {
-    settings.tls = etcd::make_tls_context({e.ca_file, e.cert_file, e.key_file});
-  } catch (const std::runtime_error& error) {
-    throw UsageError(
-        fmt::format("--rdzv-conf: {}; give the PEM files etcd's own certificates "
-                    "were made with (etcdctl's --cacert, --cert, --key)",
-                    error.what()));
-  }
-  return settings;
-}
-
-// The leader key's value: where its server is, and which agent it is.
-std::string leader_value(const std::string& addr, int port, const std::string& host) {
-  return nlohmann::json{{"addr", addr}, {"port", port}, {"host", host}, {"pid", ::getpid()}}.dump();
-}
-
 int64_t wall_now_ms() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -90,9 +65,10 @@ class EtcdRendezvous : public Rendezvous {
         etcd_(*cfg.rendezvous.etcd),
         host_(std::move(host)),
         store_(store),
-        client_(io, client_settings(etcd_)),
+        client_(io, etcd_client_settings(etcd_)),
         port_(io, avoid),
         link_(io, cfg, host_, avoid, etcd_.lease_ttl + kElectionSlack),
+        memory_(io, client_, key("memory"), key("leader"), [this] { return epoch_ != 0; }),
         start_deadline_(io),
         retry_(io) {}
   ~EtcdRendezvous() override = default;
@@ -133,7 +109,6 @@ class EtcdRendezvous : public Rendezvous {
   void on_lease(int64_t id);
   void on_lease_lost(const std::string& why);
   void read_memory_then_campaign();
-  void watch_memory(int64_t from_revision);
   void campaign();
   void on_elected(int64_t epoch);
   void on_following(const std::string& value, int64_t epoch);
@@ -142,7 +117,7 @@ class EtcdRendezvous : public Rendezvous {
   void retry_in(milliseconds delay, void (EtcdRendezvous::*what)());
   void revoke_lease();
   void finish_closing();
-  bool job_over() const { return memory_ && memory_->finished; }
+  bool job_over() const { return memory_.latest() && memory_.latest()->finished; }
   bool reaches_etcd() const;
   bool etcd_gone_for_all() const;
 
@@ -158,17 +133,14 @@ class EtcdRendezvous : public Rendezvous {
   std::string addr_;  // this agent's address, as the others reach it
   std::unique_ptr<etcd::LeaseKeeper> keeper_;
   std::unique_ptr<etcd::Election> election_;
-  std::unique_ptr<etcd::Watch> memory_watch_;
-  std::optional<rdzv::JobMemory> memory_;  // the job's, as the last leader wrote it
-  int64_t epoch_ = 0;                      // while this agent leads
+  EtcdJobMemory memory_;  // the job's, as the last leader wrote it
+  int64_t epoch_ = 0;     // while this agent leads
   std::unique_ptr<rdzv::RendezvousServer> server_;
   std::function<void(rdzv::RendezvousServer&)> hosting_;
   std::function<void(const rdzv::RendezvousState&)> job_ended_;  // for each server it hosts
   boost::asio::steady_timer start_deadline_;
   boost::asio::steady_timer retry_;
-  std::string trouble_;  // what etcd said last, for the start's failure
-  bool writing_ = false;
-  std::optional<rdzv::JobMemory> next_write_;
+  std::string trouble_;     // what etcd said last, for the start's failure
   bool etcd_lost_ = false;  // this agent's lease was lost; warned once until it has one again
   bool closed_ = false;
   bool closing_done_ = false;
@@ -254,7 +226,7 @@ bool EtcdRendezvous::etcd_gone_for_all() const {
 void EtcdRendezvous::on_lease(int64_t id) {
   const std::string member = key(fmt::format("members/{}-{}", host_, ::getpid()));
   client_.call("/v3/kv/put", etcd::put_request(member, addr_, id), [](const etcd::Reply&) {});
-  if (memory_watch_) {
+  if (memory_.following()) {
     campaign();
     return;
   }
@@ -278,52 +250,18 @@ void EtcdRendezvous::on_lease_lost(const std::string& why) {
 }
 
 void EtcdRendezvous::read_memory_then_campaign() {
-  client_.call("/v3/kv/range", etcd::range_request(key("memory"), false),
-               [this, alive = std::weak_ptr<int>(alive_)](etcd::Reply reply) {
-                 if (alive.expired() || closed_) return;
-                 if (const auto* f = std::get_if<etcd::Failure>(&reply)) {
-                   trouble_ = f->what;
+  memory_.follow([this] { campaign(); },
+                 [this](const std::string& why) {
+                   trouble_ = why;
                    retry_in(kRetry, &EtcdRendezvous::read_memory_then_campaign);
-                   return;
-                 }
-                 const nlohmann::json& answer = std::get<nlohmann::json>(reply);
-                 for (const etcd::KeyValue& kv : etcd::range_kvs(answer)) {
-                   try {
-                     memory_ = rdzv::memory_from(nlohmann::json::parse(kv.value));
-                   } catch (const std::exception& e) {
-                     spdlog::warn("etcd holds a job memory npu_run cannot read: {}", e.what());
-                   }
-                 }
-                 watch_memory(etcd::header_revision(answer) + 1);
-                 campaign();
-               });
-}
-
-void EtcdRendezvous::watch_memory(int64_t from_revision) {
-  etcd::WatchHandlers on;
-  on.events = [this](const std::vector<etcd::WatchEvent>& events, int64_t) {
-    for (const etcd::WatchEvent& e : events) {
-      if (e.deleted || epoch_ != 0) continue;  // the leader's own copy is the newest
-      try {
-        memory_ = rdzv::memory_from(nlohmann::json::parse(e.kv.value));
-      } catch (const std::exception& ex) {
-        spdlog::warn("etcd holds a job memory npu_run cannot read: {}", ex.what());
-      }
-    }
-  };
-  on.end = [this](const std::string& why) {
-    spdlog::warn("etcd ended the watch of the job's memory ({}); reading it afresh", why);
-    memory_watch_.reset();
-    read_memory_then_campaign();
-  };
-  memory_watch_ =
-      std::make_unique<etcd::Watch>(io_, client_, key("memory"), from_revision, std::move(on));
+                 });
 }
 
 void EtcdRendezvous::campaign() {
   if (closed_ || job_over() || !keeper_) return;
   election_ = std::make_unique<etcd::Election>(
-      io_, client_, key("leader"), leader_value(addr_, serve_port(), host_), keeper_->id(),
+      io_, client_, key("leader"), leader_value(LeaderAddress{addr_, serve_port()}, host_),
+      keeper_->id(),
       etcd::Election::Handlers{
           [this](int64_t epoch) { on_elected(epoch); },
           [this](const std::string& value, int64_t epoch) { on_following(value, epoch); },
@@ -342,14 +280,14 @@ void EtcdRendezvous::on_elected(int64_t epoch) {
                  epoch);
     etcd_lost_ = false;
     epoch_ = epoch;
-    write_memory(memory_.value_or(rdzv::JobMemory{}));
+    write_memory(memory_.latest().value_or(rdzv::JobMemory{}));
     link_.follow(addr_, serve_port(), epoch);
     return;
   }
   epoch_ = epoch;
   ElectedHost at{addr_, serve_port(), std::nullopt,
                  [this](const rdzv::JobMemory& m) { write_memory(m); }};
-  if (memory_) at.resume = rdzv::successor_memory(*memory_, wall_now_ms());
+  if (memory_.latest()) at.resume = rdzv::successor_memory(*memory_.latest(), wall_now_ms());
   try {
     server_ = host_elected_rendezvous(io_, cfg_, store_, at);
   } catch (const std::exception& e) {
@@ -381,52 +319,23 @@ void EtcdRendezvous::on_following(const std::string& value, int64_t epoch) {
   if (etcd_lost_) spdlog::info("etcd answers again: failover is on again on this node");
   etcd_lost_ = false;
   if (epoch_ != 0) return;  // its own key, still there from before etcd was gone
-  const nlohmann::json leader = nlohmann::json::parse(value, nullptr, false);
-  if (!leader.is_object() || !leader.value("addr", nlohmann::json()).is_string() ||
-      !leader.value("port", nlohmann::json()).is_number_integer()) {
+  const std::optional<LeaderAddress> leader = leader_address(value);
+  if (!leader) {
     spdlog::warn(
         "etcd's leader key {} holds '{}', not an npu_run rendezvous address; is another "
         "program using the prefix?",
         key("leader"), value.substr(0, 200));
     return;
   }
-  link_.follow(leader["addr"].get<std::string>(), leader["port"].get<int>(), epoch);
+  link_.follow(leader->addr, leader->port, epoch);
 }
 
-// Every write of the leader is fenced by its epoch; one at a time, the newest last.
+// Every write of the leader is fenced by its epoch (agent/etcd_job_memory.hpp).
 void EtcdRendezvous::write_memory(rdzv::JobMemory memory) {
   memory.leader_host = host_;
-  memory_ = memory;
-  if (writing_) {
-    next_write_ = memory;
-    return;
-  }
-  writing_ = true;
-  const auto puts = std::vector<std::pair<std::string, std::string>>{
-      {key("memory"), rdzv::to_json(memory).dump()}};
-  client_.call("/v3/kv/txn",
-               etcd::guarded_txn_request(key("leader"), epoch_, puts, {}, keeper_->id()),
-               [this, alive = std::weak_ptr<int>(alive_)](etcd::Reply reply) {
-                 if (alive.expired()) return;
-                 writing_ = false;
-                 if (const auto* f = std::get_if<etcd::Failure>(&reply)) {
-                   spdlog::warn(
-                       "the job's memory was not written to etcd ({}): a successor "
-                       "would continue from an older one",
-                       f->what);
-                 } else if (!etcd::txn_result(std::get<nlohmann::json>(reply)).succeeded &&
-                            epoch_ != 0 && !etcd_lost_) {
-                   step_down("no longer holds the leader key it was elected with");
-                   return;
-                 }
-                 if (next_write_) {
-                   rdzv::JobMemory next = *next_write_;
-                   next_write_.reset();
-                   write_memory(next);
-                 } else if (closed_) {
-                   revoke_lease();
-                 }
-               });
+  memory_.write(memory, epoch_, keeper_->id(), [this] {
+    if (epoch_ != 0 && !etcd_lost_) step_down("no longer holds the leader key it was elected with");
+  });
 }
 
 void EtcdRendezvous::step_down(const std::string& why) {
@@ -448,7 +357,7 @@ void EtcdRendezvous::close() {
   closed_ = true;
   link_.close();
   election_.reset();
-  memory_watch_.reset();
+  memory_.stop();
   start_deadline_.cancel();
   retry_.cancel();
   // The cap on the wait for etcd; the revoke usually answers in milliseconds.
@@ -456,7 +365,7 @@ void EtcdRendezvous::close() {
   retry_.async_wait([this](boost::system::error_code ec) {
     if (!ec) finish_closing();
   });
-  if (!writing_) revoke_lease();  // else once the last write of the memory is in
+  memory_.after_writes([this] { revoke_lease(); });  // once the last write of the memory is in
 }
 
 void EtcdRendezvous::revoke_lease() {

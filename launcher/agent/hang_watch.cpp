@@ -7,6 +7,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <vector>
 
+#include "basics/durations.hpp"
+
 namespace npu_run {
 
 namespace asio = boost::asio;
@@ -15,9 +17,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 }  // namespace
 

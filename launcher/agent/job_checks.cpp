@@ -64,4 +64,15 @@ std::string rank_table_file(const LaunchConfig& cfg, const Assignment& a,
   return path;
 }
 
+std::optional<std::string> prepare_round(const LaunchConfig& cfg, Assignment& a,
+                                         const std::string& run_dir) {
+  if (std::optional<std::string> refusal = job_refusal(cfg, a)) return refusal;
+  try {
+    a.rank_table_file = rank_table_file(cfg, a, run_dir);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return std::nullopt;
+}
+
 }  // namespace npu_run

@@ -21,4 +21,9 @@ std::optional<std::string> job_refusal(const LaunchConfig& cfg, const Assignment
 std::string rank_table_file(const LaunchConfig& cfg, const Assignment& a,
                             const std::string& run_dir);
 
+// Readies `a` to run here: its RANK_TABLE_FILE (above); or why the job cannot run here, the
+// refusal above or a rank table that cannot be written.
+std::optional<std::string> prepare_round(const LaunchConfig& cfg, Assignment& a,
+                                         const std::string& run_dir);
+
 }  // namespace npu_run

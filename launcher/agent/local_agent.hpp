@@ -27,9 +27,10 @@
 //   any         a stop signal without workers, the       DONE        128+N, or 125
 //                 rendezvous lost
 //
-// Around the states: signals (a stop signal stops the job, a second one escalates to SIGKILL;
-// SIGUSR1/2 are forwarded), the parent watch of a scheduler's step, the progress sockets and
-// `npu_run status` on this host.
+// Around the states: what asks this node to stop (agent/stop_requests.hpp: signals, the parent
+// watch of a scheduler's step), and the rooms (agent/agent_room.hpp): the health gate, the
+// progress sockets, the hang watch, the timeline, metrics, each of which hears every transition
+// and hands the agent what it found, which the agent decides on.
 #pragma once
 
 #include <functional>
@@ -37,9 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_context.hpp"
+#include "agent/agent_room.hpp"
 #include "agent/rendezvous.hpp"
-#include "agent/round_workers.hpp"
-#include "basics/environment.hpp"
 #include "config/launch_config.hpp"
 
 namespace boost::asio {
@@ -49,23 +50,10 @@ class io_context;
 namespace npu_run {
 
 class Guardian;
-class MetricsText;
-
-struct AgentContext {
-  std::string host;
-  EnvMap agent_env;
-  std::string run_dir;            // where attempt_<n>/<local_rank>/ go
-  bool log_files = false;         // false: run_dir holds error files only
-  bool hosts_rendezvous = false;  // this process also runs the rendezvous server (node 0)
-  // How each round's workers are made; empty: real processes (WorkerGroup). Tests give fakes.
-  MakeRoundWorkers make_workers;
-  // --metrics-port: more of what this node serves (node 0's rendezvous server and store).
-  std::vector<std::function<void(MetricsText&)>> metrics_sources{};
-};
 
 class LocalAgent {
  public:
-  enum class State { kInit, kRendezvous, kRunning, kReporting, kDone };
+  using State = AgentState;
   using FinishedHandler = std::function<void(int exit_code)>;
 
   LocalAgent(boost::asio::io_context& io, const LaunchConfig& cfg, Rendezvous& rendezvous,

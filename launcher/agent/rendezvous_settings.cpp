@@ -1,9 +1,14 @@
 #include "agent/rendezvous_settings.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <stdexcept>
 
 #include "ascend/hccl_ports.hpp"
 #include "basics/process_start.hpp"
+#include "basics/usage_error.hpp"
+#include "etcd/tls_context.hpp"
 #include "rendezvous/protocol.hpp"
 
 namespace npu_run {
@@ -108,6 +113,23 @@ rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   if (cfg.rendezvous.etcd) join.agent = fmt::format("{}-{}", join.node.host, ::getpid());
   join.started_ms = process_start_ms();
   return join;
+}
+
+etcd::Settings etcd_client_settings(const EtcdSettings& e) {
+  etcd::Settings settings{etcd::parse_endpoints(e.endpoints), e.user, e.password, e.request_timeout,
+                          nullptr};
+  const bool tls = std::any_of(settings.endpoints.begin(), settings.endpoints.end(),
+                               [](const etcd::Endpoint& member) { return member.tls; });
+  if (!tls) return settings;
+  try {
+    settings.tls = etcd::make_tls_context({e.ca_file, e.cert_file, e.key_file});
+  } catch (const std::runtime_error& error) {
+    throw UsageError(
+        fmt::format("--rdzv-conf: {}; give the PEM files etcd's own certificates "
+                    "were made with (etcdctl's --cacert, --cert, --key)",
+                    error.what()));
+  }
+  return settings;
 }
 
 }  // namespace npu_run

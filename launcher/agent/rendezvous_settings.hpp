@@ -9,6 +9,7 @@
 #include "basics/environment.hpp"
 #include "basics/port_range.hpp"
 #include "config/launch_config.hpp"
+#include "etcd/client.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/server.hpp"
 #include "rendezvous/state.hpp"
@@ -30,6 +31,11 @@ std::string job_command(const LaunchConfig& cfg);
 // Where the server listens, and how it treats connections.
 rdzv::ServerOptions server_options(const std::string& bind_addr, int port,
                                    const RendezvousTiming& timing);
+
+// How an etcd rendezvous' agent reaches etcd. The TLS files are read here, once: one that is
+// not what its key says is a UsageError naming it, before any request (a missing one was named
+// by the command line's check).
+etcd::Settings etcd_client_settings(const EtcdSettings& etcd);
 
 // How an agent reaches the server on --master-addr:--master-port.
 rdzv::ClientOptions client_options(const LaunchConfig& cfg);

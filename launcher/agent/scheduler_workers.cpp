@@ -117,6 +117,24 @@ std::unique_ptr<RoundWorkers> scheduler_beside_workers(boost::asio::io_context& 
                                                   grace, std::move(spare));
 }
 
+std::unique_ptr<RoundWorkers> round_workers(boost::asio::io_context& io,
+                                            const MakeRoundWorkers& make,
+                                            std::vector<WorkerSpec> specs,
+                                            std::optional<WorkerSpec> scheduler, StopPolicy policy,
+                                            pid_t guardian_pid) {
+  if (!scheduler) return make(std::move(specs), policy);
+  spdlog::info("starting MindSpore's scheduler (MS_ROLE=MS_SCHED) on {}:{}",
+               lookup(scheduler->env, "MS_SCHED_HOST").value_or("?"),
+               lookup(scheduler->env, "MS_SCHED_PORT").value_or("?"));
+  policy.sweep_escaped = false;
+  auto scheduler_group = make({std::move(*scheduler)}, policy);
+  auto workers = make(std::move(specs), policy);
+  std::vector<pid_t> spare;
+  if (guardian_pid > 0) spare.push_back(guardian_pid);
+  return scheduler_beside_workers(io, std::move(scheduler_group), std::move(workers),
+                                  kSchedulerGrace, std::move(spare));
+}
+
 GroupResult merge_scheduler_result(GroupResult workers, GroupResult scheduler,
                                    bool workers_stopped_for_it) {
   GroupResult merged = std::move(workers);

@@ -24,6 +24,15 @@ std::unique_ptr<RoundWorkers> scheduler_beside_workers(boost::asio::io_context& 
                                                        std::chrono::milliseconds grace,
                                                        std::vector<pid_t> spare);
 
+// This round's workers as one RoundWorkers, each group made by `make`: on node 0 of a MindSpore
+// dynamic cluster (a `scheduler` spec) its scheduler beside them, as above, sparing the guardian
+// (`guardian_pid`, 0: none); elsewhere the workers alone.
+std::unique_ptr<RoundWorkers> round_workers(boost::asio::io_context& io,
+                                            const MakeRoundWorkers& make,
+                                            std::vector<WorkerSpec> specs,
+                                            std::optional<WorkerSpec> scheduler, StopPolicy policy,
+                                            pid_t guardian_pid);
+
 // The round's result from both: the workers', with the scheduler's outcome added, and the
 // scheduler as the root cause when it failed by itself (not stopped by npu_run) while they ran
 // (`workers_stopped_for_it`: they were stopped for that), before the workers' root cause, or

@@ -1,10 +1,12 @@
 #include "agent/worker_plan.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "agent/framework_env.hpp"
 #include "agent/worker_env.hpp"
 #include "config/line_prefix.hpp"
+#include "net/host_address.hpp"
 
 namespace npu_run {
 namespace {
@@ -212,6 +214,18 @@ void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats
     if (cfg.supervision.hang.any() && agent_env.count("PYTHONFAULTHANDLER") == 0)
       set("PYTHONFAULTHANDLER", "1");
   }
+}
+
+std::string socket_interface_of(const std::string& address) {
+  if (address.empty()) return "";
+  std::string name = net::interface_of_address(address);
+  if (name.empty()) {
+    spdlog::warn(
+        "no interface of this host holds {}, the address peers use for it: the workers' "
+        "*_SOCKET_IFNAME are left unset",
+        address);
+  }
+  return name;
 }
 
 }  // namespace npu_run

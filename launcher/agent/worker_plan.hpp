@@ -39,6 +39,10 @@ std::optional<WorkerSpec> make_scheduler_spec(const LaunchConfig& cfg, const Ass
 void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats,
                       const LaunchConfig& cfg, const EnvMap& agent_env);
 
+// The interface holding `address`, the one peers use for this node: what the workers'
+// *_SOCKET_IFNAME name. "" (with a warning when an address was given) when none holds it.
+std::string socket_interface_of(const std::string& address);
+
 // torchrun's "${local_rank}" substitution in the user's arguments.
 std::vector<std::string> substitute_local_rank(const std::vector<std::string>& args,
                                                int local_rank);

@@ -15,27 +15,15 @@
 #include "net/stream_connection.hpp"
 #include "store/drop_log.hpp"
 #include "store/local_clients.hpp"
+#include "store/proxy_batches.hpp"
 #include "store/tier_upstream.hpp"
 
 namespace npu_run::store {
 
 namespace {
 
-using ClientId = uint64_t;
-
 std::shared_ptr<const std::string> bytes_of(std::string text) {
   return std::make_shared<const std::string>(std::move(text));
-}
-
-std::string one_byte(WaitReply reply) {
-  return std::string(1, static_cast<char>(reply));
-}
-
-// One name for a set of keys (their order kept: torch waits on a list), for coalescing.
-std::string key_set_name(const std::vector<std::string>& keys) {
-  std::string name;
-  for (const auto& key : keys) append_bytes(name, key);
-  return name;
 }
 
 }  // namespace
@@ -49,17 +37,6 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     bool busy = false;          // its last request is not answered yet
     std::string waiting_on;     // the key set of its parked wait
     std::unique_ptr<boost::asio::steady_timer> silent;
-  };
-  // One upstream wait and the clients parked on it.
-  struct SharedWait {
-    uint32_t tag;
-    std::vector<ClientId> clients;
-  };
-  // The adds of one key: those whose sum is on its way, and those queued behind it.
-  struct AddBatch {
-    std::vector<std::pair<ClientId, int64_t>> flying;
-    std::vector<std::pair<ClientId, int64_t>> next;
-    int64_t next_sum = 0;
   };
   enum class Upstream { kWaiting, kUp, kDown };
 
@@ -156,7 +133,7 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
         return true;
       case Command::kCancelWait:  // a 2.x client that gave up waiting (or whose wait just ended)
         leave_wait(id, client);
-        client.connection->send(bytes_of(one_byte(WaitReply::kWaitCanceled)));
+        client.connection->send(wait_reply(WaitReply::kWaitCanceled));
         return true;
       case Command::kAdd:
         return queue_add(id, client, r.keys[0], r.delta);
@@ -179,17 +156,6 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     return true;
   }
 
-  static size_t request_bytes(const Request& r) {
-    size_t bytes = 0;
-    for (const auto& key : r.keys) bytes += key.size();
-    for (const auto& value : r.values) bytes += value.size();
-    return bytes;
-  }
-
-  static bool answer_is_empty(Command command) {
-    return command == Command::kSet || command == Command::kAppend || command == Command::kMultiSet;
-  }
-
   void answered(ClientId id, const TierOutcome& outcome) {
     const auto it = clients.find(id);
     if (it == clients.end()) return;
@@ -209,32 +175,22 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
   // as on node 0's store.
   void park_wait(ClientId id, Client& client, const std::vector<std::string>& keys) {
     leave_wait(id, client);
-    std::string name = key_set_name(keys);
-    client.waiting_on = name;
-    if (const auto shared = waits.find(name); shared != waits.end()) {
-      shared->second.clients.push_back(id);
+    client.waiting_on = key_set_name(keys);
+    const std::optional<uint32_t> tag = waits.park(id, client.waiting_on);
+    if (!tag) {
       ++counted.coalesced_waits;
       return;
     }
-    const uint32_t tag = next_tag++;
-    waits.emplace(name, SharedWait{tag, {id}});
-    wait_names.emplace(tag, std::move(name));
     Request wait;
     wait.command = Command::kWaitTagged;
-    wait.number = tag;
+    wait.number = *tag;
     wait.keys = keys;
     ++counted.upstream_requests;
     upstream->send(wait);
   }
 
   void woken(uint32_t tag) {
-    const auto name = wait_names.find(tag);
-    if (name == wait_names.end()) return;  // cancelled meanwhile
-    const auto shared = waits.find(name->second);
-    std::vector<ClientId> parked = std::move(shared->second.clients);
-    waits.erase(shared);
-    wait_names.erase(name);
-    for (const ClientId id : parked) {
+    for (const ClientId id : waits.woken(tag)) {
       const auto it = clients.find(id);
       if (it == clients.end()) continue;
       it->second.waiting_on.clear();
@@ -245,41 +201,32 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
   // The client no longer waits; the upstream wait goes when nobody does.
   void leave_wait(ClientId id, Client& client) {
     if (client.waiting_on.empty()) return;
-    const auto shared = waits.find(client.waiting_on);
+    const std::optional<uint32_t> tag = waits.leave(id, client.waiting_on);
     client.waiting_on.clear();
-    if (shared == waits.end()) return;
-    auto& parked = shared->second.clients;
-    std::erase(parked, id);
-    if (!parked.empty()) return;
+    if (!tag || !upstream) return;
     Request cancel;
     cancel.command = Command::kCancelTagged;
-    cancel.number = shared->second.tag;
-    wait_names.erase(shared->second.tag);
-    waits.erase(shared);
-    if (upstream) upstream->send(cancel);
+    cancel.number = *tag;
+    upstream->send(cancel);
   }
 
   // ---- adds ----
 
   bool queue_add(ClientId id, Client& client, const std::string& key, int64_t delta) {
     client.busy = true;
-    auto [it, fresh] = adds.try_emplace(key);
-    AddBatch& batch = it->second;
-    if (fresh) {
-      batch.flying.emplace_back(id, delta);
-      send_add(key, delta);
-      return true;
+    switch (adds.add(id, key, delta)) {
+      case AddBatches::Queued::kSendNow:
+        send_add(key, delta);
+        return true;
+      case AddBatches::Queued::kBehind:
+        ++counted.batched_adds;
+        return true;
+      case AddBatches::Queued::kOverflow:
+        break;
     }
-    int64_t sum = 0;
-    if (__builtin_add_overflow(batch.next_sum, delta, &sum)) {
-      close_client(id, fmt::format("an add of {} that overflows the node's batched sum", delta),
-                   true);
-      return false;
-    }
-    batch.next_sum = sum;
-    batch.next.emplace_back(id, delta);
-    ++counted.batched_adds;
-    return true;
+    close_client(id, fmt::format("an add of {} that overflows the node's batched sum", delta),
+                 true);
+    return false;
   }
 
   void send_add(const std::string& key, int64_t sum) {
@@ -294,37 +241,28 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void added(const std::string& key, const TierOutcome& outcome) {
-    const auto it = adds.find(key);
-    if (it == adds.end()) return;
-    std::vector<std::pair<ClientId, int64_t>> flying = std::move(it->second.flying);
-    if (it->second.next.empty()) {
-      adds.erase(it);
-    } else {
-      it->second.flying = std::move(it->second.next);
-      it->second.next.clear();
-      send_add(key, std::exchange(it->second.next_sum, 0));
+    std::optional<int64_t> total;
+    if (outcome.refused.empty()) {
+      int64_t sum = 0;
+      std::memcpy(&sum, outcome.answer.data(), sizeof sum);
+      total = sum;
     }
-    if (!outcome.refused.empty()) {
-      for (const auto& [id, delta] : flying) close_client(id, outcome.refused, true);
-      return;
-    }
-    int64_t after = 0;
-    std::memcpy(&after, outcome.answer.data(), sizeof after);
-    // As if they ran one after another: each sees the total less the deltas after it.
-    std::vector<int64_t> results(flying.size());
-    for (size_t i = flying.size(); i-- > 0;) {
-      results[i] = after;
-      after -= flying[i].second;
-    }
-    for (size_t i = 0; i < flying.size(); ++i) {
-      const auto client = clients.find(flying[i].first);
+    const AddBatches::Landed landed = adds.landed(key, total);
+    if (landed.next_sum) send_add(key, *landed.next_sum);
+    for (const auto& [id, value] : landed.results) {
+      if (!total) {
+        close_client(id, outcome.refused, true);
+        continue;
+      }
+      const auto client = clients.find(id);
       if (client == clients.end()) continue;
       std::string answer;
-      append_i64(answer, results[i]);
+      append_i64(answer, value);
       client->second.busy = false;
       client->second.connection->send(bytes_of(std::move(answer)));
     }
-    for (const auto& [id, delta] : flying) pump(id);
+    if (!total) return;
+    for (const auto& [id, value] : landed.results) pump(id);
   }
 
   // ---- the upstream and the round ----
@@ -371,21 +309,15 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     for (auto& [id, client] : clients) client.connection->close();
     clients.clear();
     waits.clear();
-    wait_names.clear();
     adds.clear();
     if (upstream) upstream->close();
     upstream.reset();
   }
 
-  void reset() {
-    close_all();
-    state = Upstream::kWaiting;
-  }
-
   void close_client(ClientId id, const std::string& why, bool loud) {
     const auto it = clients.find(id);
     if (it == clients.end()) return;
-    if (loud) log_dropped(it->second.connection->peer(), why);
+    if (loud) drops.dropped(it->second.connection->peer(), why);
     it->second.connection->close();
     forget(id);
   }
@@ -398,22 +330,17 @@ struct StoreProxy::Impl : std::enable_shared_from_this<Impl> {
     // Its place in an add batch stays: the sum is on its way, and the others' results count it.
   }
 
-  void log_dropped(const std::string& peer, const std::string& why) { drops.dropped(peer, why); }
-
   boost::asio::io_context& io;
   StoreProxyOptions options;
   Upstream state = Upstream::kWaiting;
   std::shared_ptr<TierUpstream> upstream;
   std::unordered_map<ClientId, Client> clients;
-  std::unordered_map<std::string, SharedWait> waits;
-  std::unordered_map<uint32_t, std::string> wait_names;
-  std::unordered_map<std::string, AddBatch> adds;
+  SharedWaits waits;  // one upstream wait per key set, its clients parked on it
+  AddBatches adds;    // one upstream add per key at a time, of the sum of those behind it
   std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
   ClientId next_id = 1;
-  uint32_t next_tag = 1;
   ProxyCounters counted;
-  const std::shared_ptr<const std::string> stop_waiting =
-      bytes_of(one_byte(WaitReply::kStopWaiting));
+  const std::shared_ptr<const std::string> stop_waiting = wait_reply(WaitReply::kStopWaiting);
   DropLog drops{"workers' store proxy"};
 };
 
@@ -434,7 +361,7 @@ void StoreProxy::listen_for_local_clients(boost::asio::ip::tcp::acceptor& accept
       },
       [weak](const std::string& peer) {
         if (const auto self = weak.lock())
-          self->log_dropped(peer, "a node's store proxy serves this host's workers only");
+          self->drops.dropped(peer, "a node's store proxy serves this host's workers only");
       }));
 }
 
@@ -451,7 +378,8 @@ void StoreProxy::upstream_unreachable(const std::string& why) {
 }
 
 void StoreProxy::reset() {
-  impl_->reset();
+  impl_->close_all();
+  impl_->state = Impl::Upstream::kWaiting;
 }
 
 size_t StoreProxy::connections() const {

@@ -22,10 +22,6 @@ namespace {
 // A tier holds a wait per distinct key set its workers wait on at once.
 constexpr size_t kMaxTaggedWaits = size_t{1} << 20;
 
-std::shared_ptr<const std::string> one_byte(uint8_t value) {
-  return std::make_shared<const std::string>(1, static_cast<char>(value));
-}
-
 }  // namespace
 
 struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
@@ -356,8 +352,7 @@ struct StoreServer::Impl : std::enable_shared_from_this<Impl> {
   uint64_t requests_served = 0;  // for --metrics-port
   std::unordered_map<ClientId, TaggedWait> tagged;
   std::vector<std::shared_ptr<net::AcceptLoop>> accept_loops;
-  const std::shared_ptr<const std::string> stop_waiting =
-      one_byte(static_cast<uint8_t>(WaitReply::kStopWaiting));
+  const std::shared_ptr<const std::string> stop_waiting = wait_reply(WaitReply::kStopWaiting);
   DropLog drops{"workers' store"};
 };
 

@@ -86,6 +86,21 @@ bool tier_answers(Command command) {
   return command != Command::kWaitTagged && command != Command::kCancelTagged;
 }
 
+std::shared_ptr<const std::string> wait_reply(WaitReply reply) {
+  return std::make_shared<const std::string>(1, static_cast<char>(reply));
+}
+
+bool answer_is_empty(Command command) {
+  return command == Command::kSet || command == Command::kAppend || command == Command::kMultiSet;
+}
+
+size_t request_bytes(const Request& request) {
+  size_t bytes = 0;
+  for (const auto& key : request.keys) bytes += key.size();
+  for (const auto& value : request.values) bytes += value.size();
+  return bytes;
+}
+
 void append_bytes(std::string& out, std::string_view value) {
   const uint64_t length = value.size();
   out.append(reinterpret_cast<const char*>(&length), sizeof length);

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -158,10 +159,16 @@ class ConnectionDecoder {
 
 // Replies, identical in both torch generations.
 enum class WaitReply : uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
+// A wait's one-byte reply, to share among the connections it goes to.
+std::shared_ptr<const std::string> wait_reply(WaitReply reply);
 // What precedes each message a tier connection receives.
 enum class TierReply : uint8_t { kAnswer = 0, kWoken = 1, kRefused = 2 };
 // Whether a tier connection gets an answer for `command` (kAnswer or kRefused).
 bool tier_answers(Command command);
+// Commands a client gets no answer to: SET, APPEND, MULTI_SET.
+bool answer_is_empty(Command command);
+// The bytes of a request's keys and values: what a client's queue of them holds.
+size_t request_bytes(const Request& request);
 enum class CheckReply : uint8_t { kReady = 0, kNotReady = 1 };
 void append_bytes(std::string& out, std::string_view value);  // u64 length + bytes
 void append_i64(std::string& out, int64_t value);

@@ -1,0 +1,48 @@
+#include "agent/agent_rooms.hpp"
+
+#include "agent/health_room.hpp"
+#include "agent/metrics_room.hpp"
+#include "basics/enum_table.hpp"
+
+namespace npu_run {
+namespace {
+
+constexpr EnumTable<AgentState, 5> kStateNames({{{AgentState::kInit, "INIT"},
+                                                 {AgentState::kRendezvous, "RENDEZVOUS"},
+                                                 {AgentState::kRunning, "RUNNING"},
+                                                 {AgentState::kReporting, "REPORTING"},
+                                                 {AgentState::kDone, "DONE"}}});
+
+}  // namespace
+
+std::string_view state_name(AgentState state) {
+  return kStateNames.name(state);
+}
+
+void AgentRooms::finishing(std::function<void()> then) {
+  // Shared by every room's `done`, so that the last one can run `then` after the rooms are gone.
+  struct Countdown {
+    size_t left;
+    std::function<void()> then;
+  };
+  auto countdown = std::make_shared<Countdown>(Countdown{rooms_.size() + 1, std::move(then)});
+  const auto one_done = [countdown] {
+    if (--countdown->left == 0 && countdown->then) countdown->then();
+  };
+  for (const auto& room : rooms_) room->finishing(one_done);
+  one_done();  // the rooms' own: none may end the countdown while the loop above still runs
+}
+
+void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
+  auto metrics = std::make_unique<MetricsRoom>(ctx);
+  MetricsRoom& kept = *metrics;
+  rooms.add(progress_room(ctx));
+  rooms.add(hang_room(ctx));
+  rooms.add(evidence_room(ctx));
+  rooms.add(timeline_room(ctx));
+  rooms.add(std::move(metrics));
+  rooms.add(health_room(ctx, [&kept](const NodeVerdict& v) { kept.gate_took(v.elapsed_ms); }));
+  rooms.add(waiting_room(ctx));
+}
+
+}  // namespace npu_run

@@ -1,0 +1,53 @@
+// The rooms every agent has (agent/agent_room.hpp), each in a file named after what it does,
+// and the order they hear the agent's events in: the progress sockets first (the others read
+// the beats they collect), the hang watch next (its dump is in the round's end before anyone
+// reads it), the evidence of the root cause's failure (the hang's, if it was one), then the
+// timeline, metrics, the health gate (it tells metrics what its verdict
+// took) and the waiting room.
+#pragma once
+
+#include <memory>
+
+#include "agent/agent_context.hpp"
+#include "agent/agent_room.hpp"
+#include "config/launch_config.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace npu_run {
+
+class ProgressBeats;
+
+// What every room may use; each outlives the rooms.
+struct RoomContext {
+  boost::asio::io_context& io;
+  const LaunchConfig& cfg;
+  Rendezvous& rendezvous;
+  const AgentContext& agent;
+  RoomHost& host;
+  ProgressBeats* beats;  // NPU_RUN_PROGRESS; null when it could not be made
+};
+
+// agent/progress_room.cpp: NPU_RUN_PROGRESS in the workers' environment, the beats of each
+// attempt, whether they progressed, and `npu_run status` on this host.
+std::unique_ptr<AgentRoom> progress_room(const RoomContext& ctx);
+// The sockets behind NPU_RUN_PROGRESS, opened once for every round. Without --hang-timeout or
+// --exit-timeout a failure costs only the beats (null, with a warning); with them, the job
+// cannot do what was asked, so it does not start (a runtime_error naming the option).
+std::unique_ptr<ProgressBeats> open_progress_sockets(boost::asio::io_context& io,
+                                                     const LaunchConfig& cfg);
+// agent/hang_room.cpp: each attempt's hang watch and stack dump (agent/hang_response.hpp).
+std::unique_ptr<AgentRoom> hang_room(const RoomContext& ctx);
+// agent/evidence_room.cpp: what the root cause's failure showed beyond its exit.
+std::unique_ptr<AgentRoom> evidence_room(const RoomContext& ctx);
+// agent/timeline_room.cpp: this node's part of the job's timeline, sent with its report.
+std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx);
+// agent/waiting_room.cpp: what the agent says while it waits for a round.
+std::unique_ptr<AgentRoom> waiting_room(const RoomContext& ctx);
+
+// Every room, in the order above (the health gate's and metrics' rooms are made here too).
+void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx);
+
+}  // namespace npu_run

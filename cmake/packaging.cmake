@@ -3,11 +3,12 @@
 #   cmake --build BUILD --target package     (after configuring with -DNPU_RUN_STATIC=ON)
 include(GNUInstallDirs)
 
-# The man page and the bash completion come from the built binary itself (its --help texts and
-# option tables), through the emulator when cross-building.
+# The man page and the bash and zsh completions come from the built binary itself (its --help
+# texts and option tables), through the emulator when cross-building.
 set(npu_run_runner ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:npu_run>)
 set(man_page ${CMAKE_CURRENT_BINARY_DIR}/npu_run.1)
 set(completion ${CMAKE_CURRENT_BINARY_DIR}/npu_run.bash-completion)
+set(zsh_completion ${CMAKE_CURRENT_BINARY_DIR}/_npu_run)
 find_program(NPU_RUN_HELP2MAN help2man)
 if(NPU_RUN_HELP2MAN)
   add_custom_command(OUTPUT ${man_page}.gz
@@ -21,17 +22,23 @@ if(NPU_RUN_HELP2MAN)
 else()
   message(STATUS "help2man not found: no man page (scripts/install_deps.sh --release installs it)")
 endif()
-add_custom_command(OUTPUT ${completion}
+add_custom_command(OUTPUT ${completion} ${zsh_completion}
   COMMAND ${npu_run_runner} completion bash > ${completion}
+  COMMAND ${npu_run_runner} completion zsh > ${zsh_completion}
   DEPENDS npu_run
-  COMMENT "Writing the bash completion")
-add_custom_target(npu_run_completion ALL DEPENDS ${completion})
+  COMMENT "Writing the bash and zsh completions")
+add_custom_target(npu_run_completion ALL DEPENDS ${completion} ${zsh_completion})
 
 install(TARGETS npu_run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The progress-beat module workers may import (README, "Hung workers").
 install(FILES python/npu_run_progress.py DESTINATION ${CMAKE_INSTALL_DATADIR}/npu_run/python)
 install(FILES ${completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME npu_run)
+# zsh's $fpath holds vendor-completions on Debian and Ubuntu, site-functions on CentOS, EulerOS,
+# openEuler and Kylin: one package for all of them, so both.
+foreach(folder vendor-completions site-functions)
+  install(FILES ${zsh_completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/${folder})
+endforeach()
 # /usr/share/doc/<package name>, with its copyright file (Debian policy 12.5).
 install(FILES README.md docs/ERRORS.md docs/HARDENING.md packaging/copyright
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/npu-run)
@@ -80,7 +87,8 @@ set(CPACK_RPM_PACKAGE_AUTOREQPROV OFF)
 # The directories every system already owns must not be claimed by this package.
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
     /usr/share/man /usr/share/man/man1 /usr/share/bash-completion
-    /usr/share/bash-completion/completions /usr/share/doc)
+    /usr/share/bash-completion/completions /usr/share/doc /usr/share/zsh
+    /usr/share/zsh/vendor-completions /usr/share/zsh/site-functions)
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")
 
 include(CPack)

@@ -24,6 +24,7 @@ packages=(
   etcd-server etcd-client                     # the real etcd of the etcd rendezvous' tests
   chromium                                    # the report opened headless (test_timeline_report)
   prometheus curl                             # promtool check metrics on --metrics-port's text
+  zsh tcsh                                    # the completion scripts, run by their shells
 )
 cross=0
 for arg in "$@"; do

@@ -18,8 +18,9 @@ struct EarlyExit {
   int exit_code = 0;
   std::string text;
   bool to_stderr = false;
-  bool version = false;  // --version: the caller prints the build and kernel facts instead
-  bool help = false;     // npu_run --help: the caller adds the list of subcommands
+  bool version = false;      // --version: the caller prints the build and kernel facts instead
+  bool help = false;         // npu_run --help: the caller adds the list of subcommands
+  std::string completion{};  // --print-completion SHELL: the caller prints the script instead
 };
 
 // "npu_run: error: MESSAGE" and where to find the options of `command` ("npu_run",

@@ -494,6 +494,15 @@ struct AgentFlags : FlagGroup {
                   {.name = "--json",
                    .help = "With --dry-run: print the plan as JSON",
                    .reach = Reach::kLauncher}};
+  // torchrun 2.14's spelling of `npu_run completion SHELL`.
+  Flag<std::string> print_completion{
+      *this,
+      {.name = "--print-completion",
+       .help = "Print the completion script for this shell and exit (as torchrun 2.14; also "
+               "npu_run completion SHELL)",
+       .type = "{bash,zsh,tcsh}",
+       .variable = kNoVariable,
+       .reach = Reach::kLauncher}};
 };
 
 // --hosts/--hostfile: the launching npu_run starts one agent per host over ssh. Read by the

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "basics/usage_error.hpp"
+#include "cli/completion_scripts.hpp"
 #include "cli/launch_options.hpp"
 #include "cli/resolvers.hpp"
 #include "npu_run/version.hpp"
@@ -56,6 +58,18 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   return parsed;
 }
 
+// --print-completion SHELL: the script is the whole answer, whatever else was typed.
+EarlyExit completion_exit(const std::string& shell) {
+  const auto* known = std::find(std::begin(kCompletionShells), std::end(kCompletionShells), shell);
+  if (known == std::end(kCompletionShells)) {
+    return usage_error(fmt::format("--print-completion '{}': there are completion scripts for {}",
+                                   shell, fmt::join(kCompletionShells, ", ")));
+  }
+  EarlyExit exit;
+  exit.completion = shell;
+  return exit;
+}
+
 }  // namespace
 
 ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
@@ -82,6 +96,8 @@ ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMa
     const std::string what = explain_parse_error(e, options.app());
     return usage_error(what + options.names().env_hint(what, env));
   }
+  if (options.agent.print_completion.given())
+    return completion_exit(*options.agent.print_completion);
   Split split = split_at_script(expanded, options.app());
   options.names().set_typed(split.options);
   if (split.script_and_args.empty())

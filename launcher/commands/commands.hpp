@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -129,8 +130,10 @@ int ledger_command(const std::vector<std::string>& args, const EnvMap& env);
 // `npu_run report RUN_DIR`: the job's page from its timeline (commands/report.cpp).
 int report_command(const std::vector<std::string>& args, const EnvMap& env);
 
-// `npu_run completion bash`: the bash completion script, from the option tables.
+// `npu_run completion bash|zsh|tcsh`: the completion script, from the option tables.
 int print_completion(const std::vector<std::string>& args, const EnvMap& env);
+// The script for `shell`, one of kCompletionShells (cli/completion_scripts.hpp).
+std::string completion_script_for(std::string_view shell);
 
 // `npu_run --version`: version, git commit, build type and linkage, architecture, and what the
 // running kernel offers (pidfd_open, clone3, close_range, getrandom).

@@ -61,7 +61,7 @@ const std::vector<Subcommand>& subcommands() {
        ledger_command},
       {"report", "write a job's HTML report (rounds, beats, failures, goodput) from its timeline",
        nullptr, report_command},
-      {"completion", "print the bash completion script", nullptr, print_completion},
+      {"completion", "print the bash, zsh or tcsh completion script", nullptr, print_completion},
   };
   return table;
 }
@@ -78,6 +78,10 @@ std::unique_ptr<OptionTable> launch_options() {
 }
 
 int report_early_exit(const EarlyExit& early) {
+  if (!early.completion.empty()) {
+    std::cout << completion_script_for(early.completion);
+    return 0;
+  }
   std::string text = early.version ? version_report() : early.text;
   if (early.help) text += subcommand_list();
   (early.to_stderr ? std::cerr : std::cout) << text;

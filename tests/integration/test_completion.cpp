@@ -1,11 +1,16 @@
-// `npu_run completion bash`, through bash itself: it must parse, offer every option that each
-// command's --help shows, and complete values, subcommands and scripts as a user expects.
+// `npu_run completion bash|zsh|tcsh` (and torchrun 2.14's --print-completion), through the
+// shells themselves: each script must parse, offer every option that each command's --help
+// shows, and complete values, subcommands and scripts as a user expects. zsh's completion
+// system is stood in for by functions that print what the script hands it (compadd, _describe,
+// _files, compset), matched against the word as zsh would.
 #include <catch2/catch.hpp>
 #include <regex>
 #include <set>
 
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
+
+namespace test_completion {
 
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
@@ -85,7 +90,7 @@ TEST_CASE("completion: values, subcommands and the script complete as expected",
   CHECK(complete(script, {"npu_run", "rank-table", "--version", ""}) == "1.0\n1.2\n");
   CHECK(complete(script, {"npu_run", "rank-table", "--me"}) == "--merge\n");
   CHECK(complete(script, {"npu_run", "doct"}) == "doctor\n");
-  CHECK(complete(script, {"npu_run", "completion", ""}) == "bash\n");
+  CHECK(complete(script, {"npu_run", "completion", ""}) == "bash\nzsh\ntcsh\n");
   // Files where a file is expected (the tests run in the source tree).
   CHECK_THAT(complete(script, {"npu_run", "--nproc-per-node", "2", "examples/train_"}),
              Contains("examples/train_ddp.py"));
@@ -97,9 +102,35 @@ TEST_CASE("completion: values, subcommands and the script complete as expected",
   CHECK(complete(script, {"npu_run", "--nproc-per-node", "2", "train.py", "--lo"}).empty());
 }
 
-TEST_CASE("completion: shells other than bash are refused with the usage",
+TEST_CASE("completion: shells without a script are refused with the usage",
           "[integration][completion]") {
-  const Finished f = run_npu_run({"completion", "zsh"});
+  const Finished f = run_npu_run({"completion", "fish"});
   CHECK(f.exit_code == 2);
-  CHECK_THAT(f.err, Contains("usage: npu_run completion bash"));
+  CHECK_THAT(f.err, Contains("usage: npu_run completion {bash,zsh,tcsh}"));
+  const Finished typed = run_npu_run({"--print-completion", "fish"});
+  CHECK(typed.exit_code == 2);
+  CHECK_THAT(typed.err, Contains("--print-completion 'fish': there are completion scripts for "
+                                 "bash, zsh, tcsh"));
+  CHECK(typed.out.empty());
 }
+
+TEST_CASE("completion: torchrun 2.14's --print-completion prints the same scripts",
+          "[integration][completion]") {
+  for (const std::string shell : {"bash", "zsh", "tcsh"}) {
+    INFO(shell);
+    const Finished subcommand = run_npu_run({"completion", shell});
+    REQUIRE(subcommand.exit_code == 0);
+    // As torchrun's users type it: before (or instead of) a script, in either spelling.
+    for (const std::string spelling : {"--print-completion", "--print_completion"}) {
+      const Finished typed = run_npu_run({spelling, shell});
+      CHECK(typed.exit_code == 0);
+      CHECK(typed.out == subcommand.out);
+    }
+    const Finished with_script =
+        run_npu_run({"--nproc-per-node", "2", "--print-completion", shell, "train.py"});
+    CHECK(with_script.exit_code == 0);
+    CHECK(with_script.out == subcommand.out);
+  }
+}
+
+}  // namespace test_completion

@@ -54,20 +54,20 @@ nlohmann::json to_json(const TimelineEvent& event) {
   return j;
 }
 
-TimelineEvent timeline_event_from(const nlohmann::json& json) {
-  if (!json.is_object()) throw std::invalid_argument("a timeline event is not a JSON object");
+TimelineEvent timeline_event_from(const nlohmann::json& object) {
+  if (!object.is_object()) throw std::invalid_argument("a timeline event is not a JSON object");
   TimelineEvent event;
-  const std::string phase = json.value("phase", "");
+  const std::string phase = object.value("phase", "");
   const auto known = phase_from(phase);
   if (!known) throw std::invalid_argument("a timeline event has an unknown phase '" + phase + "'");
   event.phase = *known;
-  event.node = json.value("node", -1);
-  event.host = json.value("host", "");
-  event.rank = json.value("rank", -1);
-  event.round = json.value("round", uint64_t{0});
-  event.time_ms = json.value("time", int64_t{0});
-  event.step = json.value("step", int64_t{-1});
-  event.detail = json.value("detail", "");
+  event.node = object.value("node", -1);
+  event.host = object.value("host", "");
+  event.rank = object.value("rank", -1);
+  event.round = object.value("round", uint64_t{0});
+  event.time_ms = object.value("time", int64_t{0});
+  event.step = object.value("step", int64_t{-1});
+  event.detail = object.value("detail", "");
   return event;
 }
 

@@ -53,7 +53,7 @@ inline constexpr size_t kMaxDetail = 200;
 
 nlohmann::json to_json(const TimelineEvent& event);
 // Throws std::invalid_argument naming what is wrong.
-TimelineEvent timeline_event_from(const nlohmann::json& json);
+TimelineEvent timeline_event_from(const nlohmann::json& object);
 
 // The job's events at node 0 (or the elected leader), in arrival order.
 class JobTimeline {

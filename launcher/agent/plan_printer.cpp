@@ -56,16 +56,6 @@ std::string health_mode_text(const HealthGateSettings& health) {
 
 }  // namespace
 
-std::string shell_quote(const std::string& arg) {
-  const bool plain = !arg.empty() && arg.find_first_not_of(
-                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                         "0123456789@%+=:,./-_") == std::string::npos;
-  if (plain) return arg;
-  std::string quoted = "'";
-  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 // One worker (or the scheduler) of the plan: command, placement, contract, streams.
 std::string format_spec_text(const WorkerSpec& spec, const Assignment& a) {
   std::string out;

@@ -7,6 +7,7 @@
 
 #include "agent/assignment.hpp"
 #include "agent/worker_plan.hpp"
+#include "basics/text.hpp"
 #include "config/launch_config.hpp"
 
 namespace npu_run {
@@ -19,8 +20,5 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& assignme
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir);
 std::string format_plan_json(const LaunchConfig& cfg, const Assignment& assignment,
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir);
-
-// Quotes an argument for a POSIX shell only when it needs it.
-std::string shell_quote(const std::string& arg);
 
 }  // namespace npu_run

@@ -73,4 +73,29 @@ std::string to_hex(const unsigned char* data, size_t size) {
   return hex;
 }
 
+std::string shell_quote(std::string_view word) {
+  const bool plain = !word.empty() && word.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789-_./=:@%+,") == std::string_view::npos;
+  if (plain) return std::string(word);
+  std::string quoted = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& words) {
+  std::string line;
+  for (const std::string& word : words) {
+    if (!line.empty()) line += ' ';
+    line += shell_quote(word);
+  }
+  return line;
+}
+
 }  // namespace npu_run

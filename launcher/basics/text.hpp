@@ -30,6 +30,13 @@ std::string printable(std::string_view text);
 // `size` bytes as lowercase hex digits, two per byte (digests, nonces).
 std::string to_hex(const unsigned char* data, size_t size);
 
+// `word` as one word of a POSIX shell: 'abc', with each ' written '\''. Plain words made of
+// letters, digits and -_./=:@%+, stay as they are, so that plans and command lines stay
+// readable.
+std::string shell_quote(std::string_view word);
+// The words quoted and joined by spaces.
+std::string shell_join(const std::vector<std::string>& words);
+
 // The local time of day to the millisecond ("10:00:01.123"), as failure tables and root causes
 // show it; "-" for the epoch (an unknown time).
 std::string clock_time(std::chrono::system_clock::time_point t);

@@ -35,7 +35,7 @@ int msrun_int(const std::string& name, const std::string& value, long long min, 
   return static_cast<int>(*n);
 }
 
-struct Split {
+struct MsrunSplit {
   std::map<std::string, std::string> msrun;
   std::vector<std::string> npu_run;        // npu_run's own options, as typed
   std::vector<std::string> npu_run_names;  // their names
@@ -43,9 +43,9 @@ struct Split {
   std::set<std::string> typed;             // msrun's options the line gave
 };
 
-Split split_line(const std::vector<std::string>& args,
+MsrunSplit split_line(const std::vector<std::string>& args,
                  const std::function<bool(const std::string&)>& takes_value) {
-  Split s{msrun_defaults(), {}, {}, {}, {}};
+  MsrunSplit s{msrun_defaults(), {}, {}, {}, {}};
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -201,7 +201,7 @@ std::vector<std::string> shape_args(std::map<std::string, std::string>& o, const
 MsrunLine read_msrun_line(const std::vector<std::string>& args,
                           const std::function<bool(const std::string&)>& takes_value,
                           const EnvMap& env) {
-  Split s = split_line(args, takes_value);
+  MsrunSplit s = split_line(args, takes_value);
   auto& o = s.msrun;
   if (s.script.empty())
     throw UsageError(

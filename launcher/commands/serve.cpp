@@ -22,13 +22,13 @@ namespace npu_run {
 
 namespace {
 
-constexpr const char* kCommand = "npu_run rdzv-server";
+constexpr const char* kServeCommand = "npu_run rdzv-server";
 
 std::unique_ptr<CLI::App> serve_app() {
   return std::make_unique<CLI::App>(
       "npu_run rdzv-server --port PORT --nnodes N [OPTIONS]\n\nRun the rendezvous server alone, "
       "on a host of its own; every agent then joins it with --master-addr/--master-port.",
-      kCommand);
+      kServeCommand);
 }
 
 class ServeOptions : public OptionTable, public OptionSet {
@@ -77,7 +77,7 @@ ServerCommand resolve(ServeOptions& o, const EnvMap& env) {
 std::variant<ServerCommand, EarlyExit> parse_server_command(const std::vector<std::string>& args,
                                                             const EnvMap& env) {
   return parse_subcommand<ServeOptions>(
-      args, kCommand, [&](ServeOptions& options) { return resolve(options, env); });
+      args, kServeCommand, [&](ServeOptions& options) { return resolve(options, env); });
 }
 
 int serve(const ServerCommand& command) {

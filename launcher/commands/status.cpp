@@ -33,7 +33,7 @@ namespace npu_run {
 
 namespace {
 
-constexpr const char* kCommand = "npu_run status";
+constexpr const char* kStatusCommand = "npu_run status";
 
 class StatusOptions : public OptionTable {
  public:
@@ -45,7 +45,7 @@ class StatusOptions : public OptionTable {
             "missing, the root cause once there is one. On a node of the job it asks the "
             "npu_run agent there; elsewhere give the rendezvous' address and port, the run id "
             "and the job's token as the agents have them.",
-            kCommand) {
+            kStatusCommand) {
     master_addr = app_.add_option("--master-addr,--master_addr", cmd.master_addr,
                                   "Ask the rendezvous at this address instead of an agent here");
     master_port = app_.add_option("--master-port,--master_port", cmd.master_port,
@@ -219,7 +219,7 @@ int stop_agent_here(const StatusCommand& cmd) {
 std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
                                                             const EnvMap& env) {
   return parse_subcommand<StatusOptions>(
-      args, kCommand, [&](const StatusOptions& options) { return resolve(options, env); });
+      args, kStatusCommand, [&](const StatusOptions& options) { return resolve(options, env); });
 }
 
 int show_status(const StatusCommand& command) {

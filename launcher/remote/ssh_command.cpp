@@ -2,48 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
-
 #include "basics/text.hpp"
 
 namespace npu_run {
-
-namespace {
-
-bool plain_word(std::string_view word) {
-  if (word.empty()) return false;
-  for (char c : word) {
-    if (std::isalnum(static_cast<unsigned char>(c)) == 0 &&
-        std::string_view("-_./=:@%+,").find(c) == std::string_view::npos) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-std::string shell_quote(std::string_view word) {
-  if (plain_word(word)) return std::string(word);
-  std::string quoted = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-std::string shell_join(const std::vector<std::string>& words) {
-  std::string line;
-  for (const std::string& word : words) {
-    if (!line.empty()) line += ' ';
-    line += shell_quote(word);
-  }
-  return line;
-}
 
 namespace {
 

@@ -8,15 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include "basics/text.hpp"
 #include "config/hosts_launch.hpp"
 
 namespace npu_run {
-
-// `word` as one word of a POSIX shell: 'abc', with each ' written '\''. Plain words made of
-// letters, digits and -_./=:@%+, stay as they are, so plans stay readable.
-std::string shell_quote(std::string_view word);
-// The words quoted and joined by spaces.
-std::string shell_join(const std::vector<std::string>& words);
 
 // ssh's argv (program first) to run `remote_command` on `destination`.
 std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& destination,

@@ -6,6 +6,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_ascend {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -131,3 +133,5 @@ TEST_CASE("ascend: --soc atlas-training refuses servers with different device co
     CHECK(f.err.find("restart 1") == std::string::npos);
   }
 }
+
+}  // namespace test_ascend

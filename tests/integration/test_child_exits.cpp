@@ -11,6 +11,8 @@
 
 #include "workers/child_exits.hpp"
 
+namespace test_child_exits {
+
 using npu_run::ChildExits;
 using namespace std::chrono_literals;
 
@@ -122,3 +124,5 @@ TEST_CASE("child exits: a forgotten child is not reaped and its handler never ru
   CHECK(::waitpid(forgotten, &status, 0) == forgotten);  // still ours to reap
   CHECK(WEXITSTATUS(status) == 5);
 }
+
+}  // namespace test_child_exits

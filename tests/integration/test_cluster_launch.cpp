@@ -14,6 +14,8 @@
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_cluster_launch {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -172,3 +174,5 @@ TEST_CASE("slurm: doctor checks the node count and master port the step will use
   const Finished flags = run_npu_run({"doctor", "--master-port", "29999"}, slurm_step_env(1));
   CHECK_THAT(flags.out, Contains("master port n1:29999"));
 }
+
+}  // namespace test_cluster_launch

@@ -7,6 +7,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_console {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -108,3 +110,5 @@ TEST_CASE("console: a node whose console stalls still beats its heartbeats",
   require_no_strays(node0);
   require_no_strays(node1);
 }
+
+}  // namespace test_console

@@ -14,6 +14,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_device_release {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -154,3 +156,5 @@ TEST_CASE("device release: npu-smi is asked again while it names a holder, which
   CHECK_THAT(f.out, Contains("attempt ran"));
   require_no_strays(p);
 }
+
+}  // namespace test_device_release

@@ -5,6 +5,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_doctor_command {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -42,3 +44,5 @@ TEST_CASE("doctor command: text and JSON, exit 1 only when a check fails",
   CHECK(f.exit_code == 2);
   CHECK_THAT(f.err, Contains("--nnodes '0'") && Contains("npu_run doctor"));
 }
+
+}  // namespace test_doctor_command

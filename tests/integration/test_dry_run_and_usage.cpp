@@ -7,6 +7,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_dry_run_and_usage {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -101,3 +103,5 @@ TEST_CASE("usage: too low an open-files limit is named with the fix before anyth
   CHECK(raised.exit_code == 0);
   CHECK_THAT(raised.out, Contains("96"));
 }
+
+}  // namespace test_dry_run_and_usage

@@ -8,6 +8,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_elastic {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -218,3 +220,5 @@ TEST_CASE("elastic: PyTorch DDP restarts with the new world size after a node is
   nodes[2]->wait(10s);
   for (auto& n : nodes) require_no_strays(*n);
 }
+
+}  // namespace test_elastic

@@ -7,6 +7,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_env_contract {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -124,3 +126,5 @@ TEST_CASE("python modes: a script and a module run under PYTHON_EXEC -u with the
   REQUIRE(f.exit_code == 0);
   CHECK(count_occurrences(f.out, "__main__ rank=0 argv=['x'] unbuffered=True") == 1);
 }
+
+}  // namespace test_env_contract

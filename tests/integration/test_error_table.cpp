@@ -11,6 +11,8 @@
 #include "support/silent_listener.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_error_table {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -95,3 +97,5 @@ TEST_CASE("error table: every mistake in docs/ERRORS.md gets its message and exi
     CHECK_THAT(f.err, Contains(row.message));
   }
 }
+
+}  // namespace test_error_table

@@ -17,6 +17,8 @@
 #include "support/process_census.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_escapes {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -158,3 +160,5 @@ TEST_CASE(
   require_no_strays(*a);
   require_no_strays(*b);
 }
+
+}  // namespace test_escapes

@@ -20,6 +20,8 @@
 #include "support/run_until.hpp"
 #include "support/silent_listener.hpp"
 
+namespace test_etcd_client {
+
 using namespace npu_run;
 using namespace npu_run::testing;
 using namespace std::chrono_literals;
@@ -323,3 +325,5 @@ TEST_CASE("etcd lease keeper: cut off from etcd, the owner is told before etcd c
   CHECK(std::chrono::steady_clock::now() - cut < 2s - a.keeper.margin() + 100ms);
   CHECK_THAT(*a.lost, Contains("no renewal of etcd lease"));
 }
+
+}  // namespace test_etcd_client

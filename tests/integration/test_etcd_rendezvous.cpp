@@ -22,6 +22,8 @@
 #include "support/temp_dir.hpp"
 #include "support/test_ca.hpp"
 
+namespace test_etcd_rendezvous {
+
 using namespace npu_run;
 using namespace npu_run::testing;
 using namespace std::chrono_literals;
@@ -443,3 +445,5 @@ TEST_CASE(
   require_no_strays(*cut_off);
   require_no_strays(*other);
 }
+
+}  // namespace test_etcd_rendezvous

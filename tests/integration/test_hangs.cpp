@@ -14,6 +14,8 @@
 #include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_hangs {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -311,3 +313,5 @@ TEST_CASE("hangs: without a place for the progress sockets, --hang-timeout is re
   CHECK_THAT(ran.err, Contains("workers get no NPU_RUN_PROGRESS"));
   std::filesystem::remove_all(long_tmp);
 }
+
+}  // namespace test_hangs

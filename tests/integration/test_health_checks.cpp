@@ -9,6 +9,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_health_checks {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -124,3 +126,5 @@ TEST_CASE("health checks: no tools: the checks are skipped and said once, the us
   CHECK_THAT(f.out, Contains("skipped hccn_tool: hccn_tool is not on PATH"));
   CHECK_THAT(f.out, Contains("fail    user_check: --health-check-cmd exit 1: port 3 down"));
 }
+
+}  // namespace test_health_checks

@@ -14,6 +14,8 @@
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_health_gate {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -319,3 +321,5 @@ TEST_CASE(
       read_file(job.dir.file("ledger.jsonl")),
       Contains("\"host\":\"gate-host-1\"") && Contains("\"reason\":\"failed its health gate\""));
 }
+
+}  // namespace test_health_gate

@@ -25,6 +25,8 @@
 #include "support/raw_peer.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_hostile_peers {
+
 using namespace npu_run::testing;
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
@@ -498,3 +500,5 @@ TEST_CASE(
   CHECK(std::chrono::steady_clock::now() - started < 5s);
   require_no_strays(job);
 }
+
+}  // namespace test_hostile_peers

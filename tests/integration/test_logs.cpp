@@ -8,6 +8,8 @@
 #include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_logs {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -266,3 +268,5 @@ TEST_CASE(
                           Contains("stderr.log (may be incomplete: its file system is full"));
   }
 }
+
+}  // namespace test_logs

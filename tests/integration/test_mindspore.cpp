@@ -15,6 +15,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_mindspore {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -221,3 +223,5 @@ TEST_CASE(
   CHECK_THAT(f.err, !Contains("scheduler"));
   require_no_strays(p);
 }
+
+}  // namespace test_mindspore

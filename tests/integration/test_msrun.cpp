@@ -15,6 +15,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_msrun {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -216,3 +218,5 @@ TEST_CASE("msrun: a detached job stopped by npu_run status --stop, or its agent 
     CHECK(left.empty());
   }
 }
+
+}  // namespace test_msrun

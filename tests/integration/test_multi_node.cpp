@@ -21,6 +21,8 @@
 #include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_multi_node {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 namespace asio = boost::asio;
@@ -603,3 +605,5 @@ TEST_CASE("multi-node: rdzv-server and node 0's agent raise their open-files lim
   node0->wait(10s);
   require_no_strays(*node0);
 }
+
+}  // namespace test_multi_node

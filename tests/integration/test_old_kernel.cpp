@@ -10,6 +10,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_old_kernel {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -138,3 +140,5 @@ os._exit(0)  # without waiting for npu_run: its parent is gone now
   INFO(describe_processes(left));
   CHECK(left.empty());
 }
+
+}  // namespace test_old_kernel

@@ -3,6 +3,8 @@
 
 #include "support/harness.hpp"
 
+namespace test_pytorch_ddp {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -33,3 +35,5 @@ TEST_CASE("pytorch: a failing rank is the root cause, with its exception from th
                                       Contains("train_ddp.py\", line ") &&
                                       Contains("raise RuntimeError("));
 }
+
+}  // namespace test_pytorch_ddp

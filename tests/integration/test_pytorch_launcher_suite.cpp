@@ -13,6 +13,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_pytorch_launcher_suite {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -228,3 +230,5 @@ TEST_CASE("launcher suite: is_torchelastic_launched and both init methods under 
     CHECK(count_occurrences(f.out, "Done ") == 4);
   }
 }
+
+}  // namespace test_pytorch_launcher_suite

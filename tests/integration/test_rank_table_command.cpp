@@ -5,6 +5,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_rank_table_command {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -109,3 +111,5 @@ TEST_CASE("rank-table command: bad input is named with the fix", "[integration][
     CHECK_THAT(f.err, Contains(c.message));
   }
 }
+
+}  // namespace test_rank_table_command

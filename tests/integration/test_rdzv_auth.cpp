@@ -11,6 +11,8 @@
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_rdzv_auth {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -220,3 +222,5 @@ TEST_CASE("rdzv auth: the dry-run plan says where the token comes from, never wh
   CHECK_THAT(json.out, Contains("\"rdzv_token_source\": \"NPU_RUN_RDZV_TOKEN\""));
   for (const Finished& f : {text, json}) CHECK((f.out + f.err).find(kToken) == std::string::npos);
 }
+
+}  // namespace test_rdzv_auth

@@ -16,6 +16,8 @@
 #include "rendezvous/server.hpp"
 #include "support/raw_peer.hpp"
 
+namespace test_rdzv_resume {
+
 using namespace npu_run::rdzv;
 using namespace npu_run::testing;
 namespace asio = boost::asio;
@@ -320,3 +322,5 @@ TEST_CASE("rdzv resume: the server resends what the agent missed and refuses wha
     CHECK(first.error_code() == "protocol_order");
   }
 }
+
+}  // namespace test_rdzv_resume

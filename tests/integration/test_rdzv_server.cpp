@@ -15,6 +15,8 @@
 #include "rendezvous/server.hpp"
 #include "rendezvous/server_log.hpp"
 
+namespace test_rdzv_server {
+
 using namespace npu_run::rdzv;
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -214,3 +216,5 @@ TEST_CASE("rdzv server: too small kernel queues are named with the sysctl lines 
              Contains("net.core.somaxconn is " + std::to_string(current)) &&
                  Contains("sysctl -w net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535"));
 }
+
+}  // namespace test_rdzv_server

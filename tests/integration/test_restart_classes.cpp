@@ -11,6 +11,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_restart_classes {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -152,3 +154,5 @@ TEST_CASE("restart classes: a worker the OOM killer killed is the node's fault",
   p.reset();
   fs::remove(group, ec);
 }
+
+}  // namespace test_restart_classes

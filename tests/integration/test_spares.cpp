@@ -14,6 +14,8 @@
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_spares {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -196,3 +198,5 @@ TEST_CASE(
              Contains("\"host\":\"host-1\"") && Contains("\"reason\":\"infrastructure fault\""));
   for (auto& n : nodes) require_no_strays(*n);
 }
+
+}  // namespace test_spares

@@ -12,6 +12,8 @@
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_status {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -161,3 +163,5 @@ TEST_CASE("status: a two-node job from a node and from the rendezvous' address, 
   require_no_strays(*n0);
   require_no_strays(*n1);
 }
+
+}  // namespace test_status

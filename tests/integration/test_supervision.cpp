@@ -13,6 +13,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_supervision {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -277,3 +279,5 @@ TEST_CASE("supervision: --max-restarts re-runs the whole group with the restart 
     require_no_strays(p);
   }
 }
+
+}  // namespace test_supervision

@@ -10,6 +10,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_tensorflow {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -110,3 +112,5 @@ TEST_CASE("tensorflow CM_* mode: two nodes, the chief on node 0's held port, no 
   require_no_strays(n0);
   require_no_strays(n1);
 }
+
+}  // namespace test_tensorflow

@@ -19,6 +19,8 @@
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_timeline_report {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
@@ -257,3 +259,5 @@ TEST_CASE("metrics: curl during a job gets what promtool accepts, and the counte
   CHECK(f.exit_code == 0);
   require_no_strays(job);
 }
+
+}  // namespace test_timeline_report

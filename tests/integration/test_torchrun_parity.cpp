@@ -5,6 +5,8 @@
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_torchrun_parity {
+
 using namespace npu_run::testing;
 using Catch::Matchers::Contains;
 
@@ -271,3 +273,5 @@ TEST_CASE(
   INFO(describe_processes(after_pipe));
   CHECK(after_pipe.empty());
 }
+
+}  // namespace test_torchrun_parity

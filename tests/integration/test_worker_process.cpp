@@ -16,6 +16,8 @@
 #include "workers/child_exits.hpp"
 #include "workers/worker_process.hpp"
 
+namespace test_worker_process {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
@@ -138,3 +140,5 @@ TEST_CASE("worker process: destroyed while running, it takes its process group a
   }
   CHECK(gone);
 }
+
+}  // namespace test_worker_process

@@ -7,6 +7,8 @@
 #include "agent/local_agent.hpp"
 #include "basics/exit_status.hpp"
 
+namespace test_attempt {
+
 using namespace npu_run;
 
 namespace {
@@ -165,3 +167,5 @@ TEST_CASE("agent states: only the moves the table lists", "[unit][agent]") {
   CHECK_FALSE(LocalAgent::allowed(State::kReporting, State::kRunning));
   CHECK_FALSE(LocalAgent::allowed(State::kRunning, State::kInit));
 }
+
+}  // namespace test_attempt

@@ -7,6 +7,8 @@
 #include "cluster/cluster_env.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_cluster_env {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
@@ -267,3 +269,5 @@ TEST_CASE("cluster: a MindCluster MindSpore pod's MS_* variables are the launch'
   REQUIRE(e != nullptr);
   CHECK_THAT(e->text, Contains("MS_WORKER_NUM=16 is not a multiple of MS_LOCAL_WORKER=3"));
 }
+
+}  // namespace test_cluster_env

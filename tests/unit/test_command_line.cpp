@@ -7,6 +7,8 @@
 #include "support/build_paths.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_command_line {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
@@ -646,3 +648,5 @@ TEST_CASE("cli: Ascend options --soc, --rank-table and --hccn-conf", "[cli]") {
   CHECK_THAT(cli.error({"--rank-table", "/nonexistent.json", cli.script}),
              Contains("cannot read the rank table"));
 }
+
+}  // namespace test_command_line

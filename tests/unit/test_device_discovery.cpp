@@ -3,6 +3,8 @@
 #include "devices/device_discovery.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_device_discovery {
+
 using namespace npu_run;
 using npu_run::testing::TempDir;
 
@@ -62,3 +64,5 @@ TEST_CASE("no devices at all is reported as such", "[discovery]") {
   CHECK(found.physical_ids.empty());
   CHECK(found.description == "no Ascend or NVIDIA devices in " + dev.path());
 }
+
+}  // namespace test_device_discovery

@@ -8,6 +8,8 @@
 #include "support/temp_dir.hpp"
 #include "workers/device_holders.hpp"
 
+namespace test_device_holders {
+
 using namespace npu_run;
 using npu_run::testing::TempDir;
 
@@ -65,3 +67,5 @@ TEST_CASE("device holders: a pid npu-smi names is judged as the fd links' are", 
   CHECK(reported_holder(search, 4190000, "/dev/davinci3", "").command == "not visible here");
   CHECK_FALSE(reported_holder(search, 50, "/dev/davinci3", "").ours);  // the agent itself
 }
+
+}  // namespace test_device_holders

@@ -3,6 +3,8 @@
 #include "basics/usage_error.hpp"
 #include "devices/device_list.hpp"
 
+namespace test_device_list {
+
 using Catch::Matchers::Contains;
 using npu_run::format_device_list;
 using npu_run::parse_device_list;
@@ -38,3 +40,5 @@ TEST_CASE("device lists format back compactly", "[devices]") {
   CHECK(format_device_list({3}) == "3");
   CHECK(format_device_list({}).empty());
 }
+
+}  // namespace test_device_list

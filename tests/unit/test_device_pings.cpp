@@ -11,6 +11,8 @@
 #include "rendezvous/state.hpp"
 #include "support/outgoing.hpp"
 
+namespace test_device_pings {
+
 using namespace npu_run;
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
@@ -382,3 +384,5 @@ TEST_CASE(
   CHECK(message_to<Assigned>(formed, 1) != nullptr);
   CHECK(message_to<Assigned>(formed, 2) != nullptr);
 }
+
+}  // namespace test_device_pings

@@ -7,6 +7,8 @@
 #include "doctor/doctor.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_doctor {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
@@ -182,3 +184,5 @@ TEST_CASE("doctor: JSON output and port range parsing", "[doctor]") {
   CHECK(parse_port_ranges("").empty());
   CHECK_THAT(format_doctor_text(s, run_doctor(s)), Contains("[ ok ]") && Contains("failure"));
 }
+
+}  // namespace test_doctor

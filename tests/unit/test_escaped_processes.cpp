@@ -5,6 +5,8 @@
 #include "support/temp_dir.hpp"
 #include "workers/escaped_processes.hpp"
 
+namespace test_escaped_processes {
+
 using npu_run::EscapeSweep;
 using npu_run::testing::TempDir;
 
@@ -23,3 +25,5 @@ TEST_CASE("escapes: a /proc entry that cannot be read is passed over, never thro
   sweep.proc_root = proc.path();
   CHECK(npu_run::stop_escaped_processes(sweep).empty());
 }
+
+}  // namespace test_escaped_processes

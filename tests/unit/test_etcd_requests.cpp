@@ -7,6 +7,8 @@
 #include "etcd/endpoints.hpp"
 #include "etcd/requests.hpp"
 
+namespace test_etcd_requests {
+
 using namespace npu_run::etcd;
 using Catch::Matchers::Contains;
 
@@ -87,3 +89,5 @@ TEST_CASE("etcd: answers with their zero fields left out", "[etcd]") {
   CHECK(lease_result(Json::parse(R"({"ID":"77","TTL":"2"})")).id == 77);
   CHECK_THROWS_AS(json_int(Json::parse(R"({"TTL":"x"})"), "TTL"), std::invalid_argument);
 }
+
+}  // namespace test_etcd_requests

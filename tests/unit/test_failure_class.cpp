@@ -12,6 +12,8 @@
 #include "rendezvous/failure_class.hpp"
 #include "workers/python_traceback.hpp"
 
+namespace test_failure_class {
+
 using namespace npu_run;
 using rdzv::FailureClass;
 using rdzv::FailureReport;
@@ -222,3 +224,5 @@ TEST_CASE("failure evidence: what the root cause's files and output say", "[clas
   usage.finished_at = start + 1s;
   CHECK(failure_evidence({usage, WorkerError{}, "", start, 60s, false}).usage);
 }
+
+}  // namespace test_failure_class

@@ -4,6 +4,8 @@
 #include "agent/failure_summary.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_failure_summary {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
@@ -102,3 +104,5 @@ TEST_CASE("error files: the root cause's traceback is shown, its last lines when
   // Only the root cause's: the others keep their one-line error.
   CHECK(text.find("traceback (from") == text.rfind("traceback (from"));
 }
+
+}  // namespace test_failure_summary

@@ -11,6 +11,8 @@
 
 #include "net/framed_connection.hpp"
 
+namespace test_framed_connection {
+
 using namespace npu_run::net;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -194,3 +196,5 @@ TEST_CASE("framed connection: close_after_sending delivers what was queued, then
   CHECK(received == encode_frame("bye"));
   CHECK(ec == asio::error::eof);
 }
+
+}  // namespace test_framed_connection

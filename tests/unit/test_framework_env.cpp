@@ -5,6 +5,8 @@
 #include "agent/framework_env.hpp"
 #include "agent/worker_env.hpp"
 
+namespace test_framework_env {
+
 using namespace npu_run;
 
 namespace {
@@ -150,3 +152,5 @@ TEST_CASE("framework env: torch_npu_run's switches never reach a worker", "[env]
   merged = merged_worker_env(config(Framework::kMindSpore), agent, {});
   CHECK(merged.empty());  // MindSpore: nothing of torch_npu's
 }
+
+}  // namespace test_framework_env

@@ -13,6 +13,8 @@
 #include "support/temp_dir.hpp"
 #include "workers/python_dump.hpp"
 
+namespace test_hang_stacks {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -256,3 +258,5 @@ TEST_CASE("hang stacks: the job's decision marks the odd ones and moves the root
   CHECK_FALSE(elsewhere.root_cause);
   CHECK(elsewhere.workers[0].hang.empty());
 }
+
+}  // namespace test_hang_stacks

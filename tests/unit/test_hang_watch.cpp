@@ -21,6 +21,8 @@
 #include "workers/progress_beats.hpp"
 #include "workers/stack_dump.hpp"
 
+namespace test_hang_watch {
+
 using namespace npu_run;
 using npu_run::testing::run_until;
 using npu_run::testing::TempDir;
@@ -216,3 +218,5 @@ TEST_CASE("progress beats: a SIGKILLed agent's directory is removed when the nex
   else
     ::unsetenv("TMPDIR");
 }
+
+}  // namespace test_hang_watch

@@ -6,6 +6,8 @@
 #include "health/npu_smi_output.hpp"
 #include "health/nvidia_smi_output.hpp"
 
+namespace test_health_output {
+
 using namespace npu_run;
 
 namespace {
@@ -223,3 +225,5 @@ TEST_CASE("nvidia-smi CSV: cells trimmed, [N/A] is no number", "[health]") {
   CHECK(nvidia_flag("0") == false);
   CHECK_FALSE(nvidia_flag("[Not Supported]"));
 }
+
+}  // namespace test_health_output

@@ -10,6 +10,8 @@
 #include "basics/usage_error.hpp"
 #include "net/held_port.hpp"
 
+namespace test_held_port {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -72,3 +74,5 @@ TEST_CASE("local address check: loopback passes, a foreign address names the fla
                     Contains("--master-addr '192.0.2.7' is not an address of this host"));
   CHECK_THROWS_AS(net::require_local_address("no-such-host.invalid", "--master-addr"), UsageError);
 }
+
+}  // namespace test_held_port

@@ -7,6 +7,8 @@
 #include "cluster/hostlist.hpp"
 #include "support/build_paths.hpp"
 
+namespace test_hostlist {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -97,3 +99,5 @@ TEST_CASE("hostlist: the first host is the master", "[hostlist]") {
   CHECK_THROWS_WITH(first_host("n1,m[3-1]"), Contains("range '3-1' runs backwards"));
   CHECK(expand_hostlist("").empty());
 }
+
+}  // namespace test_hostlist

@@ -12,6 +12,8 @@
 #include "cluster/node_ledger.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_hosts_options {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
@@ -266,3 +268,5 @@ TEST_CASE("hosts: mistakes of a launch over ssh are refused with the fix", "[hos
   REQUIRE(std::holds_alternative<EarlyExit>(r));
   CHECK_THAT(std::get<EarlyExit>(r).text, Contains("ssh ('/nonexistent/ssh') is not on PATH"));
 }
+
+}  // namespace test_hosts_options

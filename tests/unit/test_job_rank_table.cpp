@@ -2,6 +2,8 @@
 
 #include "agent/job_rank_table.hpp"
 
+namespace test_job_rank_table {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -57,3 +59,5 @@ TEST_CASE("job rank table: a given table must fit this node's ranks", "[rank-tab
   CHECK_THAT(rank_table_mismatch(t, "t.json", node(3, 0, 4), {0}, {"nobody"}),
              Contains("has no server for node 3"));
 }
+
+}  // namespace test_job_rank_table

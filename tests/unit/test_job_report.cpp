@@ -6,6 +6,8 @@
 #include "report/html_report.hpp"
 #include "report/job_figures.hpp"
 
+namespace test_job_report {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using rdzv::TimelineEvent;
@@ -145,3 +147,5 @@ TEST_CASE("metrics text: one HELP and TYPE per family, label values escaped", "[
         "# HELP npu_run_agent_info Info\n# TYPE npu_run_agent_info gauge\n"
         "npu_run_agent_info{host=\"a\\\"b\\\\c\\nd\"} 1\n");
 }
+
+}  // namespace test_job_report

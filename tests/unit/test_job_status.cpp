@@ -20,6 +20,8 @@
 #include "support/run_until.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_job_status {
+
 using namespace npu_run;
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
@@ -289,3 +291,5 @@ TEST_CASE(
   CHECK(npu_run::testing::run_until(io, answered, std::chrono::seconds(5)));  // the timeout's
   for (int fd : fds) ::close(fd);
 }
+
+}  // namespace test_job_status

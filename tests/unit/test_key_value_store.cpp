@@ -4,6 +4,8 @@
 
 #include "store/key_value_store.hpp"
 
+namespace test_key_value_store {
+
 using namespace npu_run::store;
 
 TEST_CASE("store: compare_set on a missing key", "[unit][store]") {
@@ -114,3 +116,5 @@ TEST_CASE("store: the store's size is capped", "[unit][store]") {
   CHECK_THROWS_AS(s.append("k2", std::string(60, 'x'), woken), StoreRequestError);
   CHECK(s.get("k2") == "0123456789");
 }
+
+}  // namespace test_key_value_store

@@ -3,6 +3,8 @@
 #include "support/temp_dir.hpp"
 #include "workers/line_copy.hpp"
 
+namespace test_line_copy {
+
 using namespace npu_run;
 using npu_run::testing::read_file;
 using npu_run::testing::TempDir;
@@ -49,3 +51,5 @@ TEST_CASE("filtered copies: a file that cannot be opened copies nothing and harm
   copy.feed("x\n");
   copy.finish();
 }
+
+}  // namespace test_line_copy

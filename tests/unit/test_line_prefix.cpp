@@ -3,6 +3,8 @@
 #include "config/line_prefix.hpp"
 #include "workers/output_relay.hpp"
 
+namespace test_line_prefix {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -61,3 +63,5 @@ TEST_CASE("line prefixer holds nothing back however long the line", "[prefix]") 
   CHECK(out.size() == size_t{200} * 1024 + 1);
   CHECK(out.front() == '>');
 }
+
+}  // namespace test_line_prefix

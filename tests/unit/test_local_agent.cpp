@@ -8,6 +8,8 @@
 #include "basics/exit_status.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_local_agent {
+
 using namespace npu_run;
 using npu_run::testing::TempDir;
 
@@ -264,3 +266,5 @@ TEST_CASE("local agent: a rendezvous lost mid-run stops the workers, then the sa
   h.end_round(stopped_by_agent(SIGTERM));
   CHECK(h.exit_code == kExitRendezvous);
 }
+
+}  // namespace test_local_agent

@@ -5,6 +5,8 @@
 #include "basics/usage_error.hpp"
 #include "cli/msrun_line.hpp"
 
+namespace test_msrun_line {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -125,3 +127,5 @@ TEST_CASE("msrun line: one node keeps a --master_port only when it was typed", "
   REQUIRE(port != a.end());
   CHECK(*(port + 1) == "9000");
 }
+
+}  // namespace test_msrun_line

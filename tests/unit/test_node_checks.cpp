@@ -10,6 +10,8 @@
 #include "health/node_checks.hpp"
 #include "health/tool_paths.hpp"
 
+namespace test_node_checks {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -300,3 +302,5 @@ TEST_CASE("health verdict: JSON both ways", "[health]") {
   CHECK(back.settings == verdict.settings);
   CHECK(first_failure_line(back) == "link device 5: link status: DOWN (fix: fix it)");
 }
+
+}  // namespace test_node_checks

@@ -15,6 +15,8 @@
 #include "agent/node_store_proxy.hpp"
 #include "store/store_server.hpp"
 
+namespace test_node_store_proxy {
+
 using namespace npu_run;
 using namespace npu_run::store;
 namespace asio = boost::asio;
@@ -93,3 +95,5 @@ TEST_CASE("node store proxy: an upstream closed before node 0 took it is dialled
   asio::post(io, [&io] { io.stop(); });
   thread.join();
 }
+
+}  // namespace test_node_store_proxy

@@ -6,6 +6,8 @@
 
 #include "health/npu_info_file.hpp"
 
+namespace test_npu_info_file {
+
 using namespace npu_run;
 
 namespace {
@@ -69,3 +71,5 @@ TEST_CASE("npu_info file: a Datetime line, then each command, its output and two
         "hccn_tool -i 0 -link -g\nlink status: UP\n\n\n");
   CHECK(npu_info_block(link, "") == "hccn_tool -i 0 -link -g\n\n\n");
 }
+
+}  // namespace test_npu_info_file

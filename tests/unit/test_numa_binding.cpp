@@ -5,6 +5,8 @@
 #include "devices/numa_binding.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_numa_binding {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
@@ -149,3 +151,5 @@ TEST_CASE("numa: msrun's even split of the CPUs where there is no device", "[num
   // Fewer CPUs than workers: shared in turn, never an empty set (which would mean "any").
   CHECK(cpus(split_cpus_evenly({0, 1}, 3)) == std::vector<std::vector<int>>{{0}, {1}, {0}});
 }
+
+}  // namespace test_numa_binding

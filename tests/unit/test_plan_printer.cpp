@@ -4,6 +4,8 @@
 #include "agent/assignment.hpp"
 #include "agent/plan_printer.hpp"
 
+namespace test_plan_printer {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -64,3 +66,5 @@ TEST_CASE("plans: a multi-node plan says which values the rendezvous will assign
   CHECK(plan["assumed"] == true);
   CHECK(plan["rendezvous"] == "10.0.0.1:29500");
 }
+
+}  // namespace test_plan_printer

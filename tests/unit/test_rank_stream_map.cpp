@@ -2,6 +2,8 @@
 
 #include "config/rank_stream_map.hpp"
 
+namespace test_rank_stream_map {
+
 using Catch::Matchers::Contains;
 using npu_run::RankStreamMap;
 using npu_run::StdStreams;
@@ -39,3 +41,5 @@ TEST_CASE("stream maps: bad values name the flag and show the syntax", "[streams
   CHECK_THROWS_WITH(RankStreamMap::parse("0:1,0:2", "-r"), Contains("local rank 0 appears twice"));
   CHECK_THROWS_WITH(RankStreamMap::parse("", "--tee"), Contains("0:3,12:1"));
 }
+
+}  // namespace test_rank_stream_map

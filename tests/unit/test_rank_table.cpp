@@ -8,6 +8,8 @@
 #include "support/build_paths.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_rank_table {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::read_file;
@@ -145,3 +147,5 @@ TEST_CASE("rank table: the classic half-open first,last device range", "[rank-ta
   CHECK_FALSE(parse_half_open_range("4-7", "--devices"));
   CHECK_THROWS_WITH(parse_half_open_range("[4,4)", "--devices"), Contains("first < last"));
 }
+
+}  // namespace test_rank_table

@@ -7,6 +7,8 @@
 #include "rendezvous/state.hpp"
 #include "support/outgoing.hpp"
 
+namespace test_rdzv_health_gate {
+
 using namespace npu_run;
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
@@ -204,3 +206,5 @@ TEST_CASE("health gate: joins and verdicts on the wire, every field checked", "[
   REQUIRE(std::holds_alternative<ProtocolError>(bad));
   CHECK_THAT(std::get<ProtocolError>(bad).message, Contains("unknown status 'dreadful'"));
 }
+
+}  // namespace test_rdzv_health_gate

@@ -3,6 +3,8 @@
 
 #include "rendezvous/protocol.hpp"
 
+namespace test_rdzv_protocol {
+
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
 using npu_run::kExitRendezvous;
@@ -288,3 +290,5 @@ TEST_CASE("messages: garbage and wrong shapes are protocol errors, never crashes
   std::string deep(10000, '[');
   CHECK_THAT(client_error(deep), Contains("not valid JSON"));
 }
+
+}  // namespace test_rdzv_protocol

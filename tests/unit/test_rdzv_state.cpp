@@ -5,6 +5,8 @@
 #include "rendezvous/state.hpp"
 #include "support/outgoing.hpp"
 
+namespace test_rdzv_state {
+
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
 using npu_run::HealthMode;
@@ -1323,3 +1325,5 @@ TEST_CASE("rdzv memory: a leader asks which agents said lately that they reach e
   job.send(1, Heartbeat{0}, t0 + 4s);  // says nothing of etcd: its last word stands
   CHECK(job.state.clients_reaching_etcd(t0.steady) == 1);
 }
+
+}  // namespace test_rdzv_state

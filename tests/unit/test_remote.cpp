@@ -17,6 +17,8 @@
 #include "remote/ssh_command.hpp"
 #include "workers/console.hpp"
 
+namespace test_remote {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
@@ -321,3 +323,5 @@ TEST_CASE("remote: two hosts' lines never cut into each other on the console", "
   ::close(console_pipe[0]);
   CHECK(shown == "b: line\na: agent runs /path\nb: password?\n");
 }
+
+}  // namespace test_remote

@@ -4,6 +4,8 @@
 
 #include "agent/scheduler_workers.hpp"
 
+namespace test_scheduler_result {
+
 using namespace npu_run;
 using Clock = std::chrono::system_clock;
 
@@ -77,3 +79,5 @@ TEST_CASE("scheduler result: the scheduler is added, and blamed only for its own
   CHECK(r.outcome == GroupResult::Outcome::kStopped);
   CHECK_FALSE(r.root_cause);
 }
+
+}  // namespace test_scheduler_result

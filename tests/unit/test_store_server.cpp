@@ -9,6 +9,8 @@
 #include "store/store_server.hpp"
 #include "support/run_until.hpp"
 
+namespace test_store_server {
+
 using namespace npu_run::store;
 using npu_run::testing::run_until;
 namespace asio = boost::asio;
@@ -65,3 +67,5 @@ TEST_CASE("store server: a connection silent past the timeout is closed and one 
   CHECK(echoed == 0xABCD1234);
   CHECK(server.connections() == 1);
 }
+
+}  // namespace test_store_server

@@ -17,6 +17,8 @@
 #include "store/store_proxy.hpp"
 #include "store/store_server.hpp"
 
+namespace test_store_tier {
+
 using namespace npu_run::store;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -304,3 +306,5 @@ TEST_CASE("store tier: a client's unanswered requests are bounded in number and 
   io.stop();
   thread.join();
 }
+
+}  // namespace test_store_tier

@@ -7,6 +7,8 @@
 
 #include "store/wire.hpp"
 
+namespace test_store_wire {
+
 using namespace npu_run::store;
 
 namespace {
@@ -248,3 +250,5 @@ TEST_CASE("store wire: a connection's decoder enforces each generation's rules",
   CHECK_FALSE(torch1.feed(k113NumKeys + k113Set, out));
   CHECK(out.size() == 2);
 }
+
+}  // namespace test_store_wire

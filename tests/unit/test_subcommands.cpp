@@ -5,6 +5,8 @@
 #include "cli/parse_launch.hpp"
 #include "commands/commands.hpp"
 
+namespace test_subcommands {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -71,3 +73,5 @@ TEST_CASE("help: npu_run --help lists every subcommand of the dispatch table", "
   }
   CHECK(subcommands().size() >= 5);
 }
+
+}  // namespace test_subcommands

@@ -2,6 +2,8 @@
 
 #include "basics/text.hpp"
 
+namespace test_text {
+
 using namespace npu_run;
 
 TEST_CASE("split keeps empty items so callers can reject them", "[text]") {
@@ -36,3 +38,5 @@ TEST_CASE("to_hex writes two lowercase digits per byte", "[text]") {
   CHECK(to_hex(bytes, sizeof bytes) == "000fa5ff");
   CHECK(to_hex(bytes, 0).empty());
 }
+
+}  // namespace test_text

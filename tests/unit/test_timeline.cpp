@@ -15,6 +15,8 @@
 #include "support/outgoing.hpp"
 #include "workers/progress_beats.hpp"
 
+namespace test_timeline {
+
 using namespace npu_run::rdzv;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
@@ -338,3 +340,5 @@ TEST_CASE(
   CHECK(last->detail == "step 1000");
   CHECK(timeline.take(&beats).size() == 4);  // taken once: only the first and last beats again
 }
+
+}  // namespace test_timeline

@@ -11,6 +11,8 @@
 #include "basics/usage_error.hpp"
 #include "support/temp_dir.hpp"
 
+namespace test_token_file {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 using npu_run::testing::TempDir;
@@ -55,3 +57,5 @@ TEST_CASE("rdzv token: agents starting together derive one token per job step", 
   REQUIRE(::chmod(secret.c_str(), 0644) == 0);
   CHECK_THROWS_AS(derive_job_token(secret, "77.0"), UsageError);
 }
+
+}  // namespace test_token_file

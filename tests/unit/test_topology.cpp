@@ -3,6 +3,8 @@
 #include "ascend/topology.hpp"
 #include "basics/usage_error.hpp"
 
+namespace test_topology {
+
 using namespace npu_run;
 using Catch::Matchers::Contains;
 
@@ -59,3 +61,5 @@ TEST_CASE("topology: --soc names", "[topology]") {
   CHECK_THROWS_WITH(parse_soc("atlas-910", "--soc"),
                     Contains("--soc 'atlas-910': expected atlas-training"));
 }
+
+}  // namespace test_topology

@@ -2,6 +2,8 @@
 
 #include "agent/worker_env.hpp"
 
+namespace test_worker_env {
+
 using namespace npu_run;
 
 namespace {
@@ -119,3 +121,5 @@ TEST_CASE("worker env: RANK_TABLE_FILE only when the job has a rank table", "[en
   CHECK(worker_contract_env(config(4), a, WorkerSlot{0, 0, ""}, {}).at("RANK_TABLE_FILE") ==
         "/run/job/rank_table.json");
 }
+
+}  // namespace test_worker_env

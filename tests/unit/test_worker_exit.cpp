@@ -5,6 +5,8 @@
 
 #include "workers/group_result.hpp"
 
+namespace test_worker_exit {
+
 using namespace npu_run;
 
 TEST_CASE("exit statuses decode wait statuses and map to npu_run's exit code", "[exit]") {
@@ -93,3 +95,5 @@ TEST_CASE("the root cause is the earliest error, not the first exit", "[exit]") 
   CHECK(choose_root_cause(plain, 2) == std::optional<size_t>(2));
   CHECK_FALSE(choose_root_cause(plain, std::nullopt).has_value());
 }
+
+}  // namespace test_worker_exit

@@ -2,6 +2,8 @@
 
 #include "agent/worker_plan.hpp"
 
+namespace test_worker_spec {
+
 using namespace npu_run;
 
 namespace {
@@ -232,3 +234,5 @@ TEST_CASE("specs: a dry run's files are named after the rank it simulates", "[sp
   // No cluster: no scheduler beside a dry run.
   CHECK_FALSE(make_scheduler_spec(cfg, Assignment{}, kErrorFilesOnly, {}).has_value());
 }
+
+}  // namespace test_worker_spec

@@ -30,7 +30,7 @@ add_custom_command(OUTPUT ${completion} ${zsh_completion}
 add_custom_target(npu_run_completion ALL DEPENDS ${completion} ${zsh_completion})
 
 install(TARGETS npu_run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The progress-beat module workers may import (README, "Hung workers").
+# The progress-beat module workers may import (docs/guide/hangs-and-restarts.md).
 install(FILES python/npu_run_progress.py DESTINATION ${CMAKE_INSTALL_DATADIR}/npu_run/python)
 install(FILES ${completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME npu_run)
@@ -42,6 +42,7 @@ endforeach()
 # /usr/share/doc/<package name>, with its copyright file (Debian policy 12.5).
 install(FILES README.md docs/ERRORS.md docs/HARDENING.md packaging/copyright
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/npu-run)
+install(DIRECTORY docs/guide DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/npu-run)
 
 # Architecture names: the kernel's and RPM's, and Debian's.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")

@@ -61,6 +61,14 @@ add_test(NAME "build: every file the docs name exists"
 set_tests_properties("build: every file the docs name exists"
                      PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION " 0 missing")
 
+# Every npu_run option the README and docs/guide name is one of its command's, read from the
+# binary's own tables.
+add_test(NAME "build: every option the guide names exists"
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/doc_options.py ${PROJECT_SOURCE_DIR}
+                 $<TARGET_FILE:npu_run>)
+set_tests_properties("build: every option the guide names exists"
+                     PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION " 0 unknown")
+
 # catch_discover_tests splits names on ';': a test name holding one would fail in CI only.
 add_test(NAME "build: no test name holds a semicolon"
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/test_names.py ${PROJECT_SOURCE_DIR})

@@ -50,7 +50,7 @@ msrun options (msrun's defaults):
   --sim_level N          MindSpore's dry run: no cluster, no scheduler (MS_SIMULATION_LEVEL)
   --sim_rank_id N        with --sim_level, one process as rank N
 
-Differences from msrun: README.md, "Differences from msrun".
+Differences from msrun: docs/guide/differences.md (/usr/share/doc/npu-run/guide/).
 )";
 
 // npu_run's options that msrun's own already say (or that make another kind of launch): given

@@ -6,9 +6,10 @@
 # in another folder hits what this one compiled. Test paths are kept out of compile definitions
 # for the same reason (tests/support/build_paths.hpp).
 #
-# Precompiled headers were measured and left out (docs/HARDENING.md, "CI"): they saved 0-12 % of a
-# file's compile time (code generation at -O2 -g dominates, not parsing), and GCC's 223 MB
-# header image would have to be hashed by ccache for every file.
+# Precompiled headers were measured and left out (docs/HARDENING.md, "What keeps CI fast"): they
+# saved 0-12 % of a file's compile time (code generation dominates, not parsing; unity batches
+# parse each header once per batch already), and GCC's 223 MB header image would have to be
+# hashed by ccache for every file.
 option(NPU_RUN_CCACHE "Compile through ccache when it is installed" ON)
 find_program(NPU_RUN_CCACHE_PROGRAM ccache)
 if(NOT NPU_RUN_CCACHE OR NOT NPU_RUN_CCACHE_PROGRAM)
@@ -28,7 +29,7 @@ else()
 endif()
 set(NPU_RUN_CCACHE_DIR "${npu_run_cache_root}/ccache" CACHE PATH "ccache's directory")
 file(MAKE_DIRECTORY "${NPU_RUN_CCACHE_DIR}")
-# Six builds of about 330 files each, with debug information: room for a few versions of each.
+# Six builds of about 60 unity batches each, with line tables: room for many versions of each.
 if(NOT EXISTS "${NPU_RUN_CCACHE_DIR}/ccache.conf")
   file(WRITE "${NPU_RUN_CCACHE_DIR}/ccache.conf" "max_size = 30G\n")
 endif()

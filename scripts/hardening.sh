@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# CI's second stage, after scripts/test.sh: the test suite again under sanitizers, clang-tidy,
-# and a short fuzz run. Each stage fails on any finding.
+# CI's third stage, after scripts/test.sh and scripts/portability.sh: the test suite again under
+# sanitizers, a short fuzz run, and clang-tidy. Each stage fails on any finding.
 #   asan  clang build with ASan+UBSan (and libFuzzer coverage) in build-asan/; every test
 #   tsan  clang build with TSan in build-tsan/; the tests of the rendezvous server, client and
 #         agent, where Asio handlers, the resolver thread and signals meet
-#   tidy  clang-tidy with .clang-tidy on every C++ source of the project (scripts/tidy.py: only
-#         files whose preprocessed text, flags or configuration changed since a clean check);
-#         if `tidy-start` ran before, it waits for that run and reports it instead
 #   fuzz  every libFuzzer target for $NPU_RUN_FUZZ_SECONDS (default 60) s, from fuzz/corpus/
-# Usage: scripts/hardening.sh [asan] [tsan] [tidy] [fuzz]   (default: all, in this order)
+#   tidy  clang-tidy with .clang-tidy on every C++ source of the project (scripts/tidy.py: only
+#         batches whose preprocessed text, flags or configuration changed since a clean check),
+#         a unity batch of build-asan/ at a time; if `tidy-start` ran before, it waits for that
+#         run and reports it instead
+# Usage: scripts/hardening.sh [asan] [tsan] [fuzz] [tidy]   (default: all, in this order)
+#        scripts/hardening.sh build-asan | build-tsan   only build that tree (CI does it early,
+#                                                       in the background: scripts/ci_background.sh)
 #        scripts/hardening.sh tidy-start | tidy-stop
 #   tidy-start  starts clang-tidy in the background at idle priority (SCHED_IDLE: it runs only on
-#               a core nothing else wants) and returns; .ci/run starts it first, so that the test
+#               a core nothing else wants) and returns; .ci/run starts it first, so that the
 #               stages' waiting time checks the sources, and its tidy stage finds most of it done
 #   tidy-stop   stops that run if it is still going (.ci/run on exit, whatever happened)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib/build_tree.sh
+source "$root/scripts/lib/build_tree.sh"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(asan tsan tidy fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(asan tsan fuzz tidy)
 
 "$root/scripts/install_deps.sh"
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
@@ -27,36 +32,42 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 # -O1 with line tables: the sanitizers' usual trade between build time, speed and stacks.
-configure() {
-  local dir=$1
-  shift
-  CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" -DNPU_RUN_WERROR=ON "$@" >/dev/null
+clang_options=(-DCMAKE_CXX_COMPILER=clang++
+               -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only"
+               -DNPU_RUN_WERROR=ON)
+asan_options=("${clang_options[@]}" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined)
+
+stage_build-asan() { build_tree "$root/build-asan" "${asan_options[@]}"; }
+
+stage_build-tsan() {
+  build_tree "$root/build-tsan" --target npu_run --target unit_tests --target integration_tests \
+    "${clang_options[@]}" -DNPU_RUN_SANITIZE=thread
 }
 
 stage_asan() {
-  configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
-  cmake --build "$root/build-asan" -j "$(nproc)"
+  stage_build-asan
   # Not the suite's second run as Linux 3.10: the same code behind a seccomp filter.
-  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j 2 -LE old-kernel)
+  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j "${NPU_RUN_TEST_JOBS:-3}" -LE old-kernel)
 }
 
 stage_tsan() {
-  configure "$root/build-tsan" -DNPU_RUN_SANITIZE=thread
-  cmake --build "$root/build-tsan" -j "$(nproc)" --target npu_run unit_tests integration_tests
+  stage_build-tsan
   (cd "$root/build-tsan" && ctest --output-on-failure --timeout 600 -j 2 -LE old-kernel \
     -R 'rdzv|protocol|multi-node|elastic|hostile|auth|supervision|signals|child exits|console|logs|remote|--hosts')
 }
 
-configure_for_tidy() {
-  # The compile commands of the clang build: clang-tidy understands exactly its flags. It needs
-  # the generated headers, not the objects.
-  [ -f "$root/build-asan/compile_commands.json" ] ||
-    configure "$root/build-asan" -DNPU_RUN_FUZZ=ON -DNPU_RUN_SANITIZE=address,undefined
-  cmake --build "$root/build-asan" --target npu_run_build_info >/dev/null
+stage_fuzz() {
+  [ -x "$root/build-asan/fuzz/fuzz_messages" ] || stage_build-asan
+  NPU_RUN_FUZZ_BUILD_DIR="$root/build-asan" "$root/scripts/fuzz.sh" "${NPU_RUN_FUZZ_SECONDS:-60}"
 }
 
-# Every tracked source in that build; a file is re-checked only when what clang-tidy would see
+# clang-tidy reads the ASan tree's compile commands and unity batches: clang understands exactly
+# its flags. It needs the generated headers, not the objects.
+configure_for_tidy() {
+  build_tree "$root/build-asan" --target npu_run_build_info "${asan_options[@]}" >/dev/null
+}
+
+# Every tracked source in that tree; a file is re-checked only when what clang-tidy would see
 # of it changed (scripts/tidy.py keeps a cache of clean results outside the checkout).
 run_tidy() { python3 "$root/scripts/tidy.py" "$root/build-asan"; }
 
@@ -110,11 +121,6 @@ stage_tidy() {
   rc=$(cat "$background/rc")
   rm -rf "$background"  # reported once: a later tidy stage checks afresh
   return "$rc"
-}
-
-stage_fuzz() {
-  [ -x "$root/build-asan/fuzz/fuzz_messages" ] || stage_asan
-  NPU_RUN_FUZZ_BUILD_DIR="$root/build-asan" "$root/scripts/fuzz.sh" "${NPU_RUN_FUZZ_SECONDS:-60}"
 }
 
 for stage in "${stages[@]}"; do

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake
+  build-essential cmake ninja-build          # Ninja: every build (scripts/build.sh)
   libboost1.81-dev libboost-system1.81-dev   # Boost.Asio + Boost.Process v2 (headers)
   libssl-dev                                  # libcrypto: HMAC of the rendezvous token
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2

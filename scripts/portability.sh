@@ -5,7 +5,7 @@
 #   bullseye   the static x86_64 binary inside a Debian 11 chroot (glibc 2.31, host lookups as on a
 #              systemd server), then its .deb installed there with dpkg
 #   packages   every .deb, .rpm and .tar.gz names its architecture and holds a binary of it, the
-#              man page (every subcommand in it), the bash completion; SHA256SUMS verify
+#              man page (every subcommand in it), the bash and zsh completions; SHA256SUMS verify
 # Usage: scripts/portability.sh [release] [aarch64] [bullseye] [packages]   (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,7 +18,7 @@ stage_release() { bash "$root/scripts/release.sh"; }
 
 stage_aarch64() {
   local dir="$root/build-dist-aarch64"
-  cmake --build "$dir" -j "$(nproc)" --target unit_tests
+  bash "$root/scripts/release.sh" build aarch64 >/dev/null  # built by the release stage
   (cd "$dir" && ctest --output-on-failure --timeout 600 -j 2)
 }
 
@@ -39,6 +39,7 @@ check_tree() {  # dir arch what: an unpacked package
   local dir=$1 arch=$2 what=$3 f
   check_binary "$dir/usr/bin/npu_run" "$arch" "$what"
   for f in usr/share/man/man1/npu_run.1.gz usr/share/bash-completion/completions/npu_run \
+           usr/share/zsh/vendor-completions/_npu_run usr/share/zsh/site-functions/_npu_run \
            usr/share/doc/npu-run/copyright usr/share/npu_run/python/npu_run_progress.py; do
     [ -s "$dir/$f" ] || { echo "portability: $what lacks /$f" >&2; return 1; }
   done

@@ -18,7 +18,7 @@ namespace npu_run {
 
 namespace {
 
-constexpr const char* kCommand = "npu_run doctor";
+constexpr const char* kDoctorCommand = "npu_run doctor";
 
 class DoctorOptions : public OptionTable {
  public:
@@ -28,7 +28,7 @@ class DoctorOptions : public OptionTable {
             "kernel queues, HCCL's reserved ports, open files, the master port, devices and "
             "hccn.conf. Each check prints ok, warn or fail with the command that fixes it; the "
             "exit status is 1 when a check fails.",
-            kCommand) {
+            kDoctorCommand) {
     nnodes_option = app_.add_option("--nnodes", nnodes,
                                     "Nodes of the planned job, N or MIN:MAX: scales the "
                                     "recommendations");
@@ -126,7 +126,7 @@ DoctorCommand resolve(const DoctorOptions& o, const EnvMap& env) {
 std::variant<DoctorCommand, EarlyExit> parse_doctor_command(const std::vector<std::string>& args,
                                                             const EnvMap& env) {
   return parse_subcommand<DoctorOptions>(
-      args, kCommand, [&](const DoctorOptions& options) { return resolve(options, env); });
+      args, kDoctorCommand, [&](const DoctorOptions& options) { return resolve(options, env); });
 }
 
 int doctor(const DoctorCommand& command) {

@@ -20,7 +20,7 @@ namespace npu_run {
 
 namespace {
 
-constexpr const char* kCommand = "npu_run rank-table";
+constexpr const char* kRankTableCommand = "npu_run rank-table";
 
 class RankTableOptions : public OptionTable {
  public:
@@ -30,7 +30,7 @@ class RankTableOptions : public OptionTable {
             "A.json B.json ... [-o FILE]\n\nWrite the HCCL rank table (RANK_TABLE_FILE) of this "
             "server, as hccl_tools.py does, or merge the tables of several servers into one, "
             "renumbering rank ids in the order given.",
-            kCommand) {
+            kRankTableCommand) {
     app_.add_option("--devices,--device_num", devices,
                     "Physical device ids in rank order: 0-7, 0,2,4,6 or the classic [0,8) "
                     "(default: the NPUs found)");
@@ -172,7 +172,8 @@ void write_table(const RankTable& table, const std::string& output,
 std::variant<RankTableCommand, EarlyExit> parse_rank_table_command(
     const std::vector<std::string>& args, const EnvMap& env) {
   return parse_subcommand<RankTableOptions>(
-      args, kCommand, [&](const RankTableOptions& options) { return resolve(options, env); });
+      args, kRankTableCommand,
+      [&](const RankTableOptions& options) { return resolve(options, env); });
 }
 
 int make_rank_table(const RankTableCommand& command) {

@@ -20,12 +20,13 @@ logs="$root/build-ci-background"
 
 start() {
   mkdir -p "$logs"
-  # setsid: each part its own process group, so that stop reaches every process of it.
-  setsid nice -n 10 bash -c "
+  # setsid: each part its own process group, so that stop reaches every process of it (and its
+  # own scheduling group, which lib/background_group.sh gives the part's priority).
+  setsid bash "$root/scripts/lib/background_group.sh" 10 bash -c "
     bash '$root/tests/torch2/chroot.sh' && bash '$root/tests/portable/debian_chroot.sh' bullseye
   " </dev/null >"$logs/chroots.log" 2>&1 &
   echo $! >"$logs/chroots.pid"
-  setsid nice -n 19 bash -c "
+  setsid bash "$root/scripts/lib/background_group.sh" 19 bash -c "
     bash '$root/scripts/release.sh' build aarch64 && bash '$root/scripts/hardening.sh' build-asan &&
       bash '$root/scripts/hardening.sh' build-tsan
   " </dev/null >"$logs/builds.log" 2>&1 &

@@ -80,8 +80,10 @@ stage_tidy-start() {
   mkdir -p "$background"
   (
     start=$SECONDS
-    # setsid: its own process group, so that tidy-stop reaches the clang-tidy processes too.
-    chrt --idle 0 setsid python3 "$root/scripts/tidy.py" "$root/build-asan" &
+    # setsid: its own process group, so that tidy-stop reaches the clang-tidy processes too; and
+    # its own scheduling group, at nice 19 (scripts/lib/background_group.sh says why).
+    setsid bash "$root/scripts/lib/background_group.sh" 19 \
+      chrt --idle 0 python3 "$root/scripts/tidy.py" "$root/build-asan" &
     echo $! >"$background/pgid"
     rc=0
     wait $! || rc=$?

@@ -16,8 +16,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <nlohmann/json.hpp>
 
+#include "agent/etcd_first_contact.hpp"
 #include "agent/etcd_job_memory.hpp"
 #include "agent/etcd_leader_key.hpp"
 #include "agent/leader_link.hpp"
@@ -25,6 +25,7 @@
 #include "agent/rendezvous_host.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "agent/service_metrics.hpp"
+#include "basics/durations.hpp"
 #include "etcd/client.hpp"
 #include "etcd/election.hpp"
 #include "etcd/lease_keeper.hpp"
@@ -48,12 +49,6 @@ constexpr milliseconds kElectionSlack = 3s;
 // otherwise they lapse with its TTL).
 constexpr milliseconds kRevokeWait = 2s;
 
-int64_t wall_now_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 class EtcdRendezvous : public Rendezvous {
@@ -69,6 +64,7 @@ class EtcdRendezvous : public Rendezvous {
         port_(io, avoid),
         link_(io, cfg, host_, avoid, etcd_.lease_ttl + kElectionSlack),
         memory_(io, client_, key("memory"), key("leader"), [this] { return epoch_ != 0; }),
+        first_contact_(io, client_, etcd_.endpoints),
         start_deadline_(io),
         retry_(io) {}
   ~EtcdRendezvous() override = default;
@@ -104,7 +100,7 @@ class EtcdRendezvous : public Rendezvous {
   int serve_port() const {
     return cfg_.rendezvous.master_port_chosen ? cfg_.rendezvous.master_port : port_.port();
   }
-  void first_contact();
+  void contact_etcd();
   void join_etcd();
   void on_lease(int64_t id);
   void on_lease_lost(const std::string& why);
@@ -134,7 +130,8 @@ class EtcdRendezvous : public Rendezvous {
   std::unique_ptr<etcd::LeaseKeeper> keeper_;
   std::unique_ptr<etcd::Election> election_;
   EtcdJobMemory memory_;  // the job's, as the last leader wrote it
-  int64_t epoch_ = 0;     // while this agent leads
+  EtcdFirstContact first_contact_;
+  int64_t epoch_ = 0;  // while this agent leads
   std::unique_ptr<rdzv::RendezvousServer> server_;
   std::function<void(rdzv::RendezvousServer&)> hosting_;
   std::function<void(const rdzv::RendezvousState&)> job_ended_;  // for each server it hosts
@@ -167,30 +164,23 @@ void EtcdRendezvous::start(Handlers handlers) {
         std::chrono::duration<double>(cfg_.rendezvous.timing.join_timeout).count(),
         trouble_.empty() ? "no agent could campaign" : trouble_));
   });
-  first_contact();
+  contact_etcd();
 }
 
-// One call before anything else: an answer that refuses npu_run (a wrong password, no such
-// user) ends the job at once, by name; no answer is tried again until the deadline.
-void EtcdRendezvous::first_contact() {
-  client_.call("/v3/maintenance/status", nlohmann::json::object(),
-               [this, alive = std::weak_ptr<int>(alive_)](etcd::Reply reply) {
-                 if (alive.expired() || closed_) return;
-                 if (const auto* f = std::get_if<etcd::Failure>(&reply)) {
-                   if (f->refused()) {
-                     start_deadline_.cancel();
-                     handlers_.failed(fmt::format("etcd at {} refused this agent: {}",
-                                                  etcd_.endpoints, f->what));
-                     return;
-                   }
-                   trouble_ = f->what;
-                   retry_in(kRetry, &EtcdRendezvous::first_contact);
-                   return;
-                 }
-                 client_.prefer_leader([this, alive] {
-                   if (!alive.expired() && !closed_) join_etcd();
-                 });
-               });
+// An answer that refuses npu_run ends the job at once, by name; no answer is said at once and
+// tried again until the deadline (agent/etcd_first_contact.hpp).
+void EtcdRendezvous::contact_etcd() {
+  first_contact_.start(EtcdFirstContact::Handlers{
+      [this] {
+        client_.prefer_leader([this, alive = std::weak_ptr<int>(alive_)] {
+          if (!alive.expired() && !closed_) join_etcd();
+        });
+      },
+      [this](const std::string& why) {
+        start_deadline_.cancel();
+        handlers_.failed(why);
+      },
+      [this](const std::string& why) { trouble_ = why; }});
 }
 
 void EtcdRendezvous::retry_in(milliseconds delay, void (EtcdRendezvous::*what)()) {
@@ -356,6 +346,7 @@ void EtcdRendezvous::close() {
   if (closed_) return;
   closed_ = true;
   link_.close();
+  first_contact_.stop();
   election_.reset();
   memory_.stop();
   start_deadline_.cancel();

@@ -12,6 +12,7 @@
 #include "agent/rendezvous_settings.hpp"
 #include "agent/shared_store.hpp"
 #include "basics/descriptors.hpp"
+#include "basics/durations.hpp"
 #include "basics/usage_error.hpp"
 #include "cluster/node_ledger.hpp"
 #include "net/address_probe.hpp"
@@ -36,12 +37,6 @@ constexpr int kBindAttempts = 20;
 }
 
 using Server = std::unique_ptr<rdzv::RendezvousServer>;
-
-int64_t wall_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The server on `at`, or null when another program serves it already; nothing when the next
 // address is to be tried (this one is not this host's, or stays taken with nobody accepting).

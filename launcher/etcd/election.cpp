@@ -37,17 +37,24 @@ void Election::campaign() {
                });
 }
 
+// A handler may end this election (a deposed leader's rendezvous resets it from `following`):
+// after each one, nothing of `this` is touched unless it still exists.
 void Election::follow(const KeyValue& leader, int64_t revision) {
+  const std::weak_ptr<int> alive = alive_;
   handlers_.following(leader.value, leader.create_revision);
+  if (alive.expired()) return;
   WatchHandlers on;
-  on.events = [this](const std::vector<WatchEvent>& events, int64_t) {
+  on.events = [this, alive](const std::vector<WatchEvent>& events, int64_t) {
     for (const WatchEvent& e : events) {
+      if (alive.expired()) return;
       if (e.kv.key != key_) continue;
       if (e.deleted) return campaign();  // the leader is gone: a new election
       handlers_.following(e.kv.value, e.kv.create_revision);
     }
   };
-  on.end = [this](const std::string&) { campaign(); };  // read afresh
+  on.end = [this, alive](const std::string&) {
+    if (!alive.expired()) campaign();  // read afresh
+  };
   watch_ = std::make_unique<Watch>(io_, client_, key_, revision + 1, std::move(on));
 }
 

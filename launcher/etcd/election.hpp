@@ -18,6 +18,8 @@
 
 namespace npu_run::etcd {
 
+// A handler may destroy the Election (a rendezvous that steps down does): it touches nothing of
+// itself after a handler that did, and no handler runs once it is gone.
 class Election {
  public:
   struct Handlers {

@@ -25,7 +25,7 @@ void LeaseKeeper::start() {
                  id_ = lease.id;
                  arm_deadline(sent);
                  if (handlers_.granted) handlers_.granted(id_);
-                 schedule_renewal();
+                 if (!alive.expired()) schedule_renewal();  // `granted` may have ended it
                });
 }
 

@@ -73,7 +73,8 @@ struct Watch::Stream : std::enable_shared_from_this<Watch::Stream> {
   WatchHandlers handlers;
   size_t member;
   size_t failed_in_a_row = 0;
-  bool stopped = false;
+  bool stopped = false;     // no more reading or connecting
+  bool owner_gone = false;  // Watch::stop(): no handler runs any more, whatever is in flight
   asio::steady_timer retry;
   std::unique_ptr<MemberStream> socket;
   beast::flat_buffer buffer;
@@ -169,7 +170,7 @@ size_t Watch::Stream::on_chunk(std::string_view data, beast::error_code& ec) {
       ec = asio::error::operation_aborted;
       asio::post(io, [self = shared_from_this(), why = std::string(e.what())] {
         self->close();
-        self->handlers.end(why);
+        if (!self->owner_gone) self->handlers.end(why);
       });
       return data.size();
     }
@@ -190,6 +191,7 @@ size_t Watch::Stream::on_chunk(std::string_view data, beast::error_code& ec) {
 void Watch::Stream::broken(const std::string& why) {
   close();
   if (handlers.trouble) handlers.trouble(why);
+  if (stopped) return;  // the handler stopped the watch
   member = (member + 1) % settings.endpoints.size();
   // After a whole round of members that failed, wait a second before the next.
   if (++failed_in_a_row % settings.endpoints.size() != 0) return connect();
@@ -216,6 +218,7 @@ Watch::~Watch() {
 
 void Watch::stop() {
   stream_->stopped = true;
+  stream_->owner_gone = true;
   stream_->retry.cancel();
   stream_->close();
 }

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -244,6 +245,8 @@ struct Candidate {
                                  [this](const std::string& who, int64_t epoch) {
                                    follows = who;
                                    followed_epoch = epoch;
+                                   ++followed;
+                                   if (on_following) on_following();
                                  },
                                  nullptr});
     election->campaign();
@@ -256,6 +259,8 @@ struct Candidate {
   int64_t leads = 0;
   std::string follows;
   int64_t followed_epoch = 0;
+  int followed = 0;
+  std::function<void()> on_following;  // after each call of the `following` handler
 };
 
 }  // namespace
@@ -304,6 +309,44 @@ TEST_CASE(
   CHECK(c.leads > b.leads);
   CHECK(revoked);
   CHECK_FALSE(c.lost.has_value());
+}
+
+// The crash chaos runs found: a deposed leader's rendezvous ends its election from the
+// `following` handler, and the election went on to watch with what it no longer had.
+TEST_CASE("etcd election: a handler that ends its election is the last of it that runs",
+          "[integration][etcd]") {
+  EtcdCluster cluster;
+  EtcdCaller etcd(cluster.endpoints());
+  boost::asio::io_context io;
+  Candidate a(io, cluster.endpoints());
+  Candidate b(io, cluster.endpoints());
+  REQUIRE(run_until(
+      io, [&] { return a.granted && b.granted; }, 10s));
+  a.run_for(io, "a");
+  REQUIRE(run_until(
+      io, [&] { return a.leads != 0; }, 10s));
+  // Ended from the campaign's answer, where the crash was.
+  b.on_following = [&] { b.election.reset(); };
+  b.run_for(io, "b");
+  REQUIRE(run_until(
+      io, [&] { return b.followed == 1; }, 10s));
+  CHECK_FALSE(b.election);
+  // Ended from a watch batch of two events: the second is not looked at.
+  b.on_following = [&] {
+    if (b.followed == 3) b.election.reset();
+  };
+  b.run_for(io, "b");
+  REQUIRE(run_until(
+      io, [&] { return b.followed == 2; }, 10s));
+  etcd.ok("/v3/kv/txn",
+          etcd::guarded_txn_request("/job/leader", a.leads,
+                                    {{"/job/leader", "a again"}, {"/job/leader-also", "x"}}, {},
+                                    a.keeper.id()));
+  REQUIRE(run_until(
+      io, [&] { return b.followed == 3; }, 10s));
+  CHECK_FALSE(b.election);
+  io.run_for(500ms);  // anything still in flight for either ended election
+  CHECK(b.follows == "a again");
 }
 
 TEST_CASE("etcd lease keeper: cut off from etcd, the owner is told before etcd can expire it",

@@ -228,6 +228,25 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "etcd rendezvous: an endpoint nothing listens on is named within a second, not after the "
+    "join timeout",
+    "[integration][etcd]") {
+  const int port = unused_port();
+  const std::string endpoint = fmt::format("127.0.0.1:{}", port);
+  NpuRunProcess agent({"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", endpoint,
+                       "--no-python", "/bin/true"});
+  // The default join timeout is 900 s: only the warning can come this soon.
+  agent.wait_for_output(fmt::format("etcd at {} does not answer this agent", endpoint), 1, 1500ms,
+                        /*in_stderr=*/true);
+  agent.send_signal(SIGTERM);
+  const Finished f = agent.wait(30s);
+  INFO(f.err);
+  CHECK_THAT(f.err, Contains(fmt::format("{}: Connection refused", endpoint)) &&
+                        Contains("check --rdzv-endpoint"));
+  require_no_strays(agent);
+}
+
+TEST_CASE(
     "etcd rendezvous: a user and password log in, a wrong password is refused by name and "
     "never shown",
     "[integration][etcd]") {

@@ -20,6 +20,8 @@
 # usage: netns_etcd_ddp.sh NPU_RUN_BINARY SOURCE_DIR [shrink|spare|split]
 #        (root required; exits 77 = skipped)
 set -euo pipefail
+# A command that stops the script under set -e says which (a failure without a FAIL line was seen).
+trap 'echo "FAIL: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 
 npu_run=$1
 source_dir=$2

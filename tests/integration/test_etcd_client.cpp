@@ -263,6 +263,15 @@ struct Candidate {
   std::function<void()> on_following;  // after each call of the `following` handler
 };
 
+// Both candidates hold a lease, and `a` leads; `b` has not campaigned yet.
+void a_leads_b_waits(boost::asio::io_context& io, Candidate& a, Candidate& b) {
+  REQUIRE(run_until(
+      io, [&] { return a.granted && b.granted; }, 10s));
+  a.run_for(io, "a");
+  REQUIRE(run_until(
+      io, [&] { return a.leads != 0; }, 10s));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -273,11 +282,7 @@ TEST_CASE(
   boost::asio::io_context io;
   Candidate a(io, cluster.endpoints());
   Candidate b(io, cluster.endpoints());
-  REQUIRE(run_until(
-      io, [&] { return a.granted && b.granted; }, 10s));
-  a.run_for(io, "a");
-  REQUIRE(run_until(
-      io, [&] { return a.leads != 0; }, 10s));
+  a_leads_b_waits(io, a, b);
   b.run_for(io, "b");
   REQUIRE(run_until(
       io, [&] { return !b.follows.empty(); }, 10s));
@@ -320,11 +325,7 @@ TEST_CASE("etcd election: a handler that ends its election is the last of it tha
   boost::asio::io_context io;
   Candidate a(io, cluster.endpoints());
   Candidate b(io, cluster.endpoints());
-  REQUIRE(run_until(
-      io, [&] { return a.granted && b.granted; }, 10s));
-  a.run_for(io, "a");
-  REQUIRE(run_until(
-      io, [&] { return a.leads != 0; }, 10s));
+  a_leads_b_waits(io, a, b);
   // Ended from the campaign's answer, where the crash was.
   b.on_following = [&] { b.election.reset(); };
   b.run_for(io, "b");

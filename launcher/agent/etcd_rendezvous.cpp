@@ -1,37 +1,6 @@
-// --rdzv-backend etcd: the rendezvous of a job that survives the loss of any node, node 0's
-// included. Every agent holds an etcd lease (renewed at a third of its TTL) and a member key on
-// it, and campaigns for the job's leader key (etcd/election.hpp). The one etcd elects serves
-// npu_run's own TCP rendezvous and the workers' store on its address, published in the leader
-// key, and writes the job's memory (rendezvous/job_memory.hpp) with transactions fenced by its
-// epoch; every agent, the leader's own included, is a client of that server through a
-// LeaderLink, which follows a new leader when the old one's lease lapses. A leader that can no
-// longer renew its lease stops serving and leaves before etcd could expire it, so that no two
-// leaders' workers ever run at once.
-//
-// Keys under the job's prefix (<etcd_prefix>/<run id>), all on leases: `leader` (its value:
-// the server's address), `members/<host>-<pid>`, `memory` (the leader's).
-#include <fmt/format.h>
+#include "agent/etcd_rendezvous.hpp"
+
 #include <spdlog/spdlog.h>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <chrono>
-
-#include "agent/etcd_first_contact.hpp"
-#include "agent/etcd_job_memory.hpp"
-#include "agent/etcd_leader_key.hpp"
-#include "agent/leader_link.hpp"
-#include "agent/rendezvous.hpp"
-#include "agent/rendezvous_host.hpp"
-#include "agent/rendezvous_settings.hpp"
-#include "agent/service_metrics.hpp"
-#include "basics/durations.hpp"
-#include "etcd/client.hpp"
-#include "etcd/election.hpp"
-#include "etcd/lease_keeper.hpp"
-#include "net/held_port.hpp"
-#include "net/host_address.hpp"
-#include "rendezvous/server.hpp"
 
 namespace npu_run {
 
@@ -51,99 +20,23 @@ constexpr milliseconds kRevokeWait = 2s;
 
 }  // namespace
 
-class EtcdRendezvous : public Rendezvous {
- public:
-  EtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg, std::string host,
-                 const std::vector<PortRange>& avoid, store::StoreServer& store)
-      : io_(io),
-        cfg_(cfg),
-        etcd_(*cfg.rendezvous.etcd),
-        host_(std::move(host)),
-        store_(store),
-        client_(io, etcd_client_settings(etcd_)),
-        port_(io, avoid),
-        link_(io, cfg, host_, avoid, etcd_.lease_ttl + kElectionSlack),
-        memory_(io, client_, key("memory"), key("leader"), [this] { return epoch_ != 0; }),
-        first_contact_(io, client_, etcd_.endpoints),
-        start_deadline_(io),
-        retry_(io) {}
-  ~EtcdRendezvous() override = default;
-
-  void start(Handlers handlers) override;
-  void join() override { link_.join(); }
-  void report(const rdzv::Report& report) override { link_.report(report); }
-  void send_health(const rdzv::HealthReport& report) override { link_.send_health(report); }
-  void send_pings(const rdzv::PingReport& report) override { link_.send_pings(report); }
-  void notice_hang(const rdzv::HangNotice& notice) override { link_.notice_hang(notice); }
-  void query_status(std::function<void(StatusAnswer)> done) override {
-    link_.query_status(std::move(done));
-  }
-  void close() override;
-  std::string local_address() const override { return link_.local_address(); }
-  std::string describe() const override {
-    return fmt::format("{} (elected through etcd at {})", link_.describe(), etcd_.endpoints);
-  }
-  void on_hosting(std::function<void(rdzv::RendezvousServer&)> hosted) override {
-    hosting_ = std::move(hosted);
-  }
-  void add_metrics(MetricsText& out) const override {
-    if (server_) write_rendezvous_metrics(out, *server_);
-    link_.add_metrics(out);
-  }
-  void on_job_ended(std::function<void(const rdzv::RendezvousState&)> ended) override {
-    job_ended_ = std::move(ended);
-  }
-  void when_closed(std::function<void()> done) override;
-
- private:
-  std::string key(const std::string& name) const { return etcd_.prefix + "/" + name; }
-  int serve_port() const {
-    return cfg_.rendezvous.master_port_chosen ? cfg_.rendezvous.master_port : port_.port();
-  }
-  void contact_etcd();
-  void join_etcd();
-  void on_lease(int64_t id);
-  void on_lease_lost(const std::string& why);
-  void read_memory_then_campaign();
-  void campaign();
-  void on_elected(int64_t epoch);
-  void on_following(const std::string& value, int64_t epoch);
-  void write_memory(rdzv::JobMemory memory);
-  void step_down(const std::string& why);
-  void retry_in(milliseconds delay, void (EtcdRendezvous::*what)());
-  void revoke_lease();
-  void finish_closing();
-  bool job_over() const { return memory_.latest() && memory_.latest()->finished; }
-  bool reaches_etcd() const;
-  bool etcd_gone_for_all() const;
-
-  boost::asio::io_context& io_;
-  const LaunchConfig& cfg_;
-  const EtcdSettings& etcd_;
-  std::string host_;
-  store::StoreServer& store_;
-  etcd::Client client_;
-  net::HeldPort port_;  // where this agent serves the rendezvous if it leads
-  LeaderLink link_;
-  Handlers handlers_;
-  std::string addr_;  // this agent's address, as the others reach it
-  std::unique_ptr<etcd::LeaseKeeper> keeper_;
-  std::unique_ptr<etcd::Election> election_;
-  EtcdJobMemory memory_;  // the job's, as the last leader wrote it
-  EtcdFirstContact first_contact_;
-  int64_t epoch_ = 0;  // while this agent leads
-  std::unique_ptr<rdzv::RendezvousServer> server_;
-  std::function<void(rdzv::RendezvousServer&)> hosting_;
-  std::function<void(const rdzv::RendezvousState&)> job_ended_;  // for each server it hosts
-  boost::asio::steady_timer start_deadline_;
-  boost::asio::steady_timer retry_;
-  std::string trouble_;     // what etcd said last, for the start's failure
-  bool etcd_lost_ = false;  // this agent's lease was lost; warned once until it has one again
-  bool closed_ = false;
-  bool closing_done_ = false;
-  std::function<void()> on_closed_;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
-};
+EtcdRendezvous::EtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,
+                               std::string host, const std::vector<PortRange>& avoid,
+                               store::StoreServer& store)
+    : io_(io),
+      cfg_(cfg),
+      etcd_(*cfg.rendezvous.etcd),
+      host_(std::move(host)),
+      store_(store),
+      client_(io, etcd_client_settings(etcd_)),
+      port_(io, avoid),
+      link_(io, cfg, host_, avoid, etcd_.lease_ttl + kElectionSlack),
+      memory_(io, client_, key("memory"), key("leader"), [this] { return epoch_ != 0; }),
+      first_contact_(io, client_, etcd_.endpoints),
+      seat_(io, cfg, store),
+      start_deadline_(io),
+      retry_(io),
+      lapse_check_(io) {}
 
 void EtcdRendezvous::start(Handlers handlers) {
   handlers.etcd_reachable = [this]() -> std::optional<bool> { return reaches_etcd(); };
@@ -194,23 +87,10 @@ void EtcdRendezvous::join_etcd() {
   keeper_ = std::make_unique<etcd::LeaseKeeper>(
       io_, client_, std::chrono::duration_cast<std::chrono::seconds>(etcd_.lease_ttl),
       etcd::LeaseKeeper::Handlers{[this](int64_t id) { on_lease(id); },
+                                  [this](const std::string& why) { on_lease_lapsing(why); },
+                                  [this] { on_lease_renewed(); },
                                   [this](const std::string& why) { on_lease_lost(why); }});
   keeper_->start();
-}
-
-// What this agent's heartbeats say: its lease was renewed within the renewal period and a bit.
-bool EtcdRendezvous::reaches_etcd() const {
-  return keeper_ && !keeper_->stopped() &&
-         std::chrono::steady_clock::now() - keeper_->renewed_at() <=
-             etcd_.lease_ttl / 3 + etcd_.lease_ttl / 12;
-}
-
-// The leader lost its lease: when no agent said in its last heartbeats (those after two thirds
-// of the TTL since the leader's last renewal) that it reaches etcd, etcd is gone for everyone,
-// not only for this agent, and nobody can be elected in its place.
-bool EtcdRendezvous::etcd_gone_for_all() const {
-  if (!server_ || !keeper_) return false;
-  return server_->clients_reaching_etcd(keeper_->renewed_at() + etcd_.lease_ttl * 2 / 3) == 0;
 }
 
 void EtcdRendezvous::on_lease(int64_t id) {
@@ -223,20 +103,55 @@ void EtcdRendezvous::on_lease(int64_t id) {
   read_memory_then_campaign();
 }
 
+// No renewal has taken for most of the TTL. The agent looks again after a heartbeat interval (a
+// renewal that waited out etcd's election often answers in between: nothing to say then). A
+// follower then says failover is off. A leader asks its followers' heartbeats: a follower whose
+// renewals fail shows it within a twelfth of the TTL, so one that still reaches etcd does while
+// this agent does not. It is cut off alone, and the others will elect a new leader.
+void EtcdRendezvous::on_lease_lapsing(const std::string& why) {
+  if (closed_) return;
+  trouble_ = why;
+  const milliseconds beat = cfg_.rendezvous.timing.heartbeat_interval;
+  const auto since = std::chrono::steady_clock::now() + beat / 4;
+  lapse_check_.expires_after(beat);
+  lapse_check_.async_wait([this, why, since](boost::system::error_code ec) {
+    if (!ec) decide_lapse(why, since);
+  });
+}
+
+void EtcdRendezvous::decide_lapse(const std::string& why,
+                                  std::chrono::steady_clock::time_point since) {
+  if (closed_ || !keeper_ || !keeper_->lapsed()) return;
+  if (epoch_ == 0) return failover_off(why);
+  if (seat_.server() && seat_.server()->clients_reaching_etcd(since) > 0) {
+    step_down(fmt::format("can no longer renew its etcd lease ({}) while other agents can", why));
+    return;
+  }
+  failover_off(why + ", and no agent of the job reaches etcd");
+}
+
+void EtcdRendezvous::failover_off(const std::string& why) {
+  if (link_.has_leader() && !etcd_lost_) {
+    spdlog::warn("{}: the job goes on over TCP, but failover is off until etcd answers again", why);
+  }
+  etcd_lost_ = true;
+}
+
+void EtcdRendezvous::on_lease_renewed() {
+  if (closed_ || !etcd_lost_) return;
+  spdlog::info("etcd answers again and kept this agent's lease: failover is on again");
+  etcd_lost_ = false;
+}
+
+// etcd refused a lease or says it expired: a new one, and the same election again. A leader
+// keeps serving meanwhile: etcd elects it again (it serves on) or another (it follows that one).
 void EtcdRendezvous::on_lease_lost(const std::string& why) {
   if (closed_) return;
   trouble_ = why;
   election_.reset();
-  if (epoch_ != 0 && !etcd_lost_ && !etcd_gone_for_all()) {
-    step_down(fmt::format("can no longer renew its etcd lease ({}) while other agents can", why));
-    return;
-  }
-  if (link_.has_leader() && !etcd_lost_) {
-    spdlog::warn("{}{}: the job goes on over TCP, but failover is off until etcd answers again",
-                 why, epoch_ != 0 ? ", and no agent of the job reaches etcd" : "");
-  }
-  etcd_lost_ = true;
-  retry_in(kRetry, &EtcdRendezvous::join_etcd);
+  failover_off(why);
+  retry_in(why.starts_with("etcd granted no lease") ? kRetry : milliseconds(0),
+           &EtcdRendezvous::join_etcd);
 }
 
 void EtcdRendezvous::read_memory_then_campaign() {
@@ -264,7 +179,7 @@ void EtcdRendezvous::campaign() {
 
 void EtcdRendezvous::on_elected(int64_t epoch) {
   if (closed_ || job_over()) return;
-  if (server_ && epoch_ != 0) {
+  if (seat_.server() && epoch_ != 0) {
     // Elected again after etcd was gone: the same server goes on under the new epoch.
     spdlog::info("etcd answers again and elected this agent again (epoch {}): failover is on",
                  epoch);
@@ -279,35 +194,22 @@ void EtcdRendezvous::on_elected(int64_t epoch) {
                  [this](const rdzv::JobMemory& m) { write_memory(m); }};
   if (memory_.latest()) at.resume = rdzv::successor_memory(*memory_.latest(), wall_now_ms());
   try {
-    server_ = host_elected_rendezvous(io_, cfg_, store_, at);
+    seat_.open(at, epoch);
   } catch (const std::exception& e) {
     step_down(fmt::format("cannot serve the rendezvous on {}:{} ({})", addr_, at.port, e.what()));
     return;
   }
-  if (at.resume) {
-    spdlog::warn(
-        "etcd elected this agent to lead the rendezvous after {} (epoch {}): serving "
-        "on {}:{}, the job continues with round {} (restart {})",
-        at.resume->leader_host.empty() ? "the last leader" : at.resume->leader_host, epoch, addr_,
-        at.port, at.resume->round, at.resume->restart_count);
-  } else {
-    spdlog::info("etcd elected this agent to lead the rendezvous (epoch {}): serving on {}:{}",
-                 epoch, addr_, at.port);
-  }
-  if (job_ended_) server_->on_job_ended(job_ended_);
-  if (hosting_) hosting_(*server_);
   write_memory(at.resume.value_or(rdzv::JobMemory{}));
   link_.follow(addr_, at.port, epoch);
 }
 
 void EtcdRendezvous::on_following(const std::string& value, int64_t epoch) {
   if (closed_ || job_over()) return;
-  if (epoch_ != 0 && epoch != epoch_) {
-    step_down(fmt::format("finds another leader in etcd (epoch {})", epoch));
-    return;
+  if (epoch_ != 0 && epoch != epoch_) demote(epoch);
+  if (etcd_lost_ && reaches_etcd()) {
+    spdlog::info("etcd answers again: failover is on again on this node");
+    etcd_lost_ = false;
   }
-  if (etcd_lost_) spdlog::info("etcd answers again: failover is on again on this node");
-  etcd_lost_ = false;
   if (epoch_ != 0) return;  // its own key, still there from before etcd was gone
   const std::optional<LeaderAddress> leader = leader_address(value);
   if (!leader) {
@@ -324,7 +226,13 @@ void EtcdRendezvous::on_following(const std::string& value, int64_t epoch) {
 void EtcdRendezvous::write_memory(rdzv::JobMemory memory) {
   memory.leader_host = host_;
   memory_.write(memory, epoch_, keeper_->id(), [this] {
-    if (epoch_ != 0 && !etcd_lost_) step_down("no longer holds the leader key it was elected with");
+    if (epoch_ == 0 || closed_) return;
+    // Its key went with its lease: rejoin with a new one; etcd elects it again or another.
+    spdlog::warn("this agent no longer holds the leader key it was elected with (epoch {})",
+                 epoch_);
+    election_.reset();
+    if (keeper_) keeper_->abandon();
+    retry_in(milliseconds(0), &EtcdRendezvous::join_etcd);
   });
 }
 
@@ -338,8 +246,20 @@ void EtcdRendezvous::step_down(const std::string& why) {
   election_.reset();
   if (keeper_) keeper_->abandon();
   link_.close();
-  if (server_) server_->stop();
+  seat_.stop();
   handlers_.failed(what);
+}
+
+// Another agent was elected while this one's lease had lapsed (etcd was gone for every agent):
+// it stops serving and goes on as a member of the new leader's rounds.
+void EtcdRendezvous::demote(int64_t other_epoch) {
+  spdlog::warn(
+      "this agent led the rendezvous (epoch {}) until its etcd lease lapsed; etcd elected "
+      "another agent (epoch {}): it stops serving and rejoins the job as a member",
+      epoch_, other_epoch);
+  epoch_ = 0;
+  lapse_check_.cancel();
+  seat_.retire();
 }
 
 void EtcdRendezvous::close() {
@@ -351,6 +271,7 @@ void EtcdRendezvous::close() {
   memory_.stop();
   start_deadline_.cancel();
   retry_.cancel();
+  lapse_check_.cancel();
   // The cap on the wait for etcd; the revoke usually answers in milliseconds.
   retry_.expires_after(kRevokeWait);
   retry_.async_wait([this](boost::system::error_code ec) {

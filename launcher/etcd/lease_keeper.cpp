@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace npu_run::etcd {
 
 LeaseKeeper::LeaseKeeper(boost::asio::io_context& io, Client& client, std::chrono::seconds ttl,
@@ -25,8 +27,16 @@ void LeaseKeeper::start() {
                  id_ = lease.id;
                  arm_deadline(sent);
                  if (handlers_.granted) handlers_.granted(id_);
-                 if (!alive.expired()) schedule_renewal();  // `granted` may have ended it
+                 if (!alive.expired() && !stopped_) schedule_renewal(next_renewal_after(sent));
                });
+}
+
+bool LeaseKeeper::healthy() const {
+  const Clock::time_point now = Clock::now();
+  const auto bit = ttl_ / 12;
+  if (stopped_ || lapsed_ || last_renewal_failed_ || id_ == 0) return false;
+  if (pending_since_ && now - *pending_since_ > bit) return false;
+  return now - renewed_at_ <= ttl_ / 3 + bit;
 }
 
 // etcd counts the TTL from no earlier than the moment the renewal (or grant) was sent.
@@ -34,14 +44,25 @@ void LeaseKeeper::arm_deadline(Clock::time_point sent) {
   renewed_at_ = sent;
   deadline_.expires_at(sent + ttl_ - margin());
   deadline_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code e) {
-    if (!e && !alive.expired())
-      give_up(fmt::format("no renewal of etcd lease {:x} succeeded for {} ms", id_,
-                          (ttl_ - margin()).count()));
+    if (e || alive.expired() || stopped_ || lapsed_) return;
+    lapsed_ = true;
+    if (handlers_.lapsing)
+      handlers_.lapsing(fmt::format("no renewal of etcd lease {:x} succeeded for {} ms", id_,
+                                    (ttl_ - margin()).count()));
   });
 }
 
-void LeaseKeeper::schedule_renewal() {
-  renewal_.expires_after(ttl_ / 3);
+// A third of the TTL after the last one that took was sent, not after its answer: a grant or a
+// renewal that waited out etcd's election would otherwise leave the next to go just as the
+// deadline falls.
+std::chrono::milliseconds LeaseKeeper::next_renewal_after(Clock::time_point sent) const {
+  const auto next =
+      std::chrono::duration_cast<std::chrono::milliseconds>(sent + ttl_ / 3 - Clock::now());
+  return std::max(next, std::chrono::milliseconds(0));
+}
+
+void LeaseKeeper::schedule_renewal(std::chrono::milliseconds after) {
+  renewal_.expires_after(after);
   renewal_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code e) {
     if (!e && !alive.expired() && !stopped_) renew();
   });
@@ -49,19 +70,32 @@ void LeaseKeeper::schedule_renewal() {
 
 void LeaseKeeper::renew() {
   const Clock::time_point sent = Clock::now();
+  pending_since_ = sent;
   client_.call(
       "/v3/lease/keepalive", lease_id_request(id_),
-      [this, sent, alive = std::weak_ptr<int>(alive_)](Reply reply) {
-        if (alive.expired() || stopped_) return;
-        if (const auto* answer = std::get_if<Json>(&reply)) {
-          if (lease_result(*answer).ttl == 0)
-            return give_up(fmt::format("etcd lease {:x} has expired", id_));
-          arm_deadline(sent);
-        }
-        // A failed renewal is tried again at the next turn; the deadline decides.
-        schedule_renewal();
+      [this, sent, alive = std::weak_ptr<int>(alive_)](const Reply& reply) {
+        if (!alive.expired() && !stopped_) on_renewal(sent, reply);
       },
       /*idempotent=*/true);
+}
+
+void LeaseKeeper::on_renewal(Clock::time_point sent, const Reply& reply) {
+  pending_since_.reset();
+  const auto* answer = std::get_if<Json>(&reply);
+  last_renewal_failed_ = answer == nullptr;
+  if (answer == nullptr) {
+    // Tried again soon: etcd may be electing its leader, and the first renewal it takes
+    // afterwards keeps the lease.
+    return schedule_renewal(ttl_ / 6);
+  }
+  if (lease_result(*answer).ttl == 0)
+    return give_up(fmt::format("etcd says lease {:x} has expired", id_));
+  arm_deadline(sent);
+  schedule_renewal(next_renewal_after(sent));
+  if (lapsed_) {
+    lapsed_ = false;
+    if (handlers_.renewed) handlers_.renewed();
+  }
 }
 
 void LeaseKeeper::give_up(const std::string& why) {

@@ -1,9 +1,14 @@
 // An etcd lease held for as long as its owner lives (an agent's membership, a leader's key):
 // granted with a TTL of a few seconds, renewed at a third of it through the client's members,
-// revoked on a clean end so its keys go at once. Its owner must stop acting on it before etcd
-// can expire it: etcd counts the TTL from a renewal it took, which happened after this side
-// sent it, so `lost` runs once no renewal sent in the last TTL minus a margin has succeeded (or
-// etcd says the lease is gone): a leader cut off from etcd stops before a new one can be chosen.
+// revoked on a clean end so its keys go at once.
+//
+// Renewals that fail are not a lost lease. etcd expires leases only on its leader, and a new
+// leader extends every lease by its TTL and more when it takes over (etcd's lessor Promote): a
+// renewal that waits out etcd's own election (1-2 s after its leader member is lost) still finds
+// the lease. So when no renewal sent in the last TTL minus a margin has succeeded, the owner is
+// told the lease is `lapsing` (it may expire: a leader cut off from etcd alone must stop before
+// a new one can be chosen) and the keeper goes on renewing the same lease: `renewed` when etcd
+// takes one (nothing was lost), `lost` only when etcd answers that the lease is gone.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -12,17 +17,21 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "etcd/client.hpp"
 
 namespace npu_run::etcd {
 
+// No handler may destroy the keeper; each may stop it (abandon, revoke).
 class LeaseKeeper {
  public:
   struct Handlers {
     std::function<void(int64_t id)> granted;
-    std::function<void(const std::string& why)> lost;  // once; the keeper has stopped
+    std::function<void(const std::string& why)> lapsing;  // once per lapse; still renewing
+    std::function<void()> renewed;                        // a renewal took after `lapsing`
+    std::function<void(const std::string& why)> lost;     // once; the keeper has stopped
   };
   using Clock = std::chrono::steady_clock;
 
@@ -43,12 +52,19 @@ class LeaseKeeper {
   // When the last grant or renewal that etcd took was sent; the epoch of the clock before one.
   Clock::time_point renewed_at() const { return renewed_at_; }
   bool stopped() const { return stopped_; }
-  // How long before etcd could expire the lease the keeper gives up: a sixth of the TTL.
+  bool lapsed() const { return lapsed_; }
+  // Renewing as it should: the last renewal took, it was sent within a renewal period (and a
+  // bit), and none has waited for its answer longer than a bit. A renewal that fails or hangs
+  // shows here within a twelfth of the TTL, long before the lease could lapse.
+  bool healthy() const;
+  // How long before etcd could expire the lease the keeper says it is lapsing: a sixth of the TTL.
   std::chrono::milliseconds margin() const { return ttl_ / 6; }
 
  private:
   void renew();
-  void schedule_renewal();
+  void schedule_renewal(std::chrono::milliseconds after);
+  std::chrono::milliseconds next_renewal_after(Clock::time_point sent) const;
+  void on_renewal(Clock::time_point sent, const Reply& reply);
   void arm_deadline(Clock::time_point sent);
   void give_up(const std::string& why);
 
@@ -56,9 +72,12 @@ class LeaseKeeper {
   std::chrono::milliseconds ttl_;
   Handlers handlers_;
   boost::asio::steady_timer renewal_;
-  boost::asio::steady_timer deadline_;  // `lost` when it fires
+  boost::asio::steady_timer deadline_;  // `lapsing` when it fires
   int64_t id_ = 0;
   Clock::time_point renewed_at_{};
+  std::optional<Clock::time_point> pending_since_;  // a renewal waits for its answer
+  bool last_renewal_failed_ = false;
+  bool lapsed_ = false;
   bool stopped_ = false;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };

@@ -12,6 +12,7 @@
 
 #include "etcd/client.hpp"
 #include "etcd/tls_context.hpp"
+#include "support/etcd_caller.hpp"
 #include "support/fixtures.hpp"
 #include "support/run_until.hpp"
 
@@ -128,6 +129,29 @@ void EtcdCluster::kill(int member) {
   ::kill(m.pid, SIGKILL);
   ::waitpid(m.pid, nullptr, 0);
   m.pid = 0;
+}
+
+void EtcdCluster::freeze(int member) {
+  const Member& m = members_.at(static_cast<size_t>(member));
+  if (m.pid > 0) ::kill(m.pid, SIGSTOP);
+}
+
+void EtcdCluster::thaw(int member) {
+  const Member& m = members_.at(static_cast<size_t>(member));
+  if (m.pid > 0) ::kill(m.pid, SIGCONT);
+}
+
+// The member whose status names itself as the leader (ids are uint64 strings in the gateway).
+int EtcdCluster::leader() const {
+  for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
+    if (members_[static_cast<size_t>(i)].pid <= 0) continue;
+    EtcdCaller caller(client_settings(i));
+    const etcd::Reply reply = caller.call("/v3/maintenance/status", etcd::Json::object());
+    const auto* status = std::get_if<etcd::Json>(&reply);
+    if (status == nullptr || !status->contains("header") || !status->contains("leader")) continue;
+    if (status->at("header").value("member_id", etcd::Json()) == status->at("leader")) return i;
+  }
+  return -1;
 }
 
 // Ready once a write through every member in turn succeeds (a leader is elected): "", else

@@ -35,6 +35,11 @@ class EtcdCluster {
   // SIGKILL one member (its data stays); start() brings it back with the same data.
   void kill(int member);
   void start(int member);
+  // SIGSTOP / SIGCONT one member: etcd frozen, its sockets open (what a hung host looks like).
+  void freeze(int member);
+  void thaw(int member);
+  // The member etcd's raft elected leader (asking each member's status), or -1 when none says.
+  int leader() const;
   // The member's own log, for failure messages.
   std::string log(int member) const;
 

@@ -5,10 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/job_records.hpp"
+#include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
 #include "agent/worker_plan.hpp"
 #include "basics/enum_table.hpp"
 #include "devices/device_list.hpp"
+#include "etcd/member_probe.hpp"
 #include "net/host_address.hpp"
 
 namespace npu_run {
@@ -86,7 +88,11 @@ std::string format_spec_text(const WorkerSpec& spec, const Assignment& a) {
 
 namespace {
 
-// Where the rendezvous is: node 0's address, or the leader etcd elects (never the password).
+// How long the plan waits for etcd's members to say whether they answer.
+constexpr std::chrono::milliseconds kEtcdProbeTimeout{2000};
+
+// Where the rendezvous is: node 0's address, or the leader etcd elects (never the password),
+// and whether etcd's members answer.
 std::string rendezvous_text(const LaunchConfig& cfg) {
   const auto& etcd = cfg.rendezvous.etcd;
   if (!etcd) return fmt::format("{}:{}", cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
@@ -100,7 +106,9 @@ std::string rendezvous_text(const LaunchConfig& cfg) {
                         etcd->ca_file.empty() ? "the system's CA store" : etcd->ca_file);
     if (!etcd->cert_file.empty()) text += fmt::format(", client certificate {}", etcd->cert_file);
   }
-  return text + ")";
+  // Asked now, so that a wrong endpoint shows before the job relies on it.
+  const auto probes = etcd::probe_members(etcd_client_settings(*etcd), kEtcdProbeTimeout);
+  return text + "); etcd members: " + etcd::describe_probes(probes);
 }
 
 // Where node 0 leaves the job's records, and where this agent serves its metrics.

@@ -12,6 +12,7 @@
 #include "cluster/cluster_env.hpp"
 #include "commands/commands.hpp"
 #include "devices/device_list.hpp"
+#include "etcd/endpoints.hpp"
 #include "health/verdict.hpp"
 
 namespace npu_run {
@@ -26,7 +27,8 @@ class DoctorOptions : public OptionTable {
       : app_(
             "npu_run doctor [--nnodes N] [OPTIONS]\n\nCheck this host for large or Ascend jobs: "
             "kernel queues, HCCL's reserved ports, open files, the master port, devices and "
-            "hccn.conf. Each check prints ok, warn or fail with the command that fixes it; the "
+            "hccn.conf, and with --rdzv-backend etcd whether etcd's members answer. Each check "
+            "prints ok, warn or fail with the command that fixes it; the "
             "exit status is 1 when a check fails.",
             kDoctorCommand) {
     nnodes_option = app_.add_option("--nnodes", nnodes,
@@ -41,6 +43,12 @@ class DoctorOptions : public OptionTable {
         ->type_name("FILE");
     app_.add_option("--proc-root", proc_root, "Read kernel settings under this /proc (tests)")
         ->type_name("DIR");
+    app_.add_option("--rdzv-backend,--rdzv_backend", rdzv_backend,
+                    "With etcd (or etcd-v2): check the members of --rdzv-endpoint answer")
+        ->type_name("NAME");
+    app_.add_option("--rdzv-endpoint,--rdzv_endpoint", rdzv_endpoint,
+                    "The etcd members, host:port,... as the job's launch line gives them")
+        ->type_name("LIST");
     app_.add_flag("--json", cmd.json, "Print the checks as JSON");
     devices = app_.add_option("--devices", device_list,
                               "Run the health gate's node checks (npu-smi, hccn_tool, nvidia-smi, "
@@ -66,6 +74,7 @@ class DoctorOptions : public OptionTable {
   std::string proc_root;
   CLI::Option *nnodes_option, *master_addr, *master_port, *devices;
   std::string device_list, health_check_cmd, health_timeout = "60,15";
+  std::string rdzv_backend, rdzv_endpoint;
   int flap_window = 10;
 };
 
@@ -88,6 +97,30 @@ NodeHealthOptions device_checks(const DoctorOptions& o, const EnvMap& env) {
   }
   options.flap_window_min = o.flap_window;
   return options;
+}
+
+// --rdzv-backend etcd --rdzv-endpoint LIST: the members to ask (checked as a launch checks them).
+std::string etcd_members(const DoctorOptions& o) {
+  const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";
+  if (!o.rdzv_backend.empty() && !etcd) {
+    throw UsageError(
+        fmt::format("--rdzv-backend {}: npu_run doctor checks etcd's members only; "
+                    "give --rdzv-backend etcd, or check the master with "
+                    "--master-addr and --master-port",
+                    o.rdzv_backend));
+  }
+  if (etcd != !o.rdzv_endpoint.empty()) {
+    throw UsageError(
+        "--rdzv-backend etcd and --rdzv-endpoint go together: --rdzv-backend etcd "
+        "--rdzv-endpoint host1:2379,host2:2379,host3:2379");
+  }
+  if (!etcd) return "";
+  try {
+    (void)etcd::parse_endpoints(o.rdzv_endpoint);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--rdzv-endpoint '{}': {}", o.rdzv_endpoint, e.what()));
+  }
+  return o.rdzv_endpoint;
 }
 
 DoctorCommand resolve(const DoctorOptions& o, const EnvMap& env) {
@@ -114,6 +147,7 @@ DoctorCommand resolve(const DoctorOptions& o, const EnvMap& env) {
     throw UsageError(fmt::format("--master-port {}: a port must be between 1 and 65535",
                                  cmd.settings.master_port));
   }
+  cmd.settings.etcd_endpoints = etcd_members(o);
   if (o.devices->count() > 0) {
     cmd.devices = device_checks(o, env);
     cmd.health_run = parse_health_timeout(o.health_timeout, "--health-timeout");

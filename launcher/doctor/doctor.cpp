@@ -14,6 +14,8 @@
 #include "basics/usage_error.hpp"
 #include "devices/device_discovery.hpp"
 #include "devices/device_list.hpp"
+#include "etcd/member_probe.hpp"
+#include "etcd/tls_context.hpp"
 #include "net/address_probe.hpp"
 #include "net/kernel_limits.hpp"
 
@@ -231,6 +233,34 @@ CheckResult hccn_check(const DoctorSettings& s, const DiscoveredDevices& found) 
 constexpr EnumTable<Status, 3> kStatusLabels(
     {{{Status::kOk, "ok"}, {Status::kWarn, "warn"}, {Status::kFail, "fail"}}});
 
+// One check a member; a job survives a minority silent, so only a silent majority fails.
+std::vector<CheckResult> etcd_member_checks(const std::string& endpoints) {
+  etcd::Settings settings;
+  settings.endpoints = etcd::parse_endpoints(endpoints);
+  const bool tls = std::any_of(settings.endpoints.begin(), settings.endpoints.end(),
+                               [](const etcd::Endpoint& member) { return member.tls; });
+  if (tls) settings.tls = etcd::make_tls_context({});
+  const auto probes = etcd::probe_members(settings, std::chrono::seconds(2));
+  const auto silent = std::count_if(probes.begin(), probes.end(),
+                                    [](const etcd::MemberProbe& p) { return !p.answers; });
+  const bool quorum_lost = static_cast<size_t>(silent) * 2 >= probes.size();
+  std::vector<CheckResult> results;
+  for (const etcd::MemberProbe& p : probes) {
+    CheckResult r{"etcd member " + p.member, Status::kOk, "answers: " + p.detail, ""};
+    if (p.leader) r.detail += " (etcd's leader)";
+    if (!p.answers) {
+      r.status = quorum_lost ? Status::kFail : Status::kWarn;
+      r.detail = "does not answer: " + p.detail;
+      r.fix = fmt::format(
+          "check --rdzv-endpoint and that etcd listens on {} (etcdctl "
+          "--endpoints {} endpoint status)",
+          p.member, p.member);
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
 }  // namespace
 
 std::vector<std::pair<int, int>> parse_port_ranges(const std::string& text) {
@@ -256,6 +286,9 @@ std::vector<CheckResult> run_doctor(const DoctorSettings& s) {
   for (CheckResult r : {reserved_ports_check(s), open_files_check(s), master_port_check(s),
                         devices_check(found), hccn_check(s, found)}) {
     results.push_back(std::move(r));
+  }
+  if (!s.etcd_endpoints.empty()) {
+    for (CheckResult r : etcd_member_checks(s.etcd_endpoints)) results.push_back(std::move(r));
   }
   return results;
 }

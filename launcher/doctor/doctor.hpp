@@ -20,6 +20,8 @@ struct DoctorSettings {
   std::string proc_root = "/proc";  // $NPU_RUN_PROC_ROOT in tests
   std::string hccn_conf = "/etc/hccn.conf";
   EnvMap env;  // HCCL_IF_BASE_PORT, NPU_RUN_DEV_ROOT, visible devices
+  // --rdzv-backend etcd --rdzv-endpoint A,B,C: each member is asked whether it answers.
+  std::string etcd_endpoints;
 };
 
 struct CheckResult {

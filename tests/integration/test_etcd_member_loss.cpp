@@ -127,4 +127,77 @@ TEST_CASE("etcd member lost: at the smallest lease npu_run accepts, no agent not
   each_member_at_each_moment(2);
 }
 
+// Every member frozen (SIGSTOP) for longer than the lease, then resumed: etcd expires every
+// lease at once. Each agent rejoins with a new one; whoever etcd elects, the job re-forms at
+// most once, and the agent that led rejoins as a member when another was elected: every agent
+// ends 0, none by a signal.
+TEST_CASE("etcd frozen whole for longer than the lease: at most one re-form, no agent lost",
+          "[integration][etcd]") {
+  EtcdCluster cluster;
+  const std::string worker =
+      "echo \"rank=$RANK restart=$TORCHELASTIC_RESTART_COUNT\"; "
+      "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then sleep 14; else sleep 2; fi";
+  std::vector<std::unique_ptr<NpuRunProcess>> agents;
+  for (int i = 0; i < 3; ++i) {
+    agents.push_back(std::make_unique<NpuRunProcess>(std::vector<std::string>{
+        "--nnodes", "2:3", "--nproc-per-node", "1", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+        cluster.endpoints(), "--rdzv-id", "frozen", "--rdzv-conf", "lease_ttl=2",
+        "--heartbeat-interval", "0.2", "--no-python", "/bin/sh", "-c", worker}));
+  }
+  for (auto& a : agents) a->wait_for_output("restart=0", 1, 30s);
+  std::this_thread::sleep_for(1s);
+  for (int m = 0; m < 3; ++m) cluster.freeze(m);
+  std::this_thread::sleep_for(2s + 3s);
+  for (int m = 0; m < 3; ++m) cluster.thaw(m);
+  std::vector<NpuRunProcess*> all;
+  for (auto& a : agents) all.push_back(a.get());
+  const auto finished = NpuRunProcess::wait_all(all, 90s);
+  std::string everything;
+  for (const Finished& f : finished) {
+    INFO(f.out << f.err);
+    CHECK(f.exit_code == 0);
+    CHECK(f.term_signal == 0);
+    CHECK_THAT(f.out, !Contains("restart=2"));
+    CHECK_THAT(f.err, !Contains("leaves the job"));
+    everything += f.out + f.err;
+  }
+  INFO(everything);
+  // Another agent elected: the one that led said it rejoins, and the job went on once.
+  if (everything.find("lead the rendezvous after") != std::string::npos) {
+    CHECK_THAT(everything, Contains("it stops serving and rejoins the job as a member"));
+  }
+  for (auto& a : agents) require_no_strays(*a);
+}
+
+// Before a job relies on etcd, --dry-run and `npu_run doctor` ask each member whether it answers.
+TEST_CASE("etcd members asked: --dry-run and doctor say which answer and which is etcd's leader",
+          "[integration][etcd][kernel-neutral]") {
+  EtcdCluster cluster;
+  const int leader = cluster.leader();
+  REQUIRE(leader >= 0);
+  const int lost = (leader + 1) % 3;
+  cluster.kill(lost);
+  const std::string silent = fmt::format("127.0.0.1:{}", cluster.client_port(lost));
+  const std::string answering = fmt::format("127.0.0.1:{}", cluster.client_port(leader));
+  Finished f = run_npu_run({"--dry-run", "--nnodes", "2", "--rdzv-backend", "etcd",
+                            "--rdzv-endpoint", cluster.endpoints(), "--no-python", "/bin/true"});
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.out, Contains(answering + " answers (etcd 3.") && Contains("its leader") &&
+                        Contains(silent + " does not answer (Connection refused)"));
+  // A minority silent: a warning, the job would run.
+  f = run_npu_run({"doctor", "--rdzv-backend", "etcd", "--rdzv-endpoint", cluster.endpoints()});
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.out, Contains("[ ok ] etcd member " + answering + ": answers: etcd 3.") &&
+                        Contains("(etcd's leader)") &&
+                        Contains("[warn] etcd member " + silent + ": does not answer") &&
+                        Contains("fix: check --rdzv-endpoint and that etcd listens on " + silent));
+  // A majority silent: the job could not start; the doctor fails.
+  cluster.kill(leader);
+  f = run_npu_run({"doctor", "--rdzv-backend", "etcd", "--rdzv-endpoint", cluster.endpoints()});
+  CHECK(f.exit_code == 1);
+  CHECK_THAT(f.out, Contains("[fail] etcd member " + silent));
+}
+
 }  // namespace test_etcd_member_loss

@@ -12,6 +12,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <utility>
+#include <vector>
 
 #include "net/framed_connection.hpp"
 #include "rendezvous/protocol.hpp"
@@ -168,8 +170,21 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (session == nullptr) return;
     admission.left(*session);
     sessions.erase(id);
+    if (holding_departures) {
+      held_departures.push_back(id);
+      return;
+    }
     dispatch(state.on_disconnect(id, now()));
     check_done();
+  }
+
+  void hold_departures(bool hold) {
+    holding_departures = hold;
+    if (hold) return;
+    for (const ClientId id : std::exchange(held_departures, {})) {
+      dispatch(state.on_disconnect(id, now()));
+      check_done();
+    }
   }
 
   void dispatch(const std::vector<Outgoing>& outgoing) {
@@ -251,6 +266,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void shutdown() {
     if (stopped) return;
     stopped = true;
+    holding_departures = false;
+    held_departures.clear();
     // The job's records once every agent has heard the decision and gone (or the barrier ran
     // out): writing a big job's timeline takes seconds, which no other node waits for.
     if (finished && options.job_ended) options.job_ended(state);
@@ -285,6 +302,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   ClientId next_id = 1;
   bool finished = false;
   bool stopped = false;
+  bool holding_departures = false;
+  std::vector<ClientId> held_departures;  // their connections closed while held
   DoneHandler on_done;
 };
 
@@ -305,6 +324,10 @@ void RendezvousServer::on_job_ended(std::function<void(const RendezvousState&)> 
 
 const RendezvousState& RendezvousServer::state() const {
   return impl_->state;
+}
+
+void RendezvousServer::hold_departures(bool hold) {
+  if (!impl_->stopped) impl_->hold_departures(hold);
 }
 
 size_t RendezvousServer::clients_reaching_etcd(std::chrono::steady_clock::time_point since) const {

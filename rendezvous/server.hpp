@@ -96,6 +96,11 @@ class RendezvousServer {
   const RendezvousState& state() const;
   // Agents that said in a heartbeat at `since` or later that they reach etcd.
   size_t clients_reaching_etcd(std::chrono::steady_clock::time_point since) const;
+  // While held, an agent that hangs up is not yet lost to the job: an etcd leader whose lease
+  // is in doubt holds them, because an agent that left may be following a leader etcd elected in
+  // its place. Released, they count (the lease held: they did leave); a server retired instead
+  // never counts them.
+  void hold_departures(bool hold);
 
  private:
   struct Impl;

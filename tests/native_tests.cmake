@@ -121,6 +121,15 @@ foreach(variant IN ITEMS spare split)
                                              TIMEOUT 300 RESOURCE_LOCK netns)
 endforeach()
 npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
+# etcd's own faults in scripts/chaos, a short fixed-seed round: a follower member and etcd's leader
+# member killed and every member frozen past the lease, each once, during the join or the run;
+# every run checked for exit codes, new leaders, re-forms and strays (docs/HARDENING.md).
+add_test(NAME "chaos: etcd's faults, one round of each with a fixed seed"
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/chaos/chaos.py --npu-run
+                 $<TARGET_FILE:npu_run> --faults etcd --runs 3 --seed 7 --each-in-turn)
+set_tests_properties("chaos: etcd's faults, one round of each with a fixed seed"
+                     PROPERTIES LABELS integration TIMEOUT 300
+                                PASS_REGULAR_EXPRESSION "no broken promise")
 # MindSpore's scheduler and the TF Adapter's chief on node 0, reached from node 1's namespace.
 npu_run_e2e_test("MindSpore and TensorFlow contracts across two network namespaces"
                  netns_frameworks.sh 240 netns)

@@ -111,6 +111,7 @@ void EtcdRendezvous::on_lease(int64_t id) {
 void EtcdRendezvous::on_lease_lapsing(const std::string& why) {
   if (closed_) return;
   trouble_ = why;
+  hold_departures(true);
   const milliseconds beat = cfg_.rendezvous.timing.heartbeat_interval;
   const auto since = std::chrono::steady_clock::now() + beat / 4;
   lapse_check_.expires_after(beat);
@@ -130,6 +131,12 @@ void EtcdRendezvous::decide_lapse(const std::string& why,
   failover_off(why + ", and no agent of the job reaches etcd");
 }
 
+// While this leader's lease is in doubt, an agent that hangs up may be following a leader etcd
+// elected in its place: its departure must not end the job (rendezvous/server.hpp).
+void EtcdRendezvous::hold_departures(bool hold) {
+  if (epoch_ != 0 && seat_.server()) seat_.server()->hold_departures(hold);
+}
+
 void EtcdRendezvous::failover_off(const std::string& why) {
   if (link_.has_leader() && !etcd_lost_) {
     spdlog::warn("{}: the job goes on over TCP, but failover is off until etcd answers again", why);
@@ -138,6 +145,7 @@ void EtcdRendezvous::failover_off(const std::string& why) {
 }
 
 void EtcdRendezvous::on_lease_renewed() {
+  hold_departures(false);
   if (closed_ || !etcd_lost_) return;
   spdlog::info("etcd answers again and kept this agent's lease: failover is on again");
   etcd_lost_ = false;
@@ -185,6 +193,7 @@ void EtcdRendezvous::on_elected(int64_t epoch) {
                  epoch);
     etcd_lost_ = false;
     epoch_ = epoch;
+    hold_departures(false);
     write_memory(memory_.latest().value_or(rdzv::JobMemory{}));
     link_.follow(addr_, serve_port(), epoch);
     return;

@@ -84,6 +84,7 @@ class EtcdRendezvous : public Rendezvous {
   void on_lease_renewed();
   void on_lease_lost(const std::string& why);
   void failover_off(const std::string& why);
+  void hold_departures(bool hold);
   void read_memory_then_campaign();
   void campaign();
   void on_elected(int64_t epoch);

@@ -31,12 +31,11 @@ void LeaseKeeper::start() {
                });
 }
 
+// Renewals go a third of the TTL after the last that took was sent: one that has not taken a
+// twelfth of the TTL after that has failed or hangs.
 bool LeaseKeeper::healthy() const {
-  const Clock::time_point now = Clock::now();
-  const auto bit = ttl_ / 12;
   if (stopped_ || lapsed_ || last_renewal_failed_ || id_ == 0) return false;
-  if (pending_since_ && now - *pending_since_ > bit) return false;
-  return now - renewed_at_ <= ttl_ / 3 + bit;
+  return Clock::now() - renewed_at_ <= ttl_ / 3 + ttl_ / 12;
 }
 
 // etcd counts the TTL from no earlier than the moment the renewal (or grant) was sent.
@@ -68,9 +67,15 @@ void LeaseKeeper::schedule_renewal(std::chrono::milliseconds after) {
   });
 }
 
+// A renewal that hangs (a member waiting for etcd's new leader until the call's timeout) does
+// not hold up the next: another goes after a sixth of the TTL, up to kMaxInFlight at once, so
+// the first member to answer after etcd's election renews the lease, as it does for the agents
+// whose renewals did not hang.
 void LeaseKeeper::renew() {
+  schedule_renewal(ttl_ / 6);
+  if (in_flight_ >= kMaxInFlight) return;
+  ++in_flight_;
   const Clock::time_point sent = Clock::now();
-  pending_since_ = sent;
   client_.call(
       "/v3/lease/keepalive", lease_id_request(id_),
       [this, sent, alive = std::weak_ptr<int>(alive_)](const Reply& reply) {
@@ -80,13 +85,14 @@ void LeaseKeeper::renew() {
 }
 
 void LeaseKeeper::on_renewal(Clock::time_point sent, const Reply& reply) {
-  pending_since_.reset();
+  --in_flight_;
   const auto* answer = std::get_if<Json>(&reply);
+  if (sent < renewed_at_) return;  // a later one took already
   last_renewal_failed_ = answer == nullptr;
   if (answer == nullptr) {
     // Tried again soon: etcd may be electing its leader, and the first renewal it takes
     // afterwards keeps the lease.
-    return schedule_renewal(ttl_ / 6);
+    return schedule_renewal(ttl_ / 12);
   }
   if (lease_result(*answer).ttl == 0)
     return give_up(fmt::format("etcd says lease {:x} has expired", id_));

@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "etcd/client.hpp"
@@ -53,9 +52,9 @@ class LeaseKeeper {
   Clock::time_point renewed_at() const { return renewed_at_; }
   bool stopped() const { return stopped_; }
   bool lapsed() const { return lapsed_; }
-  // Renewing as it should: the last renewal took, it was sent within a renewal period (and a
-  // bit), and none has waited for its answer longer than a bit. A renewal that fails or hangs
-  // shows here within a twelfth of the TTL, long before the lease could lapse.
+  // Renewing as it should: the last renewal took and was sent within a renewal period and a
+  // twelfth of the TTL. A renewal that fails or hangs shows here within that twelfth, long
+  // before the lease could lapse.
   bool healthy() const;
   // How long before etcd could expire the lease the keeper says it is lapsing: a sixth of the TTL.
   std::chrono::milliseconds margin() const { return ttl_ / 6; }
@@ -75,7 +74,8 @@ class LeaseKeeper {
   boost::asio::steady_timer deadline_;  // `lapsing` when it fires
   int64_t id_ = 0;
   Clock::time_point renewed_at_{};
-  std::optional<Clock::time_point> pending_since_;  // a renewal waits for its answer
+  int in_flight_ = 0;  // renewals sent and not answered
+  static constexpr int kMaxInFlight = 3;
   bool last_renewal_failed_ = false;
   bool lapsed_ = false;
   bool stopped_ = false;

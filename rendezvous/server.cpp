@@ -170,7 +170,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (session == nullptr) return;
     admission.left(*session);
     sessions.erase(id);
-    if (holding_departures) {
+    if (holding_departures && !finished) {
       held_departures.push_back(id);
       return;
     }
@@ -178,9 +178,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     check_done();
   }
 
+  // Once the job is decided there is nothing to hold for: the exit barrier counts every
+  // agent that hangs up.
   void hold_departures(bool hold) {
-    holding_departures = hold;
-    if (hold) return;
+    holding_departures = hold && !finished;
+    if (holding_departures) return;
     for (const ClientId id : std::exchange(held_departures, {})) {
       dispatch(state.on_disconnect(id, now()));
       check_done();
@@ -199,6 +201,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
       finished = true;
       start_exit_barrier();
+      hold_departures(false);
       check_done();
     }
   }

@@ -36,7 +36,8 @@ EtcdRendezvous::EtcdRendezvous(boost::asio::io_context& io, const LaunchConfig& 
       seat_(io, cfg, store),
       start_deadline_(io),
       retry_(io),
-      lapse_check_(io) {}
+      lapse_check_(io),
+      hold_limit_(io) {}
 
 void EtcdRendezvous::start(Handlers handlers) {
   handlers.etcd_reachable = [this]() -> std::optional<bool> { return reaches_etcd(); };
@@ -132,9 +133,22 @@ void EtcdRendezvous::decide_lapse(const std::string& why,
 }
 
 // While this leader's lease is in doubt, an agent that hangs up may be following a leader etcd
-// elected in its place: its departure must not end the job (rendezvous/server.hpp).
+// elected in its place: its departure must not end the job (rendezvous/server.hpp). Not for
+// longer than a new leader would take to be named: with etcd gone for good, an agent that hung
+// up is lost after all, and the job must hear of it.
 void EtcdRendezvous::hold_departures(bool hold) {
-  if (epoch_ != 0 && seat_.server()) seat_.server()->hold_departures(hold);
+  if (epoch_ == 0 || !seat_.server()) return;
+  seat_.server()->hold_departures(hold);
+  if (!hold) {
+    hold_limit_.cancel();
+    return;
+  }
+  hold_limit_.expires_after(etcd_.lease_ttl + kElectionSlack);
+  hold_limit_.async_wait([this](boost::system::error_code ec) {
+    if (ec || closed_ || epoch_ == 0 || !seat_.server()) return;
+    seat_.server()->hold_departures(false);  // those held so long count
+    if (keeper_ && !keeper_->healthy()) hold_departures(true);
+  });
 }
 
 void EtcdRendezvous::failover_off(const std::string& why) {
@@ -281,6 +295,7 @@ void EtcdRendezvous::close() {
   start_deadline_.cancel();
   retry_.cancel();
   lapse_check_.cancel();
+  hold_limit_.cancel();
   // The cap on the wait for etcd; the revoke usually answers in milliseconds.
   retry_.expires_after(kRevokeWait);
   retry_.async_wait([this](boost::system::error_code ec) {

@@ -117,7 +117,8 @@ class EtcdRendezvous : public Rendezvous {
   boost::asio::steady_timer start_deadline_;
   boost::asio::steady_timer retry_;
   boost::asio::steady_timer lapse_check_;
-  std::string trouble_;     // what etcd said last, for the start's failure
+  boost::asio::steady_timer hold_limit_;  // departures are held at most this long
+  std::string trouble_;                   // what etcd said last, for the start's failure
   bool etcd_lost_ = false;  // this agent's lease was lost; warned once until it has one again
   bool closed_ = false;
   bool closing_done_ = false;

@@ -6,9 +6,11 @@
 // and elections, user-space work no system call of the Linux 3.10 filter touches (the etcd cases
 // of test_etcd_rendezvous.cpp run under the filter).
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "support/etcd_caller.hpp"
@@ -167,6 +169,33 @@ TEST_CASE("etcd frozen whole for longer than the lease: at most one re-form, no 
     CHECK_THAT(everything, Contains("it stops serving and rejoins the job as a member"));
   }
   for (auto& a : agents) require_no_strays(*a);
+}
+
+// etcd gone for good, and then a node lost: the leader, whose lease is in doubt, holds the
+// departure for as long as a new leader would take to be named, and then the job hears of it.
+TEST_CASE("etcd gone for good: a node lost afterwards still ends the job, within the lease and 3 s",
+          "[integration][etcd][kernel-neutral]") {
+  EtcdCluster cluster;
+  std::vector<std::unique_ptr<NpuRunProcess>> agents;
+  for (int i = 0; i < 2; ++i) agents.push_back(agent(cluster, "gone-for-good", 2, 60));
+  for (auto& a : agents) a->wait_for_output("restart=0", 1, 30s);
+  EtcdCaller etcd(cluster.endpoints());
+  const auto leader = etcd.range("/torchelastic/p2p/gone-for-good/leader", false);
+  REQUIRE(leader.size() == 1);
+  const int leader_pid = nlohmann::json::parse(leader.front().value)["pid"].get<int>();
+  NpuRunProcess& led = agents[0]->pid() == leader_pid ? *agents[0] : *agents[1];
+  NpuRunProcess& follower = agents[0]->pid() == leader_pid ? *agents[1] : *agents[0];
+  for (int m = 0; m < 3; ++m) cluster.kill(m);
+  led.wait_for_output("failover is off until etcd answers again", 1, 10s, /*in_stderr=*/true);
+  follower.send_signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const Finished f = led.wait(30s);
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 125);
+  CHECK(std::chrono::steady_clock::now() - killed < 2s + 3s + 3s);
+  CHECK_THAT(f.err, Contains("agent lost"));
+  require_no_strays(led);
+  require_no_strays(follower);
 }
 
 // Before a job relies on etcd, --dry-run and `npu_run doctor` ask each member whether it answers.

@@ -46,8 +46,12 @@ stage_build-tsan() {
 
 stage_asan() {
   stage_build-asan
-  # Not the suite's second run as Linux 3.10: the same code behind a seccomp filter.
-  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j "${NPU_RUN_TEST_JOBS:-3}" -LE old-kernel)
+  # Not the suite's second run as Linux 3.10: the same code behind a seccomp filter. Nor the
+  # etcd fault matrix and its chaos round (two minutes of jobs waiting out etcd's elections):
+  # their code paths run under ASan in the etcd client's and rendezvous' own cases (a lapse and
+  # renewal, etcd's leader lost, a whole-etcd freeze that deposes the leader, a leader cut off).
+  (cd "$root/build-asan" && ctest --output-on-failure --timeout 600 -j "${NPU_RUN_TEST_JOBS:-3}" \
+    -LE old-kernel -E "etcd member lost: |chaos: etcd")
 }
 
 stage_tsan() {

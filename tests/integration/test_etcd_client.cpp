@@ -17,6 +17,7 @@
 #include "etcd/lease_keeper.hpp"
 #include "etcd/watch.hpp"
 #include "support/etcd_caller.hpp"
+#include "support/etcd_candidate.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/fixtures.hpp"
 #include "support/run_until.hpp"
@@ -226,54 +227,6 @@ TEST_CASE("etcd watch: a compacted start revision ends it, saying so",
 
 namespace {
 
-// One agent's part in an election: its client, its lease, its candidacy.
-struct Candidate {
-  Candidate(boost::asio::io_context& io, const std::string& endpoints)
-      : client(io,
-               [&] {
-                 etcd::Settings s;
-                 s.endpoints = etcd::parse_endpoints(endpoints);
-                 s.timeout = 700ms;  // under a third of the TTL: a renewal outlives a dead member
-                 return s;
-               }()),
-        keeper(
-            io, client, 2s,
-            {[this](int64_t) { granted = true; },
-             [this](const std::string& why) {
-               lapsing = why;
-               ++lapses;
-             },
-             [this] { ++renewals_after_lapse; }, [this](const std::string& why) { lost = why; }}) {
-    keeper.start();
-  }
-  void run_for(boost::asio::io_context& io, const std::string& name) {
-    election = std::make_unique<etcd::Election>(
-        io, client, "/job/leader", name, keeper.id(),
-        etcd::Election::Handlers{[this](int64_t epoch) { leads = epoch; },
-                                 [this](const std::string& who, int64_t epoch) {
-                                   follows = who;
-                                   followed_epoch = epoch;
-                                   ++followed;
-                                   if (on_following) on_following();
-                                 },
-                                 nullptr});
-    election->campaign();
-  }
-  etcd::Client client;
-  etcd::LeaseKeeper keeper;
-  std::unique_ptr<etcd::Election> election;
-  bool granted = false;
-  std::optional<std::string> lapsing;
-  int lapses = 0;
-  int renewals_after_lapse = 0;
-  std::optional<std::string> lost;
-  int64_t leads = 0;
-  std::string follows;
-  int64_t followed_epoch = 0;
-  int followed = 0;
-  std::function<void()> on_following;  // after each call of the `following` handler
-};
-
 // Both candidates hold a lease, and `a` leads; `b` has not campaigned yet.
 void a_leads_b_waits(boost::asio::io_context& io, Candidate& a, Candidate& b) {
   REQUIRE(run_until(
@@ -359,71 +312,6 @@ TEST_CASE("etcd election: a handler that ends its election is the last of it tha
   CHECK_FALSE(b.election);
   io.run_for(500ms);  // anything still in flight for either ended election
   CHECK(b.follows == "a again");
-}
-
-TEST_CASE(
-    "etcd lease keeper: cut off from etcd, the owner is told before etcd can expire it, and a "
-    "renewal that takes afterwards keeps the lease",
-    "[integration][etcd][kernel-neutral]") {
-  EtcdCluster cluster(1);
-  boost::asio::io_context io;
-  Candidate a(io, cluster.endpoints());
-  REQUIRE(run_until(
-      io, [&] { return a.granted; }, 10s));
-  io.run_for(1500ms);  // a few renewals
-  io.restart();
-  CHECK(a.keeper.healthy());
-  const auto cut = std::chrono::steady_clock::now();
-  cluster.kill(0);
-  // A renewal that fails shows as unhealthy within a renewal period and a twelfth of the TTL.
-  REQUIRE(run_until(
-      io, [&] { return !a.keeper.healthy(); }, 10s));
-  const std::chrono::milliseconds ttl = 2s;
-  CHECK(std::chrono::steady_clock::now() - cut < ttl / 3 + ttl / 12 + 100ms);
-  REQUIRE(run_until(
-      io, [&] { return a.lapsing.has_value(); }, 10s));
-  // etcd counts the 2 s from the last renewal it took, no earlier than when it was sent, which
-  // was before the cut: the owner heard within the TTL less the margin of the cut.
-  CHECK(std::chrono::steady_clock::now() - cut < 2s - a.keeper.margin() + 100ms);
-  CHECK_THAT(*a.lapsing, Contains("no renewal of etcd lease"));
-  // etcd back at once (its data kept): its new leader extends every lease, so the same lease is
-  // renewed again, and nothing was lost.
-  cluster.start(0);
-  REQUIRE(run_until(
-      io, [&] { return a.renewals_after_lapse == 1 || a.lost.has_value(); }, 20s));
-  CHECK_FALSE(a.lost.has_value());
-  CHECK_FALSE(a.keeper.lapsed());
-  REQUIRE(run_until(
-      io, [&] { return a.keeper.healthy(); }, 5s));
-}
-
-// etcd's leader member SIGKILLed at different moments of the renewal cycle, at the smallest TTL
-// npu_run accepts: etcd elects a new leader (1-2 s), which extends every lease; the renewals
-// that wait for it or follow it keep the lease. It may lapse for a moment, never be lost.
-TEST_CASE("etcd lease keeper: etcd's leader member lost, the lease lives on at the smallest TTL",
-          "[integration][etcd][kernel-neutral]") {
-  EtcdCluster cluster;
-  boost::asio::io_context io;
-  Candidate a(io, cluster.endpoints());
-  REQUIRE(run_until(
-      io, [&] { return a.granted; }, 10s));
-  EtcdCaller etcd(cluster.endpoints());
-  for (const auto offset : {0ms, 250ms, 500ms}) {
-    io.run_for(1s + offset);
-    io.restart();
-    const int leader = cluster.leader();
-    REQUIRE(leader >= 0);
-    cluster.kill(leader);
-    io.run_for(5s);  // etcd's election (1-2 s), then renewals for longer than the TTL
-    io.restart();
-    INFO("offset " << offset.count() << " ms, lapses " << a.lapses);
-    REQUIRE_FALSE(a.lost.has_value());
-    CHECK(a.renewals_after_lapse == a.lapses);
-    CHECK(a.keeper.healthy());
-    CHECK(etcd::lease_result(etcd.ok("/v3/lease/timetolive", etcd::lease_id_request(a.keeper.id())))
-              .ttl > 0);
-    cluster.start(leader);
-  }
 }
 
 }  // namespace test_etcd_client

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <optional>
+#include <set>
 
 #include "etcd/client.hpp"
 #include "etcd/tls_context.hpp"
@@ -32,8 +33,17 @@ EtcdCluster::EtcdCluster(int members, const TestCa* tls) : tls_(tls) {
   for (attempt_ = 0;; ++attempt_) {
     members_.clear();
     initial_cluster_.clear();
-    for (int i = 0; i < members; ++i)
-      members_.push_back(Member{fmt::format("e{}", i), unused_port(), unused_port(), 0});
+    // unused_port() may return a port it returned a moment ago: each port of the cluster once.
+    std::set<int> taken;
+    const auto distinct_port = [&taken] {
+      int port = unused_port();
+      while (!taken.insert(port).second) port = unused_port();
+      return port;
+    };
+    for (int i = 0; i < members; ++i) {
+      const int client = distinct_port();
+      members_.push_back(Member{fmt::format("e{}", i), client, distinct_port(), 0});
+    }
     for (const Member& m : members_) {
       initial_cluster_ += fmt::format("{}{}=http://127.0.0.1:{}",
                                       initial_cluster_.empty() ? "" : ",", m.name, m.peer);

@@ -104,18 +104,22 @@ void EtcdRendezvous::on_lease(int64_t id) {
   read_memory_then_campaign();
 }
 
-// No renewal has taken for most of the TTL. The agent looks again after a heartbeat interval (a
-// renewal that waited out etcd's election often answers in between: nothing to say then). A
-// follower then says failover is off. A leader asks its followers' heartbeats: a follower whose
-// renewals fail shows it within a twelfth of the TTL, so one that still reaches etcd does while
-// this agent does not. It is cut off alone, and the others will elect a new leader.
+// No renewal has taken for most of the TTL. The agent looks again after a heartbeat interval and
+// a half (a renewal that waited out etcd's election often answers in between: nothing to say
+// then). A follower then says failover is off. A leader asks its followers' heartbeats: a
+// follower whose renewals fail shows it within a twelfth of the TTL after its next renewal, so
+// one that still reaches etcd does while this agent does not. It is cut off alone, and the
+// others will elect a new leader.
 void EtcdRendezvous::on_lease_lapsing(const std::string& why) {
   if (closed_) return;
   trouble_ = why;
   hold_departures(true);
+  // Two heartbeat intervals of the followers' word (at most a tenth of the TTL each), from half
+  // a beat before the lapse: a follower whose renewals fail says so before then; one cut off
+  // from nothing is heard at least once, even late.
   const milliseconds beat = cfg_.rendezvous.timing.heartbeat_interval;
-  const auto since = std::chrono::steady_clock::now() + beat / 4;
-  lapse_check_.expires_after(beat);
+  const auto since = std::chrono::steady_clock::now() - beat / 2;
+  lapse_check_.expires_after(beat * 3 / 2);
   lapse_check_.async_wait([this, why, since](boost::system::error_code ec) {
     if (!ec) decide_lapse(why, since);
   });

@@ -12,8 +12,8 @@
 #include <set>
 
 #include "etcd/client.hpp"
+#include "etcd/member_probe.hpp"
 #include "etcd/tls_context.hpp"
-#include "support/etcd_caller.hpp"
 #include "support/fixtures.hpp"
 #include "support/run_until.hpp"
 
@@ -151,15 +151,11 @@ void EtcdCluster::thaw(int member) {
   if (m.pid > 0) ::kill(m.pid, SIGCONT);
 }
 
-// The member whose status names itself as the leader (ids are uint64 strings in the gateway).
+// The member whose status names itself as the leader (etcd/member_probe.hpp asks them all).
 int EtcdCluster::leader() const {
-  for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
-    if (members_[static_cast<size_t>(i)].pid <= 0) continue;
-    EtcdCaller caller(client_settings(i));
-    const etcd::Reply reply = caller.call("/v3/maintenance/status", etcd::Json::object());
-    const auto* status = std::get_if<etcd::Json>(&reply);
-    if (status == nullptr || !status->contains("header") || !status->contains("leader")) continue;
-    if (status->at("header").value("member_id", etcd::Json()) == status->at("leader")) return i;
+  const auto probes = etcd::probe_members(client_settings(), std::chrono::seconds(2));
+  for (size_t i = 0; i < probes.size(); ++i) {
+    if (probes[i].leader) return static_cast<int>(i);
   }
   return -1;
 }

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <utility>
 
-#include "etcd/http_call.hpp"
 #include "etcd/member_stream.hpp"
 
 namespace npu_run::etcd {
@@ -33,6 +33,14 @@ Failure failure_of(int status, const std::string& body, const std::string& membe
         "must carry no CommonName: the user is the login's)";
   }
   return f;
+}
+
+// A member's 200 answer: its JSON, or a failure when it is none.
+Reply json_answer(const std::string& member, const std::string& body) {
+  Json answer = Json::parse(body, nullptr, false);
+  if (answer.is_discarded())
+    return Failure{fmt::format("etcd at {} answered with no JSON", member), 200, 0};
+  return answer;
 }
 
 }  // namespace
@@ -99,26 +107,62 @@ void Client::send(const std::shared_ptr<Call>& c) {
       std::move(kept));
 }
 
-void Client::prefer_leader(std::function<void()> done) {
-  auto waiting = std::make_shared<size_t>(settings_.endpoints.size());
-  auto finished = std::make_shared<std::function<void()>>(std::move(done));
+void Client::post_to_every_member(const std::string& path, const std::string& body,
+                                  MemberAnswer each) {
   for (size_t index = 0; index < settings_.endpoints.size(); ++index) {
-    const std::string& path = kStatusPath;
-    post_json(io_, PostTarget{settings_.endpoints[index], settings_.tls, path}, "{}", token_,
+    post_json(io_, PostTarget{settings_.endpoints[index], settings_.tls, path}, body, token_,
               settings_.timeout,
-              [this, index, waiting, finished, alive = std::weak_ptr<int>(alive_)](
-                  const std::string& failure, const HttpAnswer& answer) {
-                if (alive.expired()) return;
-                const Json status = Json::parse(answer.body, nullptr, false);
-                // Both are uint64 ids, which the gateway writes as strings.
-                if (failure.empty() && answer.status == 200 && status.is_object() &&
-                    status.contains("header") && status.contains("leader") &&
-                    status.at("header").value("member_id", Json()) == status.at("leader")) {
-                  current_ = index;
-                }
-                if (--*waiting == 0) (*finished)();
+              [index, each, alive = std::weak_ptr<int>(alive_)](const std::string& failure,
+                                                                const HttpAnswer& answer) {
+                if (!alive.expired()) each(index, failure, answer);
               });
   }
+}
+
+void Client::prefer_leader(std::function<void()> done) {
+  auto waiting = std::make_shared<size_t>(settings_.endpoints.size());
+  post_to_every_member(
+      kStatusPath, "{}",
+      [this, waiting, done = std::move(done)](size_t index, const std::string& failure,
+                                              const HttpAnswer& answer) {
+        const Json status = Json::parse(answer.body, nullptr, false);
+        // Both are uint64 ids, which the gateway writes as strings.
+        if (failure.empty() && answer.status == 200 && status.is_object() &&
+            status.contains("header") && status.contains("leader") &&
+            status.at("header").value("member_id", Json()) == status.at("leader")) {
+          current_ = index;
+        }
+        if (--*waiting == 0) done();
+      });
+}
+
+// The first member to answer 200 gives the reply; the rest are dropped. A fan-out is kept for
+// the rare moment a lease is lapsing: it carries no login of its own (call() does that).
+void Client::call_every_member(const std::string& path, const Json& body, ReplyHandler done) {
+  if (!settings_.user.empty() && token_.empty()) return call(path, body, std::move(done), true);
+  struct FanOut {
+    ReplyHandler done;
+    size_t waiting;
+    std::string failures;
+  };
+  auto fan = std::make_shared<FanOut>(FanOut{std::move(done), settings_.endpoints.size(), {}});
+  post_to_every_member(
+      path, body.dump(),
+      [this, fan](size_t index, const std::string& failure, const HttpAnswer& answer) {
+        if (!fan->done) return;  // answered already
+        const std::string member = settings_.endpoints[index].to_string();
+        if (failure.empty() && answer.status == 200) {
+          current_ = index;
+          return std::exchange(fan->done, nullptr)(json_answer(member, answer.body));
+        }
+        const std::string why = failure.empty()
+                                    ? failure_of(answer.status, answer.body, member).what
+                                    : fmt::format("{}: {}", member, failure);
+        fan->failures += (fan->failures.empty() ? "" : "; ") + why;
+        if (--fan->waiting == 0)
+          std::exchange(fan->done, nullptr)(
+              Failure{fmt::format("no etcd member answered ({})", fan->failures), 0, 0});
+      });
 }
 
 void Client::on_answer(const std::shared_ptr<Call>& c, size_t index, int status,
@@ -126,10 +170,7 @@ void Client::on_answer(const std::shared_ptr<Call>& c, size_t index, int status,
   const std::string member = settings_.endpoints[index].to_string();
   if (status == 200) {
     current_ = index;
-    Json answer = Json::parse(body, nullptr, false);
-    if (answer.is_discarded())
-      return c->done(Failure{fmt::format("etcd at {} answered with no JSON", member), 200, 0});
-    return c->done(std::move(answer));
+    return c->done(json_answer(member, body));
   }
   Failure f = failure_of(status, body, member);
   if (f.code == kUnavailable) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "etcd/endpoints.hpp"
+#include "etcd/http_call.hpp"
 #include "etcd/requests.hpp"
 #include "etcd/tls_context.hpp"
 
@@ -59,6 +60,13 @@ class Client {
   // sent to the leader costs etcd half as much. `done` runs once every member answered or not.
   void prefer_leader(std::function<void()> done);
 
+  // POSTs `body` to `path` on every member at once (an idempotent call: a lease renewal when
+  // the renewals sent one at a time all hang on a member that has not yet heard of etcd's new
+  // leader). `done` runs once, from the loop: with the first member's 200 answer (that member
+  // becomes the one calls go to), or with a failure naming what each member said. With a user
+  // and no token yet it is an ordinary call, which logs in first.
+  void call_every_member(const std::string& path, const Json& body, ReplyHandler done);
+
   const Settings& settings() const { return settings_; }
   // The member that answered last ("host:port"), and its index in the settings.
   std::string member() const { return settings_.endpoints.at(current_).to_string(); }
@@ -73,6 +81,10 @@ class Client {
   void on_answer(const std::shared_ptr<Call>& call, size_t index, int status,
                  const std::string& body);
   void try_next(const std::shared_ptr<Call>& call, const std::string& why);
+  using MemberAnswer =
+      std::function<void(size_t index, const std::string& failure, const HttpAnswer& answer)>;
+  // Posts `body` to every member at once; `each` runs for every member's answer or failure.
+  void post_to_every_member(const std::string& path, const std::string& body, MemberAnswer each);
 
   boost::asio::io_context& io_;
   Settings settings_;

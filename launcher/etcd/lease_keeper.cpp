@@ -45,6 +45,7 @@ void LeaseKeeper::arm_deadline(Clock::time_point sent) {
   deadline_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code e) {
     if (e || alive.expired() || stopped_ || lapsed_) return;
     lapsed_ = true;
+    renew_through_every_member();
     if (handlers_.lapsing)
       handlers_.lapsing(fmt::format("no renewal of etcd lease {:x} succeeded for {} ms", id_,
                                     (ttl_ - margin()).count()));
@@ -78,14 +79,26 @@ void LeaseKeeper::renew() {
   const Clock::time_point sent = Clock::now();
   client_.call(
       "/v3/lease/keepalive", lease_id_request(id_),
-      [this, sent, alive = std::weak_ptr<int>(alive_)](const Reply& reply) {
-        if (!alive.expired() && !stopped_) on_renewal(sent, reply);
+      [this, sent, lapses = lapses_, alive = std::weak_ptr<int>(alive_)](const Reply& reply) {
+        if (alive.expired() || stopped_) return;
+        if (lapses == lapses_) --in_flight_;
+        on_renewal(sent, reply);
       },
       /*idempotent=*/true);
 }
 
+// Outside the cap, which it releases: whichever member answers first renews the lease.
+void LeaseKeeper::renew_through_every_member() {
+  ++lapses_;
+  in_flight_ = 0;
+  const Clock::time_point sent = Clock::now();
+  client_.call_every_member("/v3/lease/keepalive", lease_id_request(id_),
+                            [this, sent, alive = std::weak_ptr<int>(alive_)](const Reply& reply) {
+                              if (!alive.expired() && !stopped_) on_renewal(sent, reply);
+                            });
+}
+
 void LeaseKeeper::on_renewal(Clock::time_point sent, const Reply& reply) {
-  --in_flight_;
   const auto* answer = std::get_if<Json>(&reply);
   if (sent < renewed_at_) return;  // a later one took already
   last_renewal_failed_ = answer == nullptr;

@@ -9,6 +9,10 @@
 // told the lease is `lapsing` (it may expire: a leader cut off from etcd alone must stop before
 // a new one can be chosen) and the keeper goes on renewing the same lease: `renewed` when etcd
 // takes one (nothing was lost), `lost` only when etcd answers that the lease is gone.
+//
+// At the lapse one renewal goes to every member at once: the renewals sent one at a time may all
+// hang on the member that learns etcd's new leader last, while the other agents' renewals took
+// through the new leader long ago. Without it a leader would conclude it alone was cut off.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -63,6 +67,7 @@ class LeaseKeeper {
   void renew();
   void schedule_renewal(std::chrono::milliseconds after);
   std::chrono::milliseconds next_renewal_after(Clock::time_point sent) const;
+  void renew_through_every_member();
   void on_renewal(Clock::time_point sent, const Reply& reply);
   void arm_deadline(Clock::time_point sent);
   void give_up(const std::string& why);
@@ -74,7 +79,10 @@ class LeaseKeeper {
   boost::asio::steady_timer deadline_;  // `lapsing` when it fires
   int64_t id_ = 0;
   Clock::time_point renewed_at_{};
-  int in_flight_ = 0;  // renewals sent and not answered
+  int in_flight_ = 0;  // renewals sent and not answered, since the last lapse
+  // Lapses so far: renewals sent before the last one no longer count against kMaxInFlight, so
+  // those hung on a slow member cannot fill the cap until their call's timeout.
+  int lapses_ = 0;
   static constexpr int kMaxInFlight = 3;
   bool last_renewal_failed_ = false;
   bool lapsed_ = false;

@@ -84,4 +84,36 @@ TEST_CASE("etcd lease keeper: etcd's leader member lost, the lease lives on at t
   }
 }
 
+// The member the renewals go to frozen (SIGSTOP: its sockets open, nothing answered), with the
+// agents' own 3 s timeout, longer than the TTL: every renewal sent one at a time hangs on it,
+// the lease lapses, and the renewal sent to every member at the lapse keeps it through the
+// others. A leader renewing this way once concluded it alone was cut off, while the other agents
+// renewed through the members that answer.
+TEST_CASE(
+    "etcd lease keeper: renewals hung on a frozen member, the lease is kept through the others",
+    "[integration][etcd][kernel-neutral]") {
+  EtcdCluster cluster;
+  boost::asio::io_context io;
+  Candidate a(io, cluster.endpoints(), 3s);
+  REQUIRE(run_until(
+      io, [&] { return a.granted; }, 10s));
+  io.run_for(1s);
+  io.restart();
+  const int frozen = static_cast<int>(a.client.member_index());
+  cluster.freeze(frozen);
+  REQUIRE(run_until(
+      io, [&] { return a.renewals_after_lapse >= 1 || a.lost.has_value(); }, 10s));
+  INFO("frozen member " << frozen << ", lapses " << a.lapses);
+  REQUIRE_FALSE(a.lost.has_value());
+  CHECK(a.client.member_index() != static_cast<size_t>(frozen));
+  io.run_for(3s);  // renewing through the members that answer, not lapsing again
+  io.restart();
+  CHECK_FALSE(a.lost.has_value());
+  CHECK(a.keeper.healthy());
+  cluster.thaw(frozen);
+  EtcdCaller etcd(cluster.endpoints());
+  CHECK(etcd::lease_result(etcd.ok("/v3/lease/timetolive", etcd::lease_id_request(a.keeper.id())))
+            .ttl > 0);
+}
+
 }  // namespace test_etcd_lease_keeper

@@ -19,12 +19,15 @@ namespace npu_run::testing {
 using namespace std::chrono_literals;
 
 struct Candidate {
-  Candidate(boost::asio::io_context& io, const std::string& endpoints)
+  // The default timeout is under a third of the TTL: a renewal outlives a dead member. The
+  // agents' own is 3 s (etcd::Settings), longer than the TTL.
+  Candidate(boost::asio::io_context& io, const std::string& endpoints,
+            std::chrono::milliseconds timeout = 700ms)
       : client(io,
                [&] {
                  etcd::Settings s;
                  s.endpoints = etcd::parse_endpoints(endpoints);
-                 s.timeout = 700ms;  // under a third of the TTL: a renewal outlives a dead member
+                 s.timeout = timeout;
                  return s;
                }()),
         keeper(

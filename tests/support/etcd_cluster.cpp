@@ -25,7 +25,11 @@ constexpr const char* kEtcd = "/usr/bin/etcd";
 
 }  // namespace
 
-EtcdCluster::EtcdCluster(int members, const TestCa* tls) : tls_(tls) {
+std::string EtcdCluster::etcd_data_base() {
+  return "/dev/shm/npu_run_etcd";
+}
+
+EtcdCluster::EtcdCluster(int members, const TestCa* tls) : tls_(tls), dir_(etcd_data_base()) {
   if (::access(kEtcd, X_OK) != 0)
     FAIL("etcd is not installed (" << kEtcd << "): run scripts/install_deps.sh");
   // Ports are picked free and bound by etcd a moment later: another test may take one in

@@ -7,17 +7,40 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 namespace npu_run::testing {
 
-TempDir::TempDir() {
+namespace {
+
+std::string default_temp_base() {
   const char* base = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/npu_run_test_XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
+  return base != nullptr && *base != '\0' ? base : "/tmp";
+}
+
+std::optional<std::string> made_temp_dir(const std::string& base) {
+  std::string pattern = base + "/npu_run_test_XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) return std::nullopt;
+  return pattern;
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  const auto made = made_temp_dir(default_temp_base());
+  if (!made) throw std::runtime_error("mkdtemp failed under " + default_temp_base());
+  path_ = *made;
+}
+
+TempDir::TempDir(const std::string& base) {
+  std::error_code ec;
+  std::filesystem::create_directories(base, ec);
+  auto made = made_temp_dir(base);
+  if (!made) made = made_temp_dir(default_temp_base());
+  if (!made) throw std::runtime_error("mkdtemp failed under " + base);
+  path_ = *made;
 }
 
 TempDir::~TempDir() {

@@ -11,7 +11,9 @@ namespace npu_run::testing {
 
 class TempDir {
  public:
-  TempDir();
+  TempDir();  // under TMPDIR, else /tmp
+  // Under `base` (made if missing), or TempDir() where it cannot be written.
+  explicit TempDir(const std::string& base);
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

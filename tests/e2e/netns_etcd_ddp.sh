@@ -109,7 +109,7 @@ table inet cut {
 }
 NFT
 }
-any_at_step() { cat "$work"/node?.out 2>/dev/null | grep -qF "step  10"; }
+any_at_step() { grep -qsF "step  10" "$work"/node?.out; }
 if [ "$variant" = spare ]; then
   # The spare starts once the two nodes run: it cannot be the leader etcd elected first.
   run_node 0
@@ -164,7 +164,7 @@ if [ "$variant" = spare ]; then
   # The node that kept running keeps its seat; the spare takes the lost leader's.
   kept=""
   for i in "${survivors[@]}"; do [ "$i" = 2 ] || kept=$i; done
-  seat=$(sed -n 's/.*of 4, node \([01]\) of 2, attempt 0).*/\1/p' "$work/node$kept.err" | head -1)
+  seat=$(sed -n 's/.*of 4, node \([01]\) of 2, attempt 0).*/\1/p' "$work/node$kept.err" | sed -n 1p)
   [ -n "$seat" ] || fail "node $kept's first seat is not in its log" "$work/node$kept.err"
   expect_in "$work/node$kept.err" "node $seat of 2, attempt 1)"
   expect_in "$work/node2.err" "node $((1 - seat)) of 2, attempt 1)"
@@ -172,7 +172,7 @@ fi
 if [ "$variant" = split ]; then
   # No step of the deposed leader's workers after the first step of the new round.
   last_old=$(awk -v h="$host" '$1 == h { print $5 }' "$work/stamps" | sort -n | tail -1)
-  first_new=$(awk '$2 >= 1 { print $5 }' "$work/stamps" | sort -n | head -1)
+  first_new=$(awk '$2 >= 1 { print $5 }' "$work/stamps" | sort -n | sed -n 1p)
   [ -n "$last_old" ] && [ -n "$first_new" ] || fail "no stamps to compare" "$work/stamps"
   awk -v a="$last_old" -v b="$first_new" 'BEGIN { exit !(a < b) }' ||
     fail "the deposed leader's workers stepped at $last_old, after the new round's first step at $first_new" "$work/stamps"

@@ -73,7 +73,7 @@ no_strays() {  # what
 # interfaces have different names (eth0, eth1) and their shared host name resolves to 127.0.1.1,
 # and no *_SOCKET_IFNAME is given: each agent tells its workers its own interface, and the
 # health verdict (on with --health-check-cmd) warns of the host name.
-nsenter -t "$(cat "$work/ssh/sshd1.pid")" -m -n getent hosts "$(hostname)" | grep -q '^127\.0\.1\.1 ' ||
+nsenter -t "$(cat "$work/ssh/sshd1.pid")" -m -n getent hosts "$(hostname)" | grep -c '^127\.0\.1\.1 ' >/dev/null ||
   fail "host 1's host name does not resolve to 127.0.1.1 as the test's hosts file says"
 run_launcher 180 "DDP" --hosts "$h1:2,$h2:2" --health-check-cmd true \
   "$source_dir/examples/train_ddp.py" --steps 20
@@ -205,7 +205,7 @@ launch_shipped() {
 }
 # This content's copy, left by an earlier run, would be used without a send.
 # (named in the plan: $npu_run may be the old-kernel wrapper of the binary that is shipped).
-shipped="$HOME/.cache/npu_run/$(grep -o 'npu_run-[0-9a-f]\{16\}' "$work/plan" | head -1)"
+shipped="$HOME/.cache/npu_run/$(grep -o 'npu_run-[0-9a-f]\{16\}' "$work/plan" | sed -n 1p)"
 rm -f "$shipped"
 launch_shipped
 expect_in "$work/out" "$h1: agent runs $shipped" "$h2: agent runs $shipped"

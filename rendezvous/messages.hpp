@@ -29,6 +29,7 @@
 #include "health/device_pings.hpp"
 #include "health/gate_settings.hpp"
 #include "health/verdict.hpp"
+#include "rendezvous/message_parts.hpp"
 #include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
@@ -51,62 +52,6 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 10: the timeline: joins say when the agent started and dialled, reports carry the node's
 //     events of the round, and status the blame of the last round formed.
 inline constexpr int kProtocolVersion = 10;
-
-// Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
-// compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
-struct RankStack {
-  int rank = 0;
-  int local_rank = 0;
-  int pid = -1;
-  // The innermost frames of its signalled thread ("train.py:88 in wait_for_data"), or, for a
-  // worker that is not Python, the kernel's ("(kernel) hrtimer_nanosleep"). Never empty.
-  std::vector<std::string> frames;
-  std::string last_beat;    // the text of its last progress beat; empty if it never beat
-  int64_t silence_ms = -1;  // from its last beat to the dump; -1 if it never beat
-};
-
-// What one agent tells the server about its node.
-struct NodeInfo {
-  std::string host;                     // host name, for people
-  std::string addr;                     // address peers use to reach this node
-  int nproc = 1;                        // workers on this node
-  std::vector<int> devices;             // physical device id per local rank
-  std::vector<std::string> device_ips;  // per local rank, for rank tables (may be empty)
-  int worker_port = 0;                  // port this agent holds for MASTER_PORT if it is node 0
-};
-
-// What the node saw of a failure beyond its exit, for the restart classification
-// (rendezvous/failure_class.hpp). Each text is cut to Limits::kMaxEvidenceText.
-struct FailureEvidence {
-  std::string fault;      // a device or link fault the worker named (health/fault_patterns.hpp)
-  std::string exception;  // the Python exception's type: "ValueError"
-  std::string frame;      // where it was raised: "train.py:88 in step"
-  std::string last_beat;  // the text of the failed rank's last progress beat; empty: none
-  bool early = false;     // it failed within --startup-window of its start
-  bool usage = false;     // argparse refused its command line
-  bool oom = false;       // the kernel's OOM killer killed it
-};
-
-// The first failure of a round, as every node will print it.
-struct FailureReport {
-  std::string host;
-  int node_rank = -1;
-  int rank = -1;  // global rank of the worker; -1 when a whole node failed
-  int local_rank = -1;
-  int pid = -1;
-  int exit_code = 1;          // what npu_run exits with because of this failure
-  std::string description;    // "exit code 3", "signal SIGKILL (9)", "agent lost: ..."
-  std::string error_message;  // from the worker's error file, if any
-  int64_t time_ms = 0;        // wall clock (ms since the epoch) when it failed
-  // The worker raised, then npu_run stopped it while it was still exiting: exit_code is not its
-  // own, and the job keeps the exit code of the failure that was reported first.
-  bool stopped_after_error = false;
-  // The worker hung (--hang-timeout, --exit-timeout): the other nodes dump their workers'
-  // stacks (SIGABRT) as they stop them, so that every rank shows where it was.
-  bool hang = false;
-  bool lost = false;  // the whole node was lost: its connection closed or its heartbeats stopped
-  FailureEvidence evidence{};
-};
 
 // ---- agent -> server ----
 

@@ -158,6 +158,10 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
   out += "records: " + records_text(cfg, run_dir) + "\n";
   out += fmt::format("stop: forward the signal, SIGKILL after {:.1f} s\n",
                      std::chrono::duration<double>(cfg.supervision.term_timeout).count());
+  out += cfg.supervision.auto_progress
+             ? "progress: beats from the scripts (NPU_RUN_PROGRESS) and, until a script beats "
+               "itself, one per torch optimizer step (--auto-progress on)\n"
+             : "progress: beats from the scripts only (NPU_RUN_PROGRESS; --auto-progress off)\n";
   out += fmt::format("health gate: {}{}\n", health_mode_text(cfg.health),
                      cfg.health.user_check.empty()
                          ? ""
@@ -203,6 +207,7 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
                                       : json(token_source(cfg.rendezvous.token))},
             {"role", cfg.worker.role},
             {"max_restarts", cfg.supervision.max_restarts},
+            {"auto_progress", cfg.supervision.auto_progress},
             {"term_timeout_s", std::chrono::duration<double>(cfg.supervision.term_timeout).count()},
             {"worker_master_addr", a.worker_master_addr},
             {"worker_master_port",

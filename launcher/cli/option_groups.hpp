@@ -264,6 +264,14 @@ struct SupervisionFlags : FlagGroup {
                "are left). 'auto' learns it: 5 times the longest silence between beats seen, at "
                "least 300 s (auto:S for another floor)",
        .type = "S|auto[:S]"}};
+  Flag<std::string> auto_progress{
+      *this,
+      {.name = "--auto-progress",
+       .help = "on (the default): every Python worker beats once per optimizer step of torch "
+               "(\"step N\"), so --hang-timeout works for scripts that never beat; a script's "
+               "own beats replace these. off: only the script's beats",
+       .type = "{on,off}"},
+      "on"};
   Flag<double> exit_timeout{
       *this,
       {.name = "--exit-timeout",

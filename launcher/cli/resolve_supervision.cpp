@@ -20,6 +20,8 @@ void resolve_supervision(const LaunchInputs& in, SupervisionConfig& supervision,
       seconds_option(*f.term_timeout, 0, 7 * 24 * 3600.0, f.term_timeout.source());
   supervision.stop_signals = parse_signals(*f.signals_to_handle, f.signals_to_handle.source());
   supervision.hang = parse_hang_timeout(*f.hang_timeout, f.hang_timeout.source());
+  check_choice(*f.auto_progress, {"on", "off"}, f.auto_progress.source());
+  supervision.auto_progress = *f.auto_progress == "on";
   const int no_progress = *f.max_no_progress_restarts;
   if (no_progress < 0 || no_progress > 1'000'000) {
     throw UsageError(fmt::format("{} {}: expected a count from 0 (off) to 1000000",

@@ -222,6 +222,8 @@ struct SupervisionConfig {
   // if that process exits, stop as on SIGTERM rather than run on as an orphan.
   bool stop_with_parent = false;
   HangPolicy hang;
+  // --auto-progress: Python workers beat once per optimizer step (agent/python_hooks_room.cpp).
+  bool auto_progress = true;
   LedgerConfig ledger;
 };
 

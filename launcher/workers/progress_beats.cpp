@@ -111,12 +111,12 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
-  // Everything queued, in one go: only the last text matters, every datagram is a beat.
   // Everything queued, a batch per system call: every datagram is a beat, the last one's text
-  // the rank's progress, and the batch's beats share the time they were collected at.
+  // the rank's progress, and the batch's beats share the time they were collected at. Automatic
+  // beats (kAutomaticBeatMark first) count until the rank's first beat of its own.
   void drain(size_t r) {
     constexpr size_t kBatch = 16;
-    std::array<std::array<char, kMaxBeatText>, kBatch> buffers{};
+    std::array<std::array<char, kMaxBeatText + 1>, kBatch> buffers{};
     std::array<iovec, kBatch> vectors{};
     std::array<mmsghdr, kBatch> messages{};
     for (size_t i = 0; i < kBatch; ++i) {
@@ -128,9 +128,21 @@ struct ProgressBeats::Impl : std::enable_shared_from_this<Impl> {
       const int n = ::recvmmsg(ranks[r].fd, messages.data(), kBatch, MSG_DONTWAIT, nullptr);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;  // EAGAIN: drained
-      const auto last = static_cast<size_t>(n - 1);
-      beat(ranks[r].progress, static_cast<uint64_t>(n),
-           std::string_view(buffers[last].data(), messages[last].msg_len));
+      RankProgress& progress = ranks[r].progress;
+      uint64_t counted = 0;
+      std::string_view last_text;
+      for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+        std::string_view text(buffers[i].data(), messages[i].msg_len);
+        const bool automatic = !text.empty() && text.front() == kAutomaticBeatMark;
+        if (automatic && progress.beats_itself) continue;
+        if (!automatic && !progress.beats_itself) {
+          progress.beats_itself = true;  // its own from now on: earlier automatic ones stand
+        }
+        if (automatic) text.remove_prefix(1);
+        ++counted;
+        last_text = text.substr(0, kMaxBeatText);
+      }
+      if (counted > 0) beat(progress, counted, last_text);
       if (static_cast<size_t>(n) < kBatch) return;
     }
   }
@@ -217,8 +229,10 @@ void ProgressBeats::collect_now() {
 void ProgressBeats::new_attempt() {
   for (auto& rank : impl_->ranks) {
     const auto longest = rank.progress.longest_interval;
+    const bool beats_itself = rank.progress.beats_itself;
     rank.progress = RankProgress{};
     rank.progress.longest_interval = longest;
+    rank.progress.beats_itself = beats_itself;
   }
 }
 

@@ -20,6 +20,10 @@ class io_context;
 namespace npu_run {
 
 constexpr size_t kMaxBeatText = 200;
+// The first byte of an automatic beat (--auto-progress: npu_run's own, once per optimizer step;
+// agent/python_hooks_room.cpp). A rank's first beat without it, the script's own, ends the
+// automatic ones for the rest of the job: a script that beats itself says best what progress is.
+constexpr char kAutomaticBeatMark = '\x01';
 
 struct RankProgress {
   uint64_t beats = 0;  // this attempt's
@@ -29,6 +33,8 @@ struct RankProgress {
   std::chrono::system_clock::time_point first_wall{};  // this attempt's first, for the timeline
   // The longest silence between two beats, over every attempt (for --hang-timeout auto).
   std::chrono::steady_clock::duration longest_interval{};
+  // It sent a beat of its own (not automatic), in this attempt or an earlier one.
+  bool beats_itself = false;
 };
 
 // How far a rank got, to compare attempts: the last whole number in its last beat's text

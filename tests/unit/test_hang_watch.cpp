@@ -81,13 +81,15 @@ TEST_CASE("progress beats: every datagram is a beat of its rank, the last text k
     for (int i = 0; i < 100; ++i) {
       send_beat(beats.path(1), "step " + std::to_string(i));
       if (i % 5 == 4) {
-        REQUIRE(run_until(io, [&] { return beats.rank(1).beats == static_cast<uint64_t>(i + 1); }, 5s));
+        REQUIRE(run_until(
+            io, [&] { return beats.rank(1).beats == static_cast<uint64_t>(i + 1); }, 5s));
       }
     }
     CHECK(beats.rank(1).text == "step 99");
     CHECK(beats.rank(0).beats == 0);
     send_beat(beats.path(0), "line\nbreak\x1b[31m" + std::string(500, 'x'));
-    REQUIRE(run_until(io, [&] { return beats.rank(0).beats == 1; }, 5s));
+    REQUIRE(run_until(
+        io, [&] { return beats.rank(0).beats == 1; }, 5s));
     CHECK(beats.rank(0).text.substr(0, 15) == "line break [31m");
     CHECK(beats.rank(0).text.size() == kMaxBeatText);
     // As a report, the summary and npu_run status give them: ages from a moment, never < 0.
@@ -105,14 +107,52 @@ TEST_CASE("progress beats: every datagram is a beat of its rank, the last text k
   CHECK_FALSE(std::filesystem::exists(directory));  // removed with its sockets
 }
 
+TEST_CASE("progress beats: automatic beats count until the rank's first beat of its own",
+          "[unit][hangs]") {
+  boost::asio::io_context io;
+  ProgressBeats beats(io, 1);
+  const std::string automatic(1, kAutomaticBeatMark);
+  send_beat(beats.path(0), automatic + "step 1");
+  send_beat(beats.path(0), automatic + "step 2");
+  REQUIRE(run_until(
+      io, [&] { return beats.rank(0).beats == 2; }, 5s));
+  CHECK(beats.rank(0).text == "step 2");  // the mark is not part of the text
+  CHECK_FALSE(beats.rank(0).beats_itself);
+  // A marked beat of the longest text keeps all of it.
+  send_beat(beats.path(0), automatic + std::string(kMaxBeatText, 'y'));
+  REQUIRE(run_until(
+      io, [&] { return beats.rank(0).beats == 3; }, 5s));
+  CHECK(beats.rank(0).text == std::string(kMaxBeatText, 'y'));
+  // The script beats itself: its text, and from then on the automatic beats are dropped, in the
+  // same batch as in later ones and in later attempts.
+  send_beat(beats.path(0), "epoch 1 batch 7");
+  send_beat(beats.path(0), automatic + "step 3");
+  REQUIRE(run_until(
+      io, [&] { return beats.rank(0).beats == 4; }, 5s));
+  beats.collect_now();
+  CHECK(beats.rank(0).beats == 4);
+  CHECK(beats.rank(0).text == "epoch 1 batch 7");
+  CHECK(beats.rank(0).beats_itself);
+  beats.new_attempt();
+  send_beat(beats.path(0), automatic + "step 1");
+  send_beat(beats.path(0), "epoch 0 batch 1");
+  REQUIRE(run_until(
+      io, [&] { return beats.rank(0).beats == 1; }, 5s));
+  beats.collect_now();
+  CHECK(beats.rank(0).beats == 1);
+  CHECK(beats.rank(0).text == "epoch 0 batch 1");
+}
+
 TEST_CASE("hang watch: a rank silent past the timeout is reported once, one that never beat is not",
           "[unit][hangs]") {
   Watched w(3, beat_timeout(300ms));
   send_beat(w.beats.path(1), "step 7");
   const auto started = std::chrono::steady_clock::now();
-  REQUIRE(run_until(w.io, [&] { return !w.hangs.empty(); }, 5s));
+  REQUIRE(run_until(
+      w.io, [&] { return !w.hangs.empty(); }, 5s));
   CHECK(std::chrono::steady_clock::now() - started >= 290ms);
-  run_until(w.io, [] { return false; }, 500ms);  // no second report in the meantime
+  run_until(
+      w.io, [] { return false; }, 500ms);  // no second report in the meantime
   REQUIRE(w.hangs.size() == 1);
   CHECK(w.hangs[0].local_rank == 1);
   CHECK(w.hangs[0].kind == Hang::Kind::kNoProgress);
@@ -124,10 +164,12 @@ TEST_CASE("hang watch: an exited rank is not hung, a straggler after the others'
           "[unit][hangs]") {
   Watched w(3, exit_timeout(200ms));
   w.watch.exited(0, true);
-  run_until(w.io, [] { return false; }, 400ms);
+  run_until(
+      w.io, [] { return false; }, 400ms);
   CHECK(w.hangs.empty());  // rank 1 and 2 still run: nobody is the last one yet
   w.watch.exited(2, true);
-  REQUIRE(run_until(w.io, [&] { return !w.hangs.empty(); }, 5s));
+  REQUIRE(run_until(
+      w.io, [&] { return !w.hangs.empty(); }, 5s));
   CHECK(w.hangs[0].local_rank == 1);
   CHECK(w.hangs[0].kind == Hang::Kind::kStraggler);
   CHECK(describe(w.hangs[0], 2) == "still running 0 s after the other 2 local workers exited 0");
@@ -136,12 +178,14 @@ TEST_CASE("hang watch: an exited rank is not hung, a straggler after the others'
 TEST_CASE("hang watch: a failed exit starts no straggler clock", "[unit][hangs]") {
   Watched w(2, exit_timeout(100ms));
   w.watch.exited(0, false);
-  run_until(w.io, [] { return false; }, 400ms);
+  run_until(
+      w.io, [] { return false; }, 400ms);
   CHECK(w.hangs.empty());
 }
 
-TEST_CASE("hang watch: the learned timeout is a multiple of the longest interval, at least the floor",
-          "[unit][hangs]") {
+TEST_CASE(
+    "hang watch: the learned timeout is a multiple of the longest interval, at least the floor",
+    "[unit][hangs]") {
   HangPolicy policy;
   policy.timeout = 1000ms;
   policy.learned = true;
@@ -208,7 +252,8 @@ TEST_CASE("progress beats: a SIGKILLed agent's directory is removed when the nex
   {
     boost::asio::io_context io;
     ProgressBeats beats(io, 1);
-    CHECK(beats.path(0).rfind(tmp.path() + "/npu_run_progress_" + std::to_string(::getpid()) + "_", 0) == 0);
+    CHECK(beats.path(0).rfind(tmp.path() + "/npu_run_progress_" + std::to_string(::getpid()) + "_",
+                              0) == 0);
     CHECK_FALSE(std::filesystem::exists(stale));
     CHECK(std::filesystem::exists(live));  // its agent is alive
     CHECK(std::filesystem::exists(other));

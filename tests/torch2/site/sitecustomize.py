@@ -9,10 +9,15 @@ torch 2.6 built with libuv (PyPI's) takes that branch as is; the client's wire p
 same either way. So, for this test environment only, the module's TCPStore name is wrapped to
 default use_libuv to False when torch.distributed.rendezvous is first imported, without importing
 torch any earlier than the program itself does.
+
+It shadows any later sitecustomize (npu_run's --auto-progress one, Debian's), so it runs the next
+one on sys.path after its own directory, as npu_run's does.
 """
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
+import os
 import sys
 
 _MODULE = "torch.distributed.rendezvous"
@@ -44,4 +49,14 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _run_next_sitecustomize():
+    here = os.path.dirname(os.path.abspath(__file__))
+    entries = [os.path.abspath(p or os.curdir) for p in sys.path]
+    later = sys.path[entries.index(here) + 1:] if here in entries else []
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", later)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
 sys.meta_path.insert(0, _PatchOnImport())
+_run_next_sitecustomize()

@@ -1,0 +1,69 @@
+// The Python hooks' room (--auto-progress, on by default): every worker beats once per optimizer
+// step with no line added to its script. The agent writes python/npu_run_auto_progress.py as
+// sitecustomize.py into its private directory (beside the progress sockets, gone when the agent
+// is) and puts that directory first on each worker's PYTHONPATH; the module runs whatever
+// sitecustomize it shadows. Its beats carry kAutomaticBeatMark: a script's own beats replace them
+// (workers/progress_beats.hpp). Without the progress sockets there is nothing to beat to.
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/agent_rooms.hpp"
+#include "agent/python_hooks_source.hpp"
+#include "workers/progress_beats.hpp"
+
+namespace npu_run {
+namespace {
+
+void warn_unwritten(const std::string& file, const std::string& why) {
+  spdlog::warn("--auto-progress: cannot write {} ({}); workers beat only if their scripts do", file,
+               why);
+}
+
+// sitecustomize.py in <agent directory>/python, or "" (with a warning) when it cannot be written.
+std::string write_sitecustomize(const std::string& agent_directory) {
+  const std::string directory = agent_directory + "/python";
+  const std::string file = directory + "/sitecustomize.py";
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) return warn_unwritten(file, error.message()), "";
+  std::ofstream out(file, std::ios::trunc);
+  if (!out) return warn_unwritten(file, std::strerror(errno)), "";
+  out << kAutoProgressSitecustomize;
+  out.close();
+  if (!out) return warn_unwritten(file, "the write failed"), "";
+  return directory;
+}
+
+class PythonHooksRoom final : public AgentRoom {
+ public:
+  explicit PythonHooksRoom(const RoomContext& ctx) {
+    if (ctx.cfg.supervision.auto_progress && ctx.beats != nullptr)
+      directory_ = write_sitecustomize(ctx.beats->directory());
+  }
+
+  void starting(std::vector<WorkerSpec>& specs) override {
+    if (directory_.empty()) return;
+    for (WorkerSpec& spec : specs) {
+      const auto user = spec.env.find("PYTHONPATH");
+      std::string path = directory_;
+      if (user != spec.env.end() && !user->second.empty()) path += ":" + user->second;
+      spec.env["PYTHONPATH"] = path;
+      spec.contract_env["PYTHONPATH"] = path;
+    }
+  }
+
+ private:
+  std::string directory_;  // where sitecustomize.py is; empty: no automatic beats
+};
+
+}  // namespace
+
+std::unique_ptr<AgentRoom> python_hooks_room(const RoomContext& ctx) {
+  return std::make_unique<PythonHooksRoom>(ctx);
+}
+
+}  // namespace npu_run

@@ -38,6 +38,7 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   MetricsRoom& kept = *metrics;
   rooms.add(progress_room(ctx));
   rooms.add(python_hooks_room(ctx));
+  rooms.add(recorder_room(ctx));
   rooms.add(hang_room(ctx));
   rooms.add(evidence_room(ctx));
   rooms.add(timeline_room(ctx));

@@ -40,6 +40,8 @@ std::unique_ptr<ProgressBeats> open_progress_sockets(boost::asio::io_context& io
                                                      const LaunchConfig& cfg);
 // agent/python_hooks_room.cpp: --auto-progress, a beat per optimizer step in Python workers.
 std::unique_ptr<AgentRoom> python_hooks_room(const RoomContext& ctx);
+// agent/recorder_room.cpp: torch's and torch_npu's flight recorders on, dumping per attempt.
+std::unique_ptr<AgentRoom> recorder_room(const RoomContext& ctx);
 // agent/hang_room.cpp: each attempt's hang watch and stack dump (agent/hang_response.hpp).
 std::unique_ptr<AgentRoom> hang_room(const RoomContext& ctx);
 // agent/evidence_room.cpp: what the root cause's failure showed beyond its exit.

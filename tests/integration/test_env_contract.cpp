@@ -106,6 +106,41 @@ TEST_CASE("env contract: the error-file directory is private and removed at exit
   CHECK(std::filesystem::is_empty(tmp.path()));
 }
 
+// Flight recorders (issue 46): torch's and torch_npu's on, each dumping into the rank's directory
+// of the attempt, a heartbeat under a short HCCL_EXEC_TIMEOUT; what the user set stays; Python
+// workers find npu_run's sitecustomize first on PYTHONPATH, before the user's entries.
+TEST_CASE("env contract: flight recorders dump per attempt, and the user's settings stay",
+          "[integration][env]") {
+  TempDir dir;
+  const std::string logs = dir.path() + "/logs";
+  const Finished f = run_npu_run({"--nproc-per-node", "2", "--log-dir", logs, "--no-python",
+                                  "/bin/sh", "-c", "env > \"$OUT/env.$LOCAL_RANK\""},
+                                 {{"OUT", dir.path()},
+                                  {"TORCH_HCCL_TRACE_BUFFER_SIZE", "50"},
+                                  {"HCCL_EXEC_TIMEOUT", "300"},
+                                  {"PYTHONPATH", "/opt/mine"}});
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  const std::string attempt = run_dir(logs) + "/attempt_0/";
+  for (int r = 0; r < 2; ++r) {
+    auto env = read_env_file(dir.file("env." + std::to_string(r)));
+    const std::string rank_dir = attempt + std::to_string(r);
+    CHECK(env["TORCH_FR_BUFFER_SIZE"] == "2000");
+    CHECK(env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000");
+    CHECK(env["TORCH_FR_DUMP_TEMP_FILE"] == rank_dir + "/fr_trace_rank_");
+    CHECK(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == rank_dir + "/fr_trace_rank_");
+    CHECK(env["TORCH_HCCL_ENABLE_MONITORING"] == "1");
+    CHECK(env["TORCH_HCCL_DUMP_ON_TIMEOUT"] == "1");
+    CHECK(env["TORCH_HCCL_DEBUG_INFO_TEMP_FILE"] == rank_dir + "/hccl_trace_rank_");
+    CHECK(env["TORCH_HCCL_TRACE_BUFFER_SIZE"] == "50");       // the user's
+    CHECK(env["TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC"] == "240");  // under HCCL_EXEC_TIMEOUT
+    const std::string path = env["PYTHONPATH"];
+    CHECK(path.find("/python:/opt/mine") != std::string::npos);
+    // Written in the agent's private directory, which goes with the agent.
+    CHECK_FALSE(std::filesystem::exists(path.substr(0, path.find(':')) + "/sitecustomize.py"));
+  }
+}
+
 TEST_CASE("python modes: a script and a module run under PYTHON_EXEC -u with their arguments",
           "[integration][env]") {
   TempDir dir;

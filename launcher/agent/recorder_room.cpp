@@ -1,0 +1,76 @@
+// The flight recorders' room: unless the user set them, every worker starts with torch's flight
+// recorder on (gloo's since torch 2.8, NCCL's) and torch_npu's (HCCL), each dumping into the
+// rank's directory of the attempt (<run dir>/attempt_<n>/<local rank>/) rather than /tmp, where
+// attempts and jobs would overwrite each other. Variables and defaults: REFERENCE.md section 13.
+// torch 1.13 and a torch_npu-less job ignore them.
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/agent_rooms.hpp"
+#include "basics/environment.hpp"
+
+namespace npu_run {
+namespace {
+
+// Entries each recorder keeps (a ring): a few hundred steps of a job's collectives.
+constexpr int kRecorderEntries = 2000;
+// torch_npu's own default heartbeat (TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC).
+constexpr long kHcclHeartbeatSeconds = 600;
+
+// torch_npu's watchdog must fire before HCCL's own execution timeout ends the op, or it dumps
+// nothing: with a HCCL_EXEC_TIMEOUT at or under its default heartbeat, four fifths of it.
+std::string hccl_heartbeat_seconds(const EnvMap& env) {
+  const auto exec = env.find("HCCL_EXEC_TIMEOUT");
+  long seconds = 0;
+  if (exec != env.end()) {
+    const std::string& text = exec->second;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+    if (error != std::errc() || end != text.data() + text.size()) seconds = 0;
+  }
+  if (seconds <= 0 || seconds > kHcclHeartbeatSeconds) return "";
+  return std::to_string(std::max(1L, seconds * 4 / 5));
+}
+
+// The variables for one rank whose attempt directory is `dir`.
+std::vector<std::pair<std::string, std::string>> recorder_env(const std::string& dir,
+                                                              const EnvMap& env) {
+  const std::string entries = std::to_string(kRecorderEntries);
+  std::vector<std::pair<std::string, std::string>> vars{
+      {"TORCH_FR_BUFFER_SIZE", entries},
+      {"TORCH_NCCL_TRACE_BUFFER_SIZE", entries},  // its older name
+      {"TORCH_FR_DUMP_TEMP_FILE", dir + "/fr_trace_rank_"},
+      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", dir + "/fr_trace_rank_"},
+      {"TORCH_HCCL_ENABLE_MONITORING", "1"},
+      {"TORCH_HCCL_TRACE_BUFFER_SIZE", entries},
+      {"TORCH_HCCL_DUMP_ON_TIMEOUT", "1"},
+      {"TORCH_HCCL_DEBUG_INFO_TEMP_FILE", dir + "/hccl_trace_rank_"},
+  };
+  if (const std::string heartbeat = hccl_heartbeat_seconds(env); !heartbeat.empty())
+    vars.emplace_back("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", heartbeat);
+  return vars;
+}
+
+class RecorderRoom final : public AgentRoom {
+ public:
+  void starting(std::vector<WorkerSpec>& specs) override {
+    for (WorkerSpec& spec : specs) {
+      if (spec.log_dir.empty()) continue;  // no run directory: nowhere of the job's to dump
+      for (auto& [name, value] : recorder_env(spec.log_dir, spec.env)) {
+        if (spec.env.count(name) > 0) continue;  // the user's, or the agent's environment's
+        spec.env[name] = value;
+        spec.contract_env[name] = std::move(value);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<AgentRoom> recorder_room(const RoomContext& /*ctx*/) {
+  return std::make_unique<RecorderRoom>();
+}
+
+}  // namespace npu_run

@@ -108,7 +108,7 @@ void Client::send(const std::shared_ptr<Call>& c) {
 }
 
 void Client::post_to_every_member(const std::string& path, const std::string& body,
-                                  MemberAnswer each) {
+                                  const MemberAnswer& each) {
   for (size_t index = 0; index < settings_.endpoints.size(); ++index) {
     post_json(io_, PostTarget{settings_.endpoints[index], settings_.tls, path}, body, token_,
               settings_.timeout,

@@ -84,7 +84,8 @@ class Client {
   using MemberAnswer =
       std::function<void(size_t index, const std::string& failure, const HttpAnswer& answer)>;
   // Posts `body` to every member at once; `each` runs for every member's answer or failure.
-  void post_to_every_member(const std::string& path, const std::string& body, MemberAnswer each);
+  void post_to_every_member(const std::string& path, const std::string& body,
+                            const MemberAnswer& each);
 
   boost::asio::io_context& io_;
   Settings settings_;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What CI (.ci/run) does in the background while its stages run in the foreground, so that a
 # machine's two cores are never idle while a stage waits on timers, processes and sockets:
-#   chroots  the Debian 13 chroot with torch 2.6 (tests/torch2/chroot.sh) and the Debian 11 one
-#            (tests/portable/debian_chroot.sh), at nice 10: mostly downloads, made while the
-#            compiler runs instead of before the tests that need them
+#   chroots  the Debian 13 and Debian unstable chroots with torch 2.6 and 2.14
+#            (tests/torch2/chroot.sh) and the Debian 11 one (tests/portable/debian_chroot.sh), at
+#            nice 10: mostly downloads, made while the compiler runs instead of before the tests
+#            that need them; one that fails leaves the next to be made all the same
 #   builds   the trees of the later stages, in the order they are needed: the aarch64 release
 #            (portability), ASan, TSan (hardening), at nice 19, so that a foreground compile
 #            or test takes a core from them at once
@@ -23,7 +24,8 @@ start() {
   # setsid: each part its own process group, so that stop reaches every process of it (and its
   # own scheduling group, which lib/background_group.sh gives the part's priority).
   setsid bash "$root/scripts/lib/background_group.sh" 10 bash -c "
-    bash '$root/tests/torch2/chroot.sh' && bash '$root/tests/portable/debian_chroot.sh' bullseye
+    bash '$root/tests/torch2/chroot.sh' trixie; bash '$root/tests/torch2/chroot.sh' sid
+    bash '$root/tests/portable/debian_chroot.sh' bullseye
   " </dev/null >"$logs/chroots.log" 2>&1 &
   echo $! >"$logs/chroots.pid"
   setsid bash "$root/scripts/lib/background_group.sh" 19 bash -c "

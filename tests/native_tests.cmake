@@ -159,46 +159,52 @@ foreach(mode agent tiered)
                        PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 1")
 endforeach()
 
-# torch 2.6 beside the host's 1.13: Debian 13's python3-torch in a chroot cached outside the
-# checkout (tests/torch2/chroot.sh; made by the fixture test the first time, about 2 minutes and
-# 1.6 GB), reached through tests/torch2/python as PYTHON_EXEC. The PyTorch tests (Catch tag
-# [pytorch]) and the two-namespace DDP run again with it. One label, matched by -L integration,
+# torch 2.6 and 2.14 beside the host's 1.13: Debian 13's and Debian unstable's python3-torch in
+# chroots cached outside the checkout (tests/torch2/chroot.sh; each made by its fixture test the
+# first time, 2 to 8 minutes and 1.6 GB or more), reached through tests/torch2/python and
+# tests/torch2/python2.14 as PYTHON_EXEC. The PyTorch tests (Catch tag [pytorch]), the store's
+# peer suite and the two-namespace DDP run again with each. One label, matched by -L integration,
 # -L e2e and -L torch2 (labels are regular expressions).
-set(torch2_python ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python)
 set(torch2_label integration-e2e-torch2)
-add_test(NAME "torch 2.6: a Debian 13 chroot with python3-torch"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/torch2/chroot.sh)
-set_tests_properties("torch 2.6: a Debian 13 chroot with python3-torch"
-                     PROPERTIES FIXTURES_SETUP torch2 LABELS ${torch2_label} TIMEOUT 1500
-                                SKIP_RETURN_CODE 77)
-catch_discover_tests(integration_tests TEST_SPEC "[pytorch]" TEST_PREFIX "torch 2.6: integration: "
-                     EXTRA_ARGS --warn NoTests --name torch-2.6
-                     PROPERTIES LABELS ${torch2_label} FIXTURES_REQUIRED torch2
-                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}"
-                                SKIP_REGULAR_EXPRESSION "debootstrap needs root")
-foreach(mode agent tiered)
-  set(name "torch 2.6: store: torch 2.6 clients in ${mode} mode, one node and two")
-  add_test(NAME "${name}"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
-                   ${PROJECT_SOURCE_DIR} ${mode})
-  set_tests_properties("${name}" PROPERTIES LABELS ${torch2_label} TIMEOUT 400
-                       FIXTURES_REQUIRED torch2 ENVIRONMENT "PYTHON_EXEC=${torch2_python}"
-                       PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 2")
-endforeach()
-add_test(NAME "torch 2.6: e2e: PyTorch DDP across two network namespaces"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR})
-set_tests_properties("torch 2.6: e2e: PyTorch DDP across two network namespaces"
-                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
-                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
+function(npu_run_torch_suite version suite distribution python)
+  set(fixture torch-${version})
+  set(chroot "torch ${version}: a ${distribution} chroot with python3-torch")
+  add_test(NAME "${chroot}" COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/torch2/chroot.sh ${suite})
+  set_tests_properties("${chroot}" PROPERTIES FIXTURES_SETUP ${fixture} LABELS ${torch2_label}
+                                              TIMEOUT 1500 SKIP_RETURN_CODE 77)
+  catch_discover_tests(integration_tests TEST_SPEC "[pytorch]"
+                       TEST_PREFIX "torch ${version}: integration: "
+                       EXTRA_ARGS --warn NoTests --name torch-${version}
+                       PROPERTIES LABELS ${torch2_label} FIXTURES_REQUIRED ${fixture}
+                                  ENVIRONMENT "PYTHON_EXEC=${python}"
+                                  SKIP_REGULAR_EXPRESSION "debootstrap needs root")
+  foreach(mode agent tiered)
+    set(name "torch ${version}: store: torch ${version} clients in ${mode} mode, one node and two")
+    add_test(NAME "${name}"
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
+                     ${PROJECT_SOURCE_DIR} ${mode})
+    set_tests_properties("${name}" PROPERTIES LABELS ${torch2_label} TIMEOUT 400
+                         FIXTURES_REQUIRED ${fixture} ENVIRONMENT "PYTHON_EXEC=${python}"
+                         PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 2")
+  endforeach()
+  set(ddp "torch ${version}: e2e: PyTorch DDP across two network namespaces")
+  add_test(NAME "${ddp}"
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh $<TARGET_FILE:npu_run>
+                   ${PROJECT_SOURCE_DIR})
+  set_tests_properties("${ddp}" PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
+                                           RESOURCE_LOCK netns FIXTURES_REQUIRED ${fixture}
+                                           ENVIRONMENT "PYTHON_EXEC=${python}")
+endfunction()
+set(torch2_python ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python)
+npu_run_torch_suite(2.6 trixie "Debian 13" ${torch2_python})
+npu_run_torch_suite(2.14 sid "Debian unstable" ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14)
 
 add_test(NAME "torch 2.6: e2e: a spare takes a lost node's seat in DDP across network namespaces"
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_spare_ddp.sh $<TARGET_FILE:npu_run>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties("torch 2.6: e2e: a spare takes a lost node's seat in DDP across network namespaces"
                      PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
+                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.6
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
 
 set(etcd_ddp "torch 2.6: e2e: the etcd-elected leader lost, DDP goes on across network namespaces")
@@ -207,7 +213,7 @@ add_test(NAME "${etcd_ddp}"
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties("${etcd_ddp}"
                      PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch2
+                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.6
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
 
 # A benchmark's smoke run: its script with tiny sizes, alone (RUN_SERIAL: they start hundreds of

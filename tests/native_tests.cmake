@@ -314,6 +314,12 @@ npu_run_bench_smoke("progress beats' cost to the agent" beat_cost.py
   TIMEOUT 120
   PASS "\\| beating \\| [0-9.]+ % \\| [0-9]+ \\| [0-9]+ \\|")
 
+# Smoke run of the automatic beats' cost per optimizer step (torch 1.13 only: a few hundred steps).
+npu_run_bench_smoke("automatic progress beats' cost per step" auto_progress_cost.py
+  ARGS --steps 200 --runs 1 --only-host
+  TIMEOUT 120
+  PASS "\\| 1.13 \\(Debian 12\\) \\| [0-9.]+ us \\| [0-9.]+ us \\|.*\\| [0-9.]+ us .*\\| 200 of 200 \\|")
+
 # Smoke run of the recording's cost (2 workers, one short run, a report of the synthetic job).
 npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1 --nodes 64

@@ -1,15 +1,20 @@
-"""npu_run's automatic progress beats (--auto-progress, on by default): one beat per optimizer
-step, so that hang detection, --hang-timeout auto, the no-progress restart limit, the timeline's
-steps and the report work for a script that never calls npu_run_progress.beat().
+"""npu_run's hooks in every Python worker, with no line added to the script:
+ - the automatic progress beats (--auto-progress, on by default: NPU_RUN_BEAT_STEPS=1): one beat
+   per optimizer step, so that hang detection, --hang-timeout auto, the no-progress restart
+   limit, the timeline's steps and the report work for a script that never calls
+   npu_run_progress.beat();
+ - torch's worker server at NPU_RUN_WORKER_SERVER (torch 2.5 and later), through which the agent
+   collects the flight recorder's entries and every thread's stack on a hang, without killing.
 
 npu_run writes this file as sitecustomize.py into its agent's private directory and puts that
 directory first on each worker's PYTHONPATH. Python imports it at start-up, before the script:
  - it runs the sitecustomize this one shadows (Debian's, a virtualenv's, the user's own), as
    Python would have;
- - it waits for torch.optim.optimizer to be imported (importing torch itself would cost seconds
-   to a worker that never uses it), then beats after every optimizer step: through torch's global
-   step hook (torch 2.0 and later), or, on torch 1.13, which has none, by wrapping the step of
-   each optimizer class the first time one of its optimizers is made.
+ - it waits for torch.distributed and torch.optim.optimizer to be imported (importing torch
+   itself would cost seconds to a worker that never uses it), then starts the server, and beats
+   after every optimizer step: through torch's global step hook (torch 2.0 and later), or, on
+   torch 1.13, which has none, by wrapping the step of each optimizer class the first time one of
+   its optimizers is made.
 A beat is one datagram to NPU_RUN_PROGRESS whose first byte (\\x01) marks it automatic: once the
 script beats itself, the agent ignores these. Nothing here may stop a worker: every failure is
 swallowed, and a worker without torch never notices it.
@@ -116,19 +121,32 @@ def _hook_optimizers(optimizer_module):
     optimizer_class.__init__ = init_and_hook
 
 
-class _WhenOptimizersLoad:
-    """A finder that hooks torch.optim.optimizer once it has been executed, and else finds
-    nothing (the next finder imports the module)."""
+def _serve_worker(c10d_module):
+    """torch's worker server (torch 2.5 and later) at the agent's path for this rank: the agent
+    asks it for the flight recorder's entries and every thread's stack on a hang, without
+    killing. Kept for the life of the process (the server stops when the object goes)."""
+    global _server
+    path = os.environ.get("NPU_RUN_WORKER_SERVER")
+    make = getattr(getattr(c10d_module, "_C", None), "_distributed_c10d", None)
+    make = getattr(make, "_WorkerServer", None)
+    if not path or make is None or _server is not None:
+        return
+    if os.path.exists(path):
+        os.unlink(path)  # left by a process this one forked from; the agent made the directory
+    _server = make(path)
 
-    _target = "torch.optim.optimizer"
 
-    def __init__(self):
-        self._done = False
+class _WhenModulesLoad:
+    """A finder that runs a hook on each target module once it has been executed, and else
+    finds nothing (the next finder imports the module)."""
+
+    def __init__(self, hooks):
+        self._hooks = dict(hooks)  # name -> what runs on the executed module
 
     def find_spec(self, name, path=None, target=None):
-        if name != self._target or self._done:
+        hook = self._hooks.pop(name, None)  # not removed from sys.meta_path: the import loop
+        if hook is None:                    # is iterating it
             return None
-        self._done = True  # not removed from sys.meta_path: the import loop is iterating it
         try:
             import importlib.machinery
 
@@ -140,7 +158,7 @@ class _WhenOptimizersLoad:
             def exec_and_hook(module):
                 execute(module)
                 try:
-                    _hook_optimizers(module)
+                    hook(module)
                 except Exception:
                     pass
 
@@ -150,6 +168,18 @@ class _WhenOptimizersLoad:
             return None
 
 
+def _hooks_wanted():
+    hooks = {}
+    if (os.environ.get("NPU_RUN_BEAT_STEPS") == "1" and os.environ.get("NPU_RUN_PROGRESS") and
+            "torch.optim.optimizer" not in sys.modules):
+        hooks["torch.optim.optimizer"] = _hook_optimizers
+    if os.environ.get("NPU_RUN_WORKER_SERVER") and "torch.distributed" not in sys.modules:
+        hooks["torch.distributed"] = lambda module: _serve_worker(sys.modules["torch"])
+    return hooks
+
+
+_server = None
 _run_shadowed_sitecustomize()
-if os.environ.get("NPU_RUN_PROGRESS") and "torch.optim.optimizer" not in sys.modules:
-    sys.meta_path.insert(0, _WhenOptimizersLoad())
+_wanted = _hooks_wanted()
+if _wanted:
+    sys.meta_path.insert(0, _WhenModulesLoad(_wanted))

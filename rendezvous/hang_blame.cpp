@@ -85,4 +85,18 @@ FailureReport blame_hang(const FailureReport& hang, const StackComparison& compa
   return root;
 }
 
+FailureReport blame_collective_hang(const FailureReport& hang, const RankStack& culprit,
+                                    const std::string& description, const std::string& host,
+                                    int node_rank) {
+  FailureReport root = hang;
+  root.host = host;
+  root.node_rank = node_rank;
+  root.rank = culprit.rank;
+  root.local_rank = culprit.local_rank;
+  root.pid = culprit.pid;
+  root.error_message.clear();
+  root.description = cut("hung: " + description);
+  return root;
+}
+
 }  // namespace npu_run::rdzv

@@ -30,6 +30,17 @@ StackComparison compare_stacks(const std::vector<const RankStack*>& stacks);
 FailureReport blame_hang(const FailureReport& hang, const StackComparison& comparison,
                          const RankStack* hung_rank_stack, const std::string& host, int node_rank);
 
+// The root cause of a hang once the flight records named a culprit
+// (rendezvous/collective_blame.hpp), which is on `host`, node `node_rank`.
+FailureReport blame_collective_hang(const FailureReport& hang, const RankStack& culprit,
+                                    const std::string& description, const std::string& host,
+                                    int node_rank);
+
+// What the summary adds when no rank had a flight recorder (torch 1.13, gloo before torch 2.8):
+// the stacks alone decided.
+inline constexpr const char* kNoRecorderNote =
+    " (no rank had a flight recorder, which gloo has from torch 2.8: the stacks decided)";
+
 // "train.py:88 in wait <- train.py:120 in main".
 std::string join_frames(const std::vector<std::string>& frames);
 

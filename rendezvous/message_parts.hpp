@@ -8,6 +8,31 @@
 
 namespace npu_run::rdzv {
 
+// One collective as a rank's flight recorder held it at a hang (rendezvous/collective_blame.hpp).
+struct RecordedCall {
+  int64_t seq = 0;      // its sequence number in its process group, from 1
+  std::string op;       // "all_reduce" (the backend's "gloo:" dropped)
+  std::string sizes;    // the input sizes: "[[4096]]"
+  std::string dtypes;   // "Float"
+  int64_t age_ms = -1;  // from its call to the moment the record was taken
+  bool completed = false;
+};
+
+// What one rank's recorder said of one process group.
+struct GroupCalls {
+  std::string group;                 // "default_pg", or the group's description or name
+  int64_t entered = 0;               // the last collective it called (0: none)
+  int64_t completed = 0;             // the last that completed
+  std::vector<RecordedCall> last{};  // its last calls, oldest first, at most kMaxRecordedCalls
+};
+
+// How a rank's record was taken at a hang.
+enum class RankRecord {
+  kSignal,  // no worker server: SIGABRT and faulthandler (torch 1.13, not Python)
+  kServer,  // its worker server answered (frames and, with a flight recorder, `groups`)
+  kSilent,  // it has a worker server that answered nothing in time: stopped, or holding the GIL
+};
+
 // Where one rank was when a hang's stacks were dumped (Report::stacks): what the rendezvous
 // compares across the job to find the odd one out (rendezvous/hang_blame.hpp).
 struct RankStack {
@@ -19,6 +44,9 @@ struct RankStack {
   std::vector<std::string> frames;
   std::string last_beat;    // the text of its last progress beat; empty if it never beat
   int64_t silence_ms = -1;  // from its last beat to the dump; -1 if it never beat
+  RankRecord record = RankRecord::kSignal;
+  bool recorder = false;             // a flight recorder answered (even with no group yet)
+  std::vector<GroupCalls> groups{};  // at most Limits::kMaxRecordedGroups
 };
 
 // What one agent tells the server about its node.

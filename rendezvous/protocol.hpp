@@ -30,11 +30,14 @@ struct Limits {
   static constexpr size_t kMaxDevices = 4096;  // entries in device and device-ip lists
   static constexpr int kMaxNodes = 1'000'000;
   static constexpr int kMaxWorkersPerNode = 4096;
-  static constexpr size_t kMaxStackFrames = 3;   // RankStack::frames
-  static constexpr size_t kMaxFrameText = 256;   // one frame
-  static constexpr size_t kMaxBeatText = 200;    // a progress beat's text (as the agent keeps it)
-  static constexpr size_t kMaxOddRanks = 1024;   // Decision::odd_ranks
-  static constexpr size_t kMaxHealthNotes = 64;  // Assigned::health_notes
+  static constexpr size_t kMaxStackFrames = 3;     // RankStack::frames
+  static constexpr size_t kMaxFrameText = 256;     // one frame
+  static constexpr size_t kMaxBeatText = 200;      // a progress beat's text (as the agent keeps it)
+  static constexpr size_t kMaxOddRanks = 1024;     // Decision::odd_ranks
+  static constexpr size_t kMaxRecordedGroups = 8;  // RankStack::groups
+  static constexpr size_t kMaxRecordedCalls = 4;   // GroupCalls::last
+  static constexpr size_t kMaxCallText = 128;      // a RecordedCall's texts, a group's name
+  static constexpr size_t kMaxHealthNotes = 64;    // Assigned::health_notes
   // PingRequest / PingReport: kMaxSentDevices devices, kMaxPingsPerDevice each; a ping's
   // detail as the agent cuts it. 192 answers of ~300 bytes fit a client frame.
   static constexpr size_t kMaxPings = 192;

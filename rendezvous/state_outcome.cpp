@@ -1,9 +1,12 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
+#include "rendezvous/collective_blame.hpp"
 #include "rendezvous/failure_class.hpp"
 #include "rendezvous/hang_blame.hpp"
+#include "rendezvous/protocol.hpp"
 #include "rendezvous/state.hpp"
 
 namespace npu_run::rdzv {
@@ -251,11 +254,24 @@ void RendezvousState::blame_hang_on_stacks(Decision& decision) {
     }
   }
   if (stacks.empty()) return;
+  if (const auto blame = blame_collectives(stacks)) {
+    const Member* culprit = reported_by[blame->culprit];
+    root_cause_ = blame_collective_hang(*root_cause_, *blame->culprit, blame->description,
+                                        culprit->node.host, culprit->node_rank);
+    for (const RankStack* s : blame->odd) decision.odd_ranks.push_back(s->rank);
+    return;
+  }
+  const bool recorded =
+      std::any_of(stacks.begin(), stacks.end(), [](const RankStack* s) { return s->recorder; });
   const StackComparison comparison = compare_stacks(stacks);
   const Member* odd_member = comparison.odd.empty() ? nullptr : reported_by[comparison.odd.front()];
   root_cause_ = blame_hang(*root_cause_, comparison, hung,
                            odd_member != nullptr ? odd_member->node.host : root_cause_->host,
                            odd_member != nullptr ? odd_member->node_rank : root_cause_->node_rank);
+  if (!recorded) {
+    std::string& text = root_cause_->description;
+    text = (text + kNoRecorderNote).substr(0, Limits::kMaxText);
+  }
   for (const RankStack* s : comparison.odd) decision.odd_ranks.push_back(s->rank);
 }
 

@@ -106,9 +106,50 @@ FailureReport failure_from(const json& j) {
   return r;
 }
 
+namespace {
+
+json to_json(const GroupCalls& g) {
+  json calls = json::array();
+  for (const RecordedCall& c : g.last) {
+    calls.push_back({{"seq", c.seq},
+                     {"op", c.op},
+                     {"sizes", c.sizes},
+                     {"dtypes", c.dtypes},
+                     {"age_ms", c.age_ms},
+                     {"completed", c.completed}});
+  }
+  return {{"group", g.group}, {"entered", g.entered}, {"completed", g.completed}, {"last", calls}};
+}
+
+GroupCalls group_calls_from(const json& j) {
+  const Fields f(j, "recorded group");
+  GroupCalls g;
+  g.group = f.text("group", Limits::kMaxCallText);
+  g.entered = f.integer("entered", 0, INT64_MAX);
+  g.completed = f.integer("completed", 0, INT64_MAX);
+  for (const json& call : f.array("last", Limits::kMaxRecordedCalls)) {
+    const Fields c(call, "recorded call");
+    g.last.push_back(RecordedCall{
+        c.integer("seq", 0, INT64_MAX), c.text("op", Limits::kMaxCallText),
+        c.text("sizes", Limits::kMaxCallText, false), c.text("dtypes", Limits::kMaxCallText, false),
+        c.integer("age_ms", -1, INT64_MAX), c.boolean("completed")});
+  }
+  return g;
+}
+
+}  // namespace
+
 json to_json(const RankStack& s) {
-  return {{"rank", s.rank},     {"local_rank", s.local_rank}, {"pid", s.pid},
-          {"frames", s.frames}, {"last_beat", s.last_beat},   {"silence_ms", s.silence_ms}};
+  json j = {{"rank", s.rank},     {"local_rank", s.local_rank}, {"pid", s.pid},
+            {"frames", s.frames}, {"last_beat", s.last_beat},   {"silence_ms", s.silence_ms}};
+  // Only what a hang collected through the worker server: older servers never see it.
+  if (s.record == RankRecord::kSignal) return j;
+  j["record"] = s.record;
+  j["recorder"] = s.recorder;
+  json groups = json::array();
+  for (const GroupCalls& g : s.groups) groups.push_back(to_json(g));
+  j["groups"] = std::move(groups);
+  return j;
 }
 
 RankStack stack_from(const json& j) {
@@ -125,6 +166,11 @@ RankStack stack_from(const json& j) {
   if (s.frames.empty()) f.fail("has no frames");
   s.last_beat = f.text("last_beat", Limits::kMaxBeatText, false);
   s.silence_ms = f.integer("silence_ms", -1, INT64_MAX);
+  if (f.find("record") == nullptr) return s;
+  s.record = enum_field<RankRecord>(f, "record");
+  s.recorder = f.boolean("recorder");
+  for (const json& g : f.array("groups", Limits::kMaxRecordedGroups, false))
+    s.groups.push_back(group_calls_from(g));
   return s;
 }
 

@@ -17,6 +17,10 @@ NLOHMANN_JSON_SERIALIZE_ENUM(FailureClass, {{FailureClass::kNone, "none"},
                                             {FailureClass::kDeterministic, "deterministic"},
                                             {FailureClass::kOther, "other"}})
 
+NLOHMANN_JSON_SERIALIZE_ENUM(RankRecord, {{RankRecord::kSignal, "signal"},
+                                          {RankRecord::kServer, "server"},
+                                          {RankRecord::kSilent, "silent"}})
+
 // A server's answer: `fields`, its type, and "ok" (every answer but an error is ok).
 nlohmann::json answer(const char* type, nlohmann::json fields);
 

@@ -10,7 +10,7 @@ using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
 // While etcd does not answer, the first contact and a lost membership are tried again this often.
-constexpr milliseconds kRetry = 1s;
+constexpr milliseconds kCampaignRetry = 1s;
 // After a leader's lease lapses, etcd removes its key within half a second, and a follower's
 // campaign is a request away: the new leader is named well within this after the TTL.
 constexpr milliseconds kElectionSlack = 3s;
@@ -176,7 +176,7 @@ void EtcdRendezvous::on_lease_lost(const std::string& why) {
   trouble_ = why;
   election_.reset();
   failover_off(why);
-  retry_in(why.starts_with("etcd granted no lease") ? kRetry : milliseconds(0),
+  retry_in(why.starts_with("etcd granted no lease") ? kCampaignRetry : milliseconds(0),
            &EtcdRendezvous::join_etcd);
 }
 
@@ -184,7 +184,7 @@ void EtcdRendezvous::read_memory_then_campaign() {
   memory_.follow([this] { campaign(); },
                  [this](const std::string& why) {
                    trouble_ = why;
-                   retry_in(kRetry, &EtcdRendezvous::read_memory_then_campaign);
+                   retry_in(kCampaignRetry, &EtcdRendezvous::read_memory_then_campaign);
                  });
 }
 

@@ -1,9 +1,11 @@
 // What this node does about hung workers (issue 18), one per attempt: with --hang-timeout or
 // --exit-timeout it watches the beats (agent/hang_watch.hpp), and on a hang, its own or another
-// node's, it dumps every worker's stacks (SIGABRT: faulthandler prints them; core files off) at the
-// moment every node of the job dumps, which stops the group as a failure does. Once the group is
-// done it writes the dump into the result: the hung rank as root cause, each rank's last beat
-// and top frames, and the stacks the rendezvous compares across the job.
+// node's, at the moment every node of the job does the same, it collects every worker's stacks
+// and flight records through their worker servers without killing (agent/hang_collection.hpp),
+// then stops the group as a failure does: with SIGTERM when every rank answered, else with
+// SIGABRT, on which faulthandler prints the stacks of those that could not answer (core files
+// off). Once the group is done it writes the dump into the result: the hung rank as root cause,
+// each rank's last beat and top frames, and the records the rendezvous compares across the job.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "agent/assignment.hpp"
+#include "agent/hang_collection.hpp"
 #include "agent/hang_watch.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/round_workers.hpp"
@@ -36,6 +39,7 @@ class HangResponse {
     const ProgressBeats* beats;  // null: none could be made, nothing to watch
     RoundWorkers& group;
     Rendezvous& rendezvous;
+    std::vector<RankToCollect> ranks;  // every local rank's server and directory (pids unset)
   };
   // `found` hears of each hang the watch finds; whether to respond is the agent's call (not
   // while it stops the workers for another reason).
@@ -66,13 +70,19 @@ class HangResponse {
  private:
   void dump_at(int64_t hang_time_ms, std::vector<pid_t> pids);
   void dump_stacks(const std::vector<pid_t>& pids);
+  void stop_collected(const std::vector<pid_t>& pids,
+                      std::chrono::steady_clock::time_point not_before);
+  void stop_workers(const std::vector<pid_t>& pids);
+  const CollectedRank* collected_of(pid_t pid) const;
   std::vector<rdzv::RankBeat> beats_at_dump() const;
 
   Context ctx_;
   std::unique_ptr<HangWatch> watch_;
   boost::asio::steady_timer dump_timer_;
   std::optional<std::chrono::steady_clock::time_point> dumped_at_;
+  boost::asio::io_context& io_;
   std::map<pid_t, std::vector<std::string>> kernel_frames_;  // non-Python workers', at the dump
+  std::vector<CollectedRank> collected_;                     // through the worker servers
   bool stopped_ = false;
   // The dump timer's handler may already be queued when this goes: it checks this first.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -1,9 +1,11 @@
 // The hang watch's room (--hang-timeout, --exit-timeout): each attempt gets its HangResponse
-// (agent/hang_response.hpp) once its workers run; a hang it finds goes to the agent, which
-// decides whether to respond. When the workers are done, the dump goes into the round's end:
-// the hung rank as root cause, each rank's last beat and frames, the stacks for the job's blame.
+// (agent/hang_response.hpp) once its workers run, with where each rank serves its records; a hang
+// it finds goes to the agent, which decides whether to respond. When the workers are done, the dump
+// goes into the round's end: the hung rank as root cause, each rank's last beat and frames, the
+// stacks for the job's blame.
 #include "agent/agent_rooms.hpp"
 #include "agent/hang_response.hpp"
+#include "agent/worker_server_client.hpp"
 
 namespace npu_run {
 namespace {
@@ -12,12 +14,23 @@ class HangRoom final : public AgentRoom {
  public:
   explicit HangRoom(const RoomContext& ctx) : ctx_(ctx) {}
 
+  // Where each rank will serve (agent/python_hooks_room.cpp) and keep its records.
+  void starting(std::vector<WorkerSpec>& specs) override {
+    ranks_.clear();
+    if (ctx_.beats == nullptr) return;
+    for (const WorkerSpec& spec : specs) {
+      ranks_.push_back(RankToCollect{spec.local_rank, -1,
+                                     worker_server_path(ctx_.beats->directory(), spec.local_rank),
+                                     spec.log_dir});
+    }
+  }
+
   void started(Attempt& attempt) override {
     // Owned by the attempt, which the agent owns: the agent outlives every call of `found`.
     attempt.hangs = std::make_unique<HangResponse>(
         ctx_.io,
         HangResponse::Context{ctx_.cfg, attempt.assignment, ctx_.beats, *attempt.group,
-                              ctx_.rendezvous},
+                              ctx_.rendezvous, ranks_},
         [&host = ctx_.host](const Hang& hang) { host.hung(hang); });
     attempt.hangs->start();
   }
@@ -32,6 +45,7 @@ class HangRoom final : public AgentRoom {
 
  private:
   RoomContext ctx_;
+  std::vector<RankToCollect> ranks_;
 };
 
 }  // namespace

@@ -13,9 +13,31 @@ constexpr size_t kStackBudget = rdzv::Limits::kMaxClientFrame - size_t{16} * 102
 // A rank's share of the encoded report: its texts and the JSON around them (field names,
 // numbers, quotes; escapes are rare in frames and beats and covered by the margin).
 size_t encoded_size(const rdzv::RankStack& s) {
-  size_t size = 120 + s.last_beat.size();
+  size_t size = 160 + s.last_beat.size();
   for (const std::string& frame : s.frames) size += frame.size() + 8;
+  for (const rdzv::GroupCalls& g : s.groups) {
+    size += 60 + g.group.size();
+    for (const rdzv::RecordedCall& c : g.last)
+      size += 90 + c.op.size() + c.sizes.size() + c.dtypes.size();
+  }
   return size;
+}
+
+// The least the comparisons need: the top frame, the default group's last two calls.
+void shrink(rdzv::RankStack& s) {
+  s.frames.resize(1);
+  if (s.groups.size() > 1) s.groups.resize(1);
+  for (rdzv::GroupCalls& g : s.groups)
+    if (g.last.size() > 2) g.last.erase(g.last.begin(), g.last.end() - 2);
+}
+
+void add_record(rdzv::RankStack& s, const std::vector<CollectedRank>& collected) {
+  for (const CollectedRank& c : collected) {
+    if (c.pid != s.pid) continue;
+    s.record = c.record;
+    s.recorder = c.recorder;
+    s.groups = c.groups;
+  }
 }
 
 size_t encoded_size(const std::vector<rdzv::RankStack>& stacks) {
@@ -31,7 +53,8 @@ std::string cut(const std::string& text, size_t max) {
 }  // namespace
 
 std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
-                                         const std::vector<rdzv::RankBeat>& beats) {
+                                         const std::vector<rdzv::RankBeat>& beats,
+                                         const std::vector<CollectedRank>& collected) {
   std::vector<rdzv::RankStack> stacks;
   for (const WorkerOutcome& w : result.workers) {
     if (w.stack_frames.empty()) continue;
@@ -46,11 +69,11 @@ std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
       s.last_beat = cut(beat.text, rdzv::Limits::kMaxBeatText);
       s.silence_ms = beat.age_ms;
     }
+    add_record(s, collected);
     stacks.push_back(std::move(s));
   }
   if (encoded_size(stacks) <= kStackBudget) return stacks;
-  // The comparison needs the top frame only.
-  for (rdzv::RankStack& s : stacks) s.frames.resize(1);
+  for (rdzv::RankStack& s : stacks) shrink(s);
   size_t size = 0;
   size_t kept = 0;
   while (kept < stacks.size() && size + encoded_size(stacks[kept]) <= kStackBudget)

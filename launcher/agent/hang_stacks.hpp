@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/hang_collection.hpp"
 #include "rendezvous/messages.hpp"
 #include "workers/group_result.hpp"
 
@@ -14,10 +15,12 @@ namespace npu_run {
 
 // The stacks of this node's workers that have one, for the report, within the few kilobytes a
 // report may take (rdzv::Limits::kMaxClientFrame): with many local ranks each keeps its top
-// frame only, and past even that the last ranks are left out. `beats` (agent/rank_beats.hpp)
-// are as of the dump, indexed by local rank.
+// frame only and the calls of its default group's last two collectives, and past even that the
+// last ranks are left out. `beats` (agent/rank_beats.hpp) are as of the dump, indexed by local
+// rank; `collected` says how each rank's record was taken and what its recorder held.
 std::vector<rdzv::RankStack> rank_stacks(const GroupResult& result,
-                                         const std::vector<rdzv::RankBeat>& beats);
+                                         const std::vector<rdzv::RankBeat>& beats,
+                                         const std::vector<CollectedRank>& collected = {});
 
 // The job's decision after a hang, applied to this node's result: the odd ones out are marked,
 // and the root cause is the decision's (the worker that rank is, when it is on this node;

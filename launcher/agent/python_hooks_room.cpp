@@ -1,9 +1,11 @@
-// The Python hooks' room (--auto-progress, on by default): every worker beats once per optimizer
-// step with no line added to its script. The agent writes python/npu_run_auto_progress.py as
-// sitecustomize.py into its private directory (beside the progress sockets, gone when the agent
-// is) and puts that directory first on each worker's PYTHONPATH; the module runs whatever
-// sitecustomize it shadows. Its beats carry kAutomaticBeatMark: a script's own beats replace them
-// (workers/progress_beats.hpp). Without the progress sockets there is nothing to beat to.
+// The Python hooks' room: with no line added to its script, every worker beats once per optimizer
+// step (--auto-progress, on by default) and serves torch's worker server, through which a hang
+// is collected without killing (agent/worker_server_client.hpp). The agent writes
+// python/npu_run_auto_progress.py as sitecustomize.py into its private directory (beside the
+// progress sockets, gone when the agent is) and puts that directory first on each worker's
+// PYTHONPATH; the module runs whatever sitecustomize it shadows. Its beats carry
+// kAutomaticBeatMark: a script's own beats replace them (workers/progress_beats.hpp). Without the
+// private directory there is nothing to beat to and nowhere to serve.
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -13,14 +15,17 @@
 
 #include "agent/agent_rooms.hpp"
 #include "agent/python_hooks_source.hpp"
+#include "agent/worker_server_client.hpp"
 #include "workers/progress_beats.hpp"
 
 namespace npu_run {
 namespace {
 
 void warn_unwritten(const std::string& file, const std::string& why) {
-  spdlog::warn("--auto-progress: cannot write {} ({}); workers beat only if their scripts do", file,
-               why);
+  spdlog::warn(
+      "cannot write {} ({}); workers beat only if their scripts do, and a hang's stacks are "
+      "taken by SIGABRT",
+      file, why);
 }
 
 // sitecustomize.py in <agent directory>/python, or "" (with a warning) when it cannot be written.
@@ -40,14 +45,18 @@ std::string write_sitecustomize(const std::string& agent_directory) {
 
 class PythonHooksRoom final : public AgentRoom {
  public:
-  explicit PythonHooksRoom(const RoomContext& ctx) {
-    if (ctx.cfg.supervision.auto_progress && ctx.beats != nullptr)
-      directory_ = write_sitecustomize(ctx.beats->directory());
+  explicit PythonHooksRoom(const RoomContext& ctx)
+      : beat_steps_(ctx.cfg.supervision.auto_progress) {
+    if (ctx.beats == nullptr) return;
+    directory_ = write_sitecustomize(ctx.beats->directory());
+    servers_ = ctx.beats->directory();
   }
 
   void starting(std::vector<WorkerSpec>& specs) override {
     if (directory_.empty()) return;
     for (WorkerSpec& spec : specs) {
+      set(spec, kWorkerServerVariable, worker_server_path(servers_, spec.local_rank));
+      if (beat_steps_) set(spec, "NPU_RUN_BEAT_STEPS", "1");
       const auto user = spec.env.find("PYTHONPATH");
       std::string path = directory_;
       if (user != spec.env.end() && !user->second.empty()) path += ":" + user->second;
@@ -57,7 +66,14 @@ class PythonHooksRoom final : public AgentRoom {
   }
 
  private:
-  std::string directory_;  // where sitecustomize.py is; empty: no automatic beats
+  static void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
+    spec.env[name] = value;
+    spec.contract_env[name] = value;
+  }
+
+  bool beat_steps_;
+  std::string directory_;  // where sitecustomize.py is; empty: no hooks
+  std::string servers_;    // where the worker servers' sockets are
 };
 
 }  // namespace

@@ -51,11 +51,10 @@ std::string frame_of(std::string_view line) {
          printable(rest.substr(in + 4));
 }
 
-}  // namespace
-
-std::vector<std::string> python_dump_top_frames(std::string_view text, size_t max_frames) {
+// The frames from `start` (the line after a thread's header) to the thread's end.
+std::vector<std::string> frames_from(std::string_view text, std::string_view::size_type start,
+                                     size_t max_frames) {
   std::vector<std::string> frames;
-  const auto start = signalled_thread(text);
   if (start == std::string_view::npos) return frames;
   for (const std::string_view line : split(text.substr(start), '\n')) {
     // Frames are indented; the blank line or the "Extension modules" line after them ends the
@@ -65,6 +64,23 @@ std::vector<std::string> python_dump_top_frames(std::string_view text, size_t ma
     if (frames.size() == max_frames) break;
   }
   return frames;
+}
+
+}  // namespace
+
+std::vector<std::string> python_dump_top_frames(std::string_view text, size_t max_frames) {
+  return frames_from(text, signalled_thread(text), max_frames);
+}
+
+std::vector<std::string> python_dump_main_thread_frames(std::string_view text, size_t max_frames) {
+  const std::string padded = "\n" + std::string(text);
+  const std::string_view all(padded);
+  auto header = all.rfind("\nThread 0x");
+  if (header == std::string_view::npos) header = all.rfind("\nCurrent thread 0x");
+  if (header == std::string_view::npos) return {};
+  const auto end = all.find('\n', header + 1);
+  return end == std::string_view::npos ? std::vector<std::string>{}
+                                       : frames_from(all, end + 1, max_frames);
 }
 
 std::string file_tail(const std::string& path, size_t bytes) {

@@ -22,6 +22,12 @@ inline constexpr size_t kStderrTailBytes = size_t{64} * 1024;
 // gives "<no Python frame>".
 std::vector<std::string> python_dump_top_frames(std::string_view text, size_t max_frames);
 
+// The innermost `max_frames` frames of the oldest thread (the main thread: faulthandler lists the
+// newest first) in a dump taken from another thread, as torch's worker server takes one for
+// `dump_traceback`; the thread that took the dump ("Current thread") only when it is the only
+// one. Empty when `text` holds no thread.
+std::vector<std::string> python_dump_main_thread_frames(std::string_view text, size_t max_frames);
+
 // The last `bytes` bytes of the file at `path` (a worker's stderr log), or all of it; empty
 // when it cannot be read.
 std::string file_tail(const std::string& path, size_t bytes);

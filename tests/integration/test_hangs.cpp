@@ -260,7 +260,7 @@ TEST_CASE("hangs: across two nodes the odd rank is named everywhere and every no
   }
   CHECK_THAT(done[0].err, Contains("local rank 0 (rank 0) hung") ||
                               Contains("local rank 1 (rank 1) hung") ||
-                              Contains("dumping the stacks of this node's 2 running workers"));
+                              Contains("collecting the stacks of this node's 2 running workers"));
   CHECK_THAT(done[1].err, Contains("load_data"));
   CHECK_THAT(done[1].err, Contains("<- the odd one out"));
   CHECK_THAT(done[0].err, !Contains("<- the odd one out"));

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/auth.hpp"
+#include "rendezvous/hang_blame.hpp"
 #include "rendezvous/state.hpp"
 #include "support/outgoing.hpp"
 
@@ -463,8 +464,49 @@ TEST_CASE("rdzv state: a hang is blamed on the rank whose stack is the odd one o
   CHECK(d->root_cause->time_ms == hang.time_ms);
   CHECK(d->root_cause->description ==
         "hung: no progress for 2.0 s after 'step 4'; stuck in loader.py:88 in wait (the odd one "
-        "out: 3 of 4 ranks were in c10d.py:1 in all_reduce)");
+        "out: 3 of 4 ranks were in c10d.py:1 in all_reduce)" +
+            std::string(npu_run::rdzv::kNoRecorderNote));
   CHECK(message_to<Decision>(out, 2)->root_cause->rank == 3);
+}
+
+TEST_CASE("rdzv state: with flight records a hang is blamed on the rank that never entered",
+          "[rdzv][hangs][flight-recorder]") {
+  Job job(settings(2));
+  job.join(1, node("a"));  // ranks 0-1
+  job.join(2, node("b"));  // ranks 2-3
+  FailureReport hang;
+  hang.rank = 0;
+  hang.exit_code = npu_run::kExitHang;
+  hang.hang = true;
+  hang.description = "hung: no progress for 2 s after 'step 4'";
+  hang.time_ms = 1'700'000'000'500;
+  job.send(1, HangNotice{job.state.round(), hang});
+  // Every stack is in all_reduce: only the sequence numbers tell rank 2 is behind.
+  auto at = [](int rank, int64_t entered) {
+    RankStack s{rank, 0, 100 + rank, {"c10d.py:1 in all_reduce"}, "step 4", 2000};
+    s.record = RankRecord::kServer;
+    s.recorder = true;
+    GroupCalls group{"default_pg", entered, 40, {}};
+    group.last.push_back(RecordedCall{entered, "all_reduce", "[[8]]", "Float", 5000, false});
+    s.groups = {group};
+    return s;
+  };
+  Report a{job.state.round(), Outcome::kFailed, hang, 0};
+  a.stacks = {at(0, 41), at(1, 41)};
+  job.send(1, a);
+  Report b{job.state.round(), Outcome::kStopped, std::nullopt, 0};
+  b.stacks = {at(2, 40), at(3, 41)};
+  const auto out = job.send(2, b);
+  const Decision* d = message_to<Decision>(out, 1);
+  REQUIRE(d != nullptr);
+  REQUIRE(d->root_cause);
+  CHECK(d->root_cause->rank == 2);
+  CHECK(d->root_cause->host == "b");
+  CHECK(d->root_cause->node_rank == 1);
+  CHECK(d->odd_ranks == std::vector<int>{2});
+  CHECK(d->root_cause->description ==
+        "hung: rank 2 never entered all_reduce #41 of the default group, which ranks 0, 1 and 3 "
+        "entered 5.0 s ago; rank 2 is in c10d.py:1 in all_reduce");
 }
 
 TEST_CASE("rdzv state: stale and duplicate reports are ignored", "[rdzv]") {

@@ -1,0 +1,89 @@
+#include "agent/hang_collection.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+
+#include "agent/recorded_calls.hpp"
+#include "agent/worker_server_client.hpp"
+#include "rendezvous/protocol.hpp"
+#include "workers/python_dump.hpp"
+
+namespace npu_run {
+namespace {
+
+int64_t wall_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Writes `text` to <directory>/<name> and adds it to `files`; a failure is logged, not fatal.
+void keep(const std::string& directory, const char* name, const std::string& text,
+          std::vector<std::string>& files) {
+  if (directory.empty() || text.empty()) return;
+  const std::string path = directory + "/" + name;
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (out) {
+    files.push_back(path);
+  } else {
+    spdlog::warn("cannot write the hang's record {}", path);
+  }
+}
+
+CollectedRank read_answer(const RankToCollect& rank, WorkerAnswer& answer, int64_t now_ns) {
+  CollectedRank c;
+  c.local_rank = rank.local_rank;
+  c.pid = rank.pid;
+  // A server that took the connection and said nothing is there but stuck: a refused or
+  // missing socket means no server at all.
+  const bool connected = answer.answered() || answer.connected;
+  c.record = answer.answered() ? rdzv::RankRecord::kServer
+             : connected       ? rdzv::RankRecord::kSilent
+                               : rdzv::RankRecord::kSignal;
+  if (!answer.answered()) return c;
+  c.frames = python_dump_main_thread_frames(answer.traceback, rdzv::Limits::kMaxStackFrames);
+  if (c.frames.empty()) c.frames.emplace_back("<no Python frame>");
+  if (auto groups = recorded_groups(answer.fr_trace_json, now_ns)) {
+    c.recorder = true;
+    c.groups = std::move(*groups);
+  }
+  keep(rank.directory, "stacks.txt", answer.traceback, c.files);
+  if (c.recorder) keep(rank.directory, "fr_trace.json", answer.fr_trace_json, c.files);
+  return c;
+}
+
+}  // namespace
+
+void collect_hang_records(boost::asio::io_context& io, const std::vector<RankToCollect>& ranks,
+                          std::chrono::milliseconds deadline,
+                          std::function<void(std::vector<CollectedRank>)> done) {
+  std::vector<WorkerServerAsk> asks;
+  for (const RankToCollect& rank : ranks) asks.push_back({rank.local_rank, rank.server});
+  const auto started = std::chrono::steady_clock::now();
+  ask_worker_servers(
+      io, std::move(asks), deadline,
+      [ranks, started, done = std::move(done)](std::vector<WorkerAnswer> answers) {
+        const int64_t now_ns = wall_now_ns();
+        std::vector<CollectedRank> collected;
+        size_t answered = 0;
+        size_t recorded = 0;
+        for (size_t i = 0; i < ranks.size(); ++i) {
+          collected.push_back(read_answer(ranks[i], answers[i], now_ns));
+          answered += answers[i].answered() ? 1 : 0;
+          recorded += collected.back().recorder ? 1 : 0;
+        }
+        spdlog::info(
+            "asked {} ranks' worker servers: {} gave their stacks, {} their flight records, in "
+            "{} ms",
+            ranks.size(), answered, recorded,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  started)
+                .count());
+        done(std::move(collected));
+      });
+}
+
+}  // namespace npu_run

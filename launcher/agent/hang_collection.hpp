@@ -1,0 +1,48 @@
+// A hang's records, collected before anything is killed: every rank's worker server
+// (agent/worker_server_client.hpp) is asked at once for its flight recorder's entries and every
+// thread's stack; what each answered is kept in its directory of the attempt (fr_trace.json,
+// stacks.txt: the files the summary lists, torch's fr_trace reads the first) and read for what
+// the rendezvous compares (agent/recorded_calls.hpp). A rank without a server (torch 1.13, not
+// Python) or that answered nothing in time is the caller's to signal.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/message_parts.hpp"
+
+namespace npu_run {
+
+struct RankToCollect {
+  int local_rank = 0;
+  pid_t pid = -1;
+  std::string server;     // its worker server's socket
+  std::string directory;  // its directory of the attempt; empty: keep no files
+};
+
+struct CollectedRank {
+  int local_rank = 0;
+  pid_t pid = -1;
+  rdzv::RankRecord record = rdzv::RankRecord::kSignal;
+  bool recorder = false;
+  std::vector<std::string> frames;       // its main thread's, when the server answered
+  std::vector<rdzv::GroupCalls> groups;  // its recorder's, when it has one
+  std::vector<std::string> files;        // what was written for it
+};
+
+// What a hang waits at most for the answers: a worker whose main thread is stuck answers from its
+// server's thread within milliseconds; one that is stopped never does.
+inline constexpr std::chrono::milliseconds kCollectDeadline{3000};
+
+// Asks every rank in `ranks` and calls `done` once with what each gave (in the same order), by
+// `deadline` at the latest. `done` must guard its owner's lifetime itself.
+void collect_hang_records(boost::asio::io_context& io, const std::vector<RankToCollect>& ranks,
+                          std::chrono::milliseconds deadline,
+                          std::function<void(std::vector<CollectedRank>)> done);
+
+}  // namespace npu_run

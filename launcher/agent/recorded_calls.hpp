@@ -1,0 +1,24 @@
+// Reading what a worker's server answered at a hang (agent/worker_server_client.hpp): the flight
+// recorder's JSON (torch's `fr_trace_json`, version 2.x: `entries` with `collective_seq_id`,
+// `profiling_name`, sizes, dtypes and `time_created_ns`; `pg_status` with each group's
+// `last_enqueued_collective` and `last_completed_collective`) into what the rendezvous compares
+// across ranks (rendezvous/collective_blame.hpp). Pure: tested on torch 2.14's own answers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "rendezvous/message_parts.hpp"
+
+namespace npu_run {
+
+// Each process group the recorder saw a collective of, the default group first, at most
+// rdzv::Limits::kMaxRecordedGroups, each with its last rdzv::Limits::kMaxRecordedCalls calls
+// aged against `now_ns` (the wall clock, as torch stamps its entries). nullopt: not a recorder's
+// answer (torch without one answers an error, or JSON of another shape).
+std::optional<std::vector<rdzv::GroupCalls>> recorded_groups(std::string_view fr_trace_json,
+                                                             int64_t now_ns);
+
+}  // namespace npu_run

@@ -46,6 +46,8 @@ std::unique_ptr<AgentRoom> recorder_room(const RoomContext& ctx);
 std::unique_ptr<AgentRoom> hang_room(const RoomContext& ctx);
 // agent/evidence_room.cpp: what the root cause's failure showed beyond its exit.
 std::unique_ptr<AgentRoom> evidence_room(const RoomContext& ctx);
+// agent/cann_log_room.cpp: each attempt's CANN logs in its run directory, read after a failure.
+std::unique_ptr<AgentRoom> cann_log_room(const RoomContext& ctx);
 // agent/timeline_room.cpp: this node's part of the job's timeline, sent with its report.
 std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx);
 // agent/waiting_room.cpp: what the agent says while it waits for a round.

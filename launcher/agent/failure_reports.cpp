@@ -67,6 +67,7 @@ rdzv::FailureReport worker_failure(const GroupResult& result, const Assignment& 
                                      : w.status.describe();
   if (w.local_rank < 0)
     f.description = "MindSpore's scheduler (MS_ROLE=MS_SCHED): " + f.description;
+  if (!w.cann_findings.empty()) f.description += "; HCCL's log: " + w.cann_findings.front();
   f.error_message = error_message;
   f.evidence = evidence;
   f.time_ms = wall_ms(failed_at(w));

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
 #include "agent/health_gate.hpp"
 #include "rendezvous/protocol.hpp"
 
@@ -75,11 +77,15 @@ class HealthRoom final : public AgentRoom {
     });
   }
 
-  // FaultDiag's view of the devices at the attempt's start or end, under --log-dir only.
+  // FaultDiag's view of the devices at the attempt's start or end, under --log-dir only, in the
+  // environment_check/ folder FaultDiag looks for.
   void npu_info_file(const Attempt& attempt, const char* name) {
     if (!ctx_.cfg.output.log_dir) return;
-    gate_.npu_info(fmt::format("{}/attempt_{}/{}", ctx_.agent.run_dir,
-                               attempt.assignment.restart_count, name));
+    const std::string folder = fmt::format("{}/attempt_{}/environment_check", ctx_.agent.run_dir,
+                                           attempt.assignment.restart_count);
+    std::error_code ignored;  // a folder that cannot be made fails the write, which warns
+    std::filesystem::create_directories(folder, ignored);
+    gate_.npu_info(folder + "/" + name);
   }
 
   RoomContext ctx_;

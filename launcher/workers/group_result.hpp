@@ -40,6 +40,8 @@ struct WorkerOutcome {
   // A failed worker's last stderr bytes (at most kStderrTailBytes): its traceback, a device
   // fault it named.
   std::string stderr_tail;
+  // What HCCL's signatures in its CANN logs name, the most telling first (health/cann_log.hpp).
+  std::vector<std::string> cann_findings;
   // Set when the job's hang analysis found its top frame differs from the majority of ranks'.
   bool odd_one_out = false;
   // Its log files that lost output, each with why: "path (No space left on device (ENOSPC))".

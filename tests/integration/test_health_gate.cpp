@@ -193,17 +193,19 @@ TEST_CASE(
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
     if (entry.path().filename().string().rfind("npu_info_", 0) == 0)
-      files.push_back(entry.path().parent_path().filename().string() + "/" +
+      files.push_back(entry.path().parent_path().parent_path().filename().string() + "/" +
+                      entry.path().parent_path().filename().string() + "/" +
                       entry.path().filename().string());
   }
   std::sort(files.begin(), files.end());
-  CHECK(files ==
-        std::vector<std::string>{"attempt_0/npu_info_after.txt", "attempt_0/npu_info_before.txt",
-                                 "attempt_1/npu_info_after.txt", "attempt_1/npu_info_before.txt"});
+  CHECK(files == std::vector<std::string>{"attempt_0/environment_check/npu_info_after.txt",
+                                          "attempt_0/environment_check/npu_info_before.txt",
+                                          "attempt_1/environment_check/npu_info_after.txt",
+                                          "attempt_1/environment_check/npu_info_before.txt"});
   std::string text;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
     if (entry.path().filename() == "npu_info_after.txt" &&
-        entry.path().parent_path().filename() == "attempt_1")
+        entry.path().parent_path().parent_path().filename() == "attempt_1")
       text = read_file(entry.path().string());
   }
   const std::string smi = "/usr/local/bin/npu-smi";

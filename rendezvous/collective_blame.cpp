@@ -77,7 +77,9 @@ std::map<std::string, std::vector<GroupMember>> groups_of(const std::vector<cons
   std::map<std::string, std::vector<GroupMember>> groups;
   for (const RankStack* s : ss)
     for (const GroupCalls& g : s->groups) groups[g.group];
-  for (auto& [name, members] : groups) {
+  for (auto& entry : groups) {
+    const std::string& name = entry.first;  // clang before 16 cannot capture a binding
+    std::vector<GroupMember>& members = entry.second;
     for (const RankStack* s : ss) {
       const auto it = std::find_if(s->groups.begin(), s->groups.end(),
                                    [&](const GroupCalls& g) { return g.group == name; });

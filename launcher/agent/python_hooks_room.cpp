@@ -1,6 +1,7 @@
 // The Python hooks' room: with no line added to its script, every worker beats once per optimizer
-// step (--auto-progress, on by default) and serves torch's worker server, through which a hang
-// is collected without killing (agent/worker_server_client.hpp). The agent writes
+// step (--auto-progress, on by default) and, under --hang-timeout or --exit-timeout, serves
+// torch's worker server, through which a hang is collected without killing
+// (agent/worker_server_client.hpp). The agent writes
 // python/npu_run_auto_progress.py as sitecustomize.py into its private directory (beside the
 // progress sockets, gone when the agent is) and puts that directory first on each worker's
 // PYTHONPATH; the module runs whatever sitecustomize it shadows. Its beats carry
@@ -46,8 +47,9 @@ std::string write_sitecustomize(const std::string& agent_directory) {
 class PythonHooksRoom final : public AgentRoom {
  public:
   explicit PythonHooksRoom(const RoomContext& ctx)
-      : beat_steps_(ctx.cfg.supervision.auto_progress) {
-    if (ctx.beats == nullptr) return;
+      : beat_steps_(ctx.cfg.supervision.auto_progress),
+        serve_(ctx.cfg.supervision.hang.any()) {  // only a hang asks the servers
+    if (ctx.beats == nullptr || !(beat_steps_ || serve_)) return;
     directory_ = write_sitecustomize(ctx.beats->directory());
     servers_ = ctx.beats->directory();
   }
@@ -55,7 +57,7 @@ class PythonHooksRoom final : public AgentRoom {
   void starting(std::vector<WorkerSpec>& specs) override {
     if (directory_.empty()) return;
     for (WorkerSpec& spec : specs) {
-      set(spec, kWorkerServerVariable, worker_server_path(servers_, spec.local_rank));
+      if (serve_) set(spec, kWorkerServerVariable, worker_server_path(servers_, spec.local_rank));
       if (beat_steps_) set(spec, "NPU_RUN_BEAT_STEPS", "1");
       const auto user = spec.env.find("PYTHONPATH");
       std::string path = directory_;
@@ -72,6 +74,7 @@ class PythonHooksRoom final : public AgentRoom {
   }
 
   bool beat_steps_;
+  bool serve_;
   std::string directory_;  // where sitecustomize.py is; empty: no hooks
   std::string servers_;    // where the worker servers' sockets are
 };

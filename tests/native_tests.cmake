@@ -320,6 +320,12 @@ npu_run_bench_smoke("automatic progress beats' cost per step" auto_progress_cost
   TIMEOUT 120
   PASS "\\| 1.13 \\(Debian 12\\) \\| [0-9.]+ us \\| [0-9.]+ us \\|.*\\| [0-9.]+ us .*\\| 200 of 200 \\|")
 
+# Smoke run of the time to a hang's culprit (torch 2.14: 2 ranks, one run each side).
+npu_run_bench_smoke("a hang's culprit named, against torchrun 2.14" time_to_culprit.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1
+  TIMEOUT 240 SKIP "^skipped" FIXTURES torch-2.14
+  PASS "\\| npu_run \\| 2 \\| 1 \\| [0-9.]+ s, [0-9.]+ s \\| 1 of 1 \\|.*\\| torchrun 2.14 \\| 2 \\|")
+
 # Smoke run of the recording's cost (2 workers, one short run, a report of the synthetic job).
 npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1 --nodes 64

@@ -326,6 +326,12 @@ npu_run_bench_smoke("a hang's culprit named, against torchrun 2.14" time_to_culp
   TIMEOUT 240 SKIP "^skipped" FIXTURES torch-2.14
   PASS "\\| npu_run \\| 2 \\| 1 \\| [0-9.]+ s, [0-9.]+ s \\| 1 of 1 \\|.*\\| torchrun 2.14 \\| 2 \\|")
 
+# Smoke run of the flight recorder's cost per step (torch 2.14: a few steps, one buffer size).
+npu_run_bench_smoke("the flight recorder's cost per step" recorder_cost.py
+  ARGS --steps 50 --runs 1 --sizes 200
+  TIMEOUT 180 SKIP "^skipped" FIXTURES torch-2.14
+  PASS "\\| 200 \\| [0-9.]+ us \\| [0-9.]+-[0-9.]+ us \\| [-+][0-9.]+ % \\|")
+
 # Smoke run of the recording's cost (2 workers, one short run, a report of the synthetic job).
 npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1 --nodes 64

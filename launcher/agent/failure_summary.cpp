@@ -94,6 +94,8 @@ std::string row_details(const WorkerOutcome& w, const WorkerError& error, bool r
     out += fmt::format("      stack: {}{}\n", rdzv::join_frames(w.stack_frames),
                        w.odd_one_out ? "   <- the odd one out" : "");
   }
+  if (!w.record_files.empty())
+    out += fmt::format("      records: {}\n", fmt::join(w.record_files, ", "));
   for (const std::string& finding : w.cann_findings)
     out += fmt::format("      HCCL's log: {}\n", finding);
   if (!w.stderr_log.empty()) out += fmt::format("      log: {}\n", w.stderr_log);

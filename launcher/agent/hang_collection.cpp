@@ -1,6 +1,10 @@
 #include "agent/hang_collection.hpp"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -55,23 +59,49 @@ CollectedRank read_answer(const RankToCollect& rank, WorkerAnswer& answer, int64
   return c;
 }
 
+// Writes a line into each dump pipe the rank's watchdogs made (none without torch_npu or NCCL);
+// the recorder then writes its dump, which is listed with the rank's records.
+void poke_dump_pipes(const RankToCollect& rank, std::vector<std::string>& files) {
+  if (rank.directory.empty()) return;
+  for (const auto& [prefix, dump] : {std::pair{kHcclDumpPipePrefix, "hccl_trace_rank_"},
+                                     std::pair{kNcclDumpPipePrefix, "fr_trace_rank_"}}) {
+    const std::string pipe = fmt::format("{}/{}{}.pipe", rank.directory, prefix, rank.rank);
+    struct stat info {};
+    if (::stat(pipe.c_str(), &info) != 0 || !S_ISFIFO(info.st_mode)) continue;
+    // Non-blocking: a pipe nobody reads any more (ENXIO) must not stall the agent.
+    const int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::write(fd, "1\n", 2) == 2)
+      files.push_back(fmt::format("{}/{}{}", rank.directory, dump, rank.rank));
+    ::close(fd);
+  }
+}
+
 }  // namespace
 
 void collect_hang_records(boost::asio::io_context& io, const std::vector<RankToCollect>& ranks,
                           std::chrono::milliseconds deadline,
                           std::function<void(std::vector<CollectedRank>)> done) {
   std::vector<WorkerServerAsk> asks;
-  for (const RankToCollect& rank : ranks) asks.push_back({rank.local_rank, rank.server});
+  std::vector<std::vector<std::string>> pipe_dumps(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    asks.push_back({ranks[i].local_rank, ranks[i].server});
+    poke_dump_pipes(ranks[i], pipe_dumps[i]);
+  }
   const auto started = std::chrono::steady_clock::now();
   ask_worker_servers(
       io, std::move(asks), deadline,
-      [ranks, started, done = std::move(done)](std::vector<WorkerAnswer> answers) {
+      [ranks, started, pipe_dumps = std::move(pipe_dumps),
+       done = std::move(done)](std::vector<WorkerAnswer> answers) {
         const int64_t now_ns = wall_now_ns();
         std::vector<CollectedRank> collected;
         size_t answered = 0;
         size_t recorded = 0;
         for (size_t i = 0; i < ranks.size(); ++i) {
           collected.push_back(read_answer(ranks[i], answers[i], now_ns));
+          collected.back().files.insert(collected.back().files.end(), pipe_dumps[i].begin(),
+                                        pipe_dumps[i].end());
+          collected.back().pipe_dump = !pipe_dumps[i].empty();
           answered += answers[i].answered() ? 1 : 0;
           recorded += collected.back().recorder ? 1 : 0;
         }

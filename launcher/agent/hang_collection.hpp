@@ -2,8 +2,9 @@
 // (agent/worker_server_client.hpp) is asked at once for its flight recorder's entries and every
 // thread's stack; what each answered is kept in its directory of the attempt (fr_trace.json,
 // stacks.txt: the files the summary lists, torch's fr_trace reads the first) and read for what
-// the rendezvous compares (agent/recorded_calls.hpp). A rank without a server (torch 1.13, not
-// Python) or that answered nothing in time is the caller's to signal.
+// the rendezvous compares (agent/recorded_calls.hpp). torch_npu's recorder (HCCL), which has no
+// server, is asked through its dump pipe. A rank without a server (torch 1.13, not Python) or
+// that answered nothing in time is the caller's to signal.
 #pragma once
 
 #include <sys/types.h>
@@ -18,8 +19,15 @@
 
 namespace npu_run {
 
+// torch_npu's and torch's watchdogs read <prefix><rank>.pipe in the rank's directory, whose
+// prefixes npu_run sets (TORCH_HCCL_DEBUG_INFO_PIPE_FILE, TORCH_NCCL_DEBUG_INFO_PIPE_FILE): a line
+// written there makes the recorder dump itself (to TORCH_HCCL_DEBUG_INFO_TEMP_FILE<rank>).
+inline constexpr const char* kHcclDumpPipePrefix = "hccl_dump_";
+inline constexpr const char* kNcclDumpPipePrefix = "nccl_dump_";
+
 struct RankToCollect {
   int local_rank = 0;
+  int rank = 0;  // global, as the dump pipes are named
   pid_t pid = -1;
   std::string server;     // its worker server's socket
   std::string directory;  // its directory of the attempt; empty: keep no files
@@ -33,11 +41,14 @@ struct CollectedRank {
   std::vector<std::string> frames;       // its main thread's, when the server answered
   std::vector<rdzv::GroupCalls> groups;  // its recorder's, when it has one
   std::vector<std::string> files;        // what was written for it
+  bool pipe_dump = false;  // a recorder was asked through its pipe: its dump is being written
 };
 
 // What a hang waits at most for the answers: a worker whose main thread is stuck answers from its
 // server's thread within milliseconds; one that is stopped never does.
 inline constexpr std::chrono::milliseconds kCollectDeadline{3000};
+// What a recorder asked through its pipe is given to write its dump before its rank is stopped.
+inline constexpr std::chrono::milliseconds kPipeDumpGrace{2000};
 
 // Asks every rank in `ranks` and calls `done` once with what each gave (in the same order), by
 // `deadline` at the latest. `done` must guard its owner's lifetime itself.

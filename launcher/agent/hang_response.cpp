@@ -106,8 +106,16 @@ void HangResponse::dump_stacks(const std::vector<pid_t>& pids) {
                         not_before](std::vector<CollectedRank> collected) {
                          if (alive.expired() || stopped_) return;
                          collected_ = std::move(collected);
-                         stop_collected(pids, not_before);
+                         stop_collected(pids, stop_not_before(not_before));
                        });
+}
+
+// A recorder asked through its pipe writes its dump from its own thread: it gets a moment.
+std::chrono::steady_clock::time_point HangResponse::stop_not_before(
+    std::chrono::steady_clock::time_point not_before) const {
+  const bool dumping = std::any_of(collected_.begin(), collected_.end(),
+                                   [](const CollectedRank& r) { return r.pipe_dump; });
+  return dumping ? std::max(not_before, *dumped_at_ + kPipeDumpGrace) : not_before;
 }
 
 void HangResponse::stop_collected(const std::vector<pid_t>& pids,
@@ -184,6 +192,7 @@ void HangResponse::annotate(GroupResult& result, const Hang* hang) const {
     // What its server answered before anything was killed is truer than what it printed after.
     const CollectedRank* record = collected_of(w.pid);
     if (record != nullptr && !record->frames.empty()) w.stack_frames = record->frames;
+    if (record != nullptr) w.record_files = record->files;
     // A worker that is not Python, or stopped, printed nothing: the kernel's view at the dump.
     if (const auto it = kernel_frames_.find(w.pid);
         w.stack_frames.empty() && it != kernel_frames_.end())

@@ -73,6 +73,8 @@ class HangResponse {
   void stop_collected(const std::vector<pid_t>& pids,
                       std::chrono::steady_clock::time_point not_before);
   void stop_workers(const std::vector<pid_t>& pids);
+  std::chrono::steady_clock::time_point stop_not_before(
+      std::chrono::steady_clock::time_point not_before) const;
   const CollectedRank* collected_of(pid_t pid) const;
   std::vector<rdzv::RankBeat> beats_at_dump() const;
 

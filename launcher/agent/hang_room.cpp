@@ -19,7 +19,7 @@ class HangRoom final : public AgentRoom {
     ranks_.clear();
     if (ctx_.beats == nullptr) return;
     for (const WorkerSpec& spec : specs) {
-      ranks_.push_back(RankToCollect{spec.local_rank, -1,
+      ranks_.push_back(RankToCollect{spec.local_rank, spec.global_rank, -1,
                                      worker_server_path(ctx_.beats->directory(), spec.local_rank),
                                      spec.log_dir});
     }

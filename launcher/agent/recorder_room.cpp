@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/agent_rooms.hpp"
+#include "agent/hang_collection.hpp"
 #include "basics/environment.hpp"
 
 namespace npu_run {
@@ -47,6 +48,9 @@ std::vector<std::pair<std::string, std::string>> recorder_env(const std::string&
       {"TORCH_HCCL_TRACE_BUFFER_SIZE", entries},
       {"TORCH_HCCL_DUMP_ON_TIMEOUT", "1"},
       {"TORCH_HCCL_DEBUG_INFO_TEMP_FILE", dir + "/hccl_trace_rank_"},
+      // Pipes the watchdogs read: a line written there dumps the recorder (agent/hang_collection).
+      {"TORCH_HCCL_DEBUG_INFO_PIPE_FILE", dir + "/" + kHcclDumpPipePrefix},
+      {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", dir + "/" + kNcclDumpPipePrefix},
   };
   if (const std::string heartbeat = hccl_heartbeat_seconds(env); !heartbeat.empty())
     vars.emplace_back("TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC", heartbeat);

@@ -40,6 +40,8 @@ struct WorkerOutcome {
   // A failed worker's last stderr bytes (at most kStderrTailBytes): its traceback, a device
   // fault it named.
   std::string stderr_tail;
+  // The files a hang's collection kept of it: its stacks, its flight records, a recorder's dump.
+  std::vector<std::string> record_files;
   // What HCCL's signatures in its CANN logs name, the most telling first (health/cann_log.hpp).
   std::vector<std::string> cann_findings;
   // Set when the job's hang analysis found its top frame differs from the majority of ranks'.

@@ -205,3 +205,44 @@ TEST_CASE("collective hangs: across two nodes every node names the rank that nev
 }
 
 }  // namespace test_collective_hangs
+
+namespace test_collective_hangs {
+
+TEST_CASE("collective hangs: torch_npu's recorder is asked through its dump pipe, not killed",
+          "[integration][hangs]") {
+  // A stand-in for torch_npu's watchdog (there is no NPU here): it makes the pipe
+  // TORCH_HCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe and, when a line comes, writes its dump to
+  // TORCH_HCCL_DEBUG_INFO_TEMP_FILE<rank>, as torch_npu does; the main thread beats once, then
+  // hangs.
+  TempDir dir;
+  const std::string worker =
+      dir.write("worker.py",
+                "import os, socket, threading, time\n"
+                "rank = os.environ['RANK']\n"
+                "pipe = os.environ['TORCH_HCCL_DEBUG_INFO_PIPE_FILE'] + rank + '.pipe'\n"
+                "os.mkfifo(pipe)\n"
+                "def watchdog():\n"
+                "    with open(pipe) as p:\n"
+                "        p.readline()\n"
+                "    with open(os.environ['TORCH_HCCL_DEBUG_INFO_TEMP_FILE'] + rank, 'w') as d:\n"
+                "        d.write('dumped by the watchdog')\n"
+                "threading.Thread(target=watchdog, daemon=True).start()\n"
+                "socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'step 1', "
+                "os.environ['NPU_RUN_PROGRESS'])\n"
+                "time.sleep(3600)\n");
+  NpuRunProcess p(
+      {"--nproc-per-node", "2", "--hang-timeout", "2", "--log-dir", dir.path() + "/logs", worker});
+  const Finished f = p.wait(60s);
+  INFO(f.err);
+  CHECK(f.exit_code == 124);
+  const auto attempt =
+      std::filesystem::directory_iterator(dir.path() + "/logs")->path() / "attempt_0";
+  for (const char* rank : {"0", "1"}) {
+    const auto dump = attempt / rank / (std::string("hccl_trace_rank_") + rank);
+    CHECK_THAT(f.err, Contains("      records: " + dump.string()));
+    CHECK(read_file(dump.string()) == "dumped by the watchdog");
+  }
+  require_no_strays(p);
+}
+
+}  // namespace test_collective_hangs

@@ -132,6 +132,10 @@ TEST_CASE("env contract: flight recorders dump per attempt, and the user's setti
     CHECK(env["TORCH_HCCL_ENABLE_MONITORING"] == "1");
     CHECK(env["TORCH_HCCL_DUMP_ON_TIMEOUT"] == "1");
     CHECK(env["TORCH_HCCL_DEBUG_INFO_TEMP_FILE"] == rank_dir + "/hccl_trace_rank_");
+    CHECK(env["TORCH_HCCL_DEBUG_INFO_PIPE_FILE"] == rank_dir + "/hccl_dump_");
+    CHECK(env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == rank_dir + "/nccl_dump_");
+    CHECK(env["ASCEND_PROCESS_LOG_PATH"] ==
+          rank_dir.substr(0, rank_dir.rfind('/')) + "/process_log");
     CHECK(env["TORCH_HCCL_TRACE_BUFFER_SIZE"] == "50");       // the user's
     CHECK(env["TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC"] == "240");  // under HCCL_EXEC_TIMEOUT
     const std::string path = env["PYTHONPATH"];

@@ -126,7 +126,7 @@ def _serve_worker(c10d_module):
     asks it for the flight recorder's entries and every thread's stack on a hang, without
     killing. Kept for the life of the process (the server stops when the object goes)."""
     global _server
-    path = os.environ.get("NPU_RUN_WORKER_SERVER")
+    path = _server_path
     make = getattr(getattr(c10d_module, "_C", None), "_distributed_c10d", None)
     make = getattr(make, "_WorkerServer", None)
     if not path or make is None or _server is not None:
@@ -173,12 +173,15 @@ def _hooks_wanted():
     if (os.environ.get("NPU_RUN_BEAT_STEPS") == "1" and os.environ.get("NPU_RUN_PROGRESS") and
             "torch.optim.optimizer" not in sys.modules):
         hooks["torch.optim.optimizer"] = _hook_optimizers
-    if os.environ.get("NPU_RUN_WORKER_SERVER") and "torch.distributed" not in sys.modules:
+    if _server_path and "torch.distributed" not in sys.modules:
         hooks["torch.distributed"] = lambda module: _serve_worker(sys.modules["torch"])
     return hooks
 
 
 _server = None
+# The worker's own: a Python process it starts (multiprocessing's spawn, a subprocess) must not
+# take its socket, so the variable goes with this process.
+_server_path = os.environ.pop("NPU_RUN_WORKER_SERVER", None)
 _run_shadowed_sitecustomize()
 _wanted = _hooks_wanted()
 if _wanted:

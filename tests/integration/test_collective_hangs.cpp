@@ -246,3 +246,25 @@ TEST_CASE("collective hangs: torch_npu's recorder is asked through its dump pipe
 }
 
 }  // namespace test_collective_hangs
+
+namespace test_collective_hangs {
+
+TEST_CASE("collective hangs: the worker server's socket is the worker's, not its children's",
+          "[integration][hangs]") {
+  // npu_run's sitecustomize takes NPU_RUN_WORKER_SERVER out of the environment it passes on: a
+  // Python child (multiprocessing's spawn, a subprocess) starting its own server there would
+  // take the worker's socket away.
+  TempDir dir;
+  const std::string worker = dir.write(
+      "worker.py",
+      "import os, subprocess, sys\n"
+      "child = subprocess.run([sys.executable, '-c', 'import os; "
+      "print(os.environ.get(\"NPU_RUN_WORKER_SERVER\"))'], capture_output=True, text=True)\n"
+      "print('child sees', child.stdout.strip())\n");
+  const Finished f = run_npu_run({"--nproc-per-node", "1", "--hang-timeout", "30", worker});
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.out, Contains("child sees None"));
+}
+
+}  // namespace test_collective_hangs

@@ -57,13 +57,29 @@ std::vector<std::pair<std::string, std::string>> recorder_env(const std::string&
   return vars;
 }
 
+// torch reads each of these under two names, the newer first: a user who set either chose.
+constexpr std::pair<const char*, const char*> kSpellings[] = {
+    {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"},
+    {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"},
+};
+
+bool chosen(const EnvMap& env, const std::string& name) {
+  if (env.count(name) > 0) return true;
+  for (const auto& [newer, older] : kSpellings) {
+    if ((name == newer || name == older) && (env.count(newer) > 0 || env.count(older) > 0))
+      return true;
+  }
+  return false;
+}
+
 class RecorderRoom final : public AgentRoom {
  public:
   void starting(std::vector<WorkerSpec>& specs) override {
     for (WorkerSpec& spec : specs) {
       if (spec.log_dir.empty()) continue;  // no run directory: nowhere of the job's to dump
+      const EnvMap given = spec.env;       // the user's, or the agent's environment's
       for (auto& [name, value] : recorder_env(spec.log_dir, spec.env)) {
-        if (spec.env.count(name) > 0) continue;  // the user's, or the agent's environment's
+        if (chosen(given, name)) continue;
         spec.env[name] = value;
         spec.contract_env[name] = std::move(value);
       }

@@ -329,7 +329,8 @@ TEST_CASE(
   // Well before the rendezvous timeout (120 s here). Under TLS 1.3 a member judges the client's
   // certificate after the client's handshake, and its alert can be overtaken by the reset of
   // the request the client already sent: that try is "no answer", asked again a second later
-  // (seen under ASan: 14 s).
+  // (seen under ASan: 14 s, and 45 s once under CI's load). The bound is the rendezvous
+  // timeout's three quarters: what matters is that the refusal is named before it.
   const auto refused = [&](const std::string& conf) {
     const Finished f = run_npu_run(
         {"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", cluster.endpoints(),
@@ -337,7 +338,7 @@ TEST_CASE(
         password, 150s);
     INFO(conf << "\n" << f.err);
     CHECK(f.exit_code == 125);
-    CHECK(f.seconds < 40);
+    CHECK(f.seconds < 90);
     CHECK_THAT(f.err, Contains("refused this agent"));
     return f.err;
   };

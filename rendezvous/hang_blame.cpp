@@ -74,15 +74,10 @@ FailureReport blame_hang(const FailureReport& hang, const StackComparison& compa
     return root;
   }
   const RankStack& odd = *comparison.odd.front();
-  root.host = host;
-  root.node_rank = node_rank;
-  root.rank = odd.rank;
-  root.local_rank = odd.local_rank;
-  root.pid = odd.pid;
-  root.error_message.clear();
-  root.description = cut(fmt::format("hung: {}; stuck in {} (the odd one out: {})",
-                                     silence_text(odd), join_frames(odd.frames), majority));
-  return root;
+  return blame_collective_hang(hang, odd,
+                               fmt::format("{}; stuck in {} (the odd one out: {})",
+                                           silence_text(odd), join_frames(odd.frames), majority),
+                               host, node_rank);
 }
 
 FailureReport blame_collective_hang(const FailureReport& hang, const RankStack& culprit,

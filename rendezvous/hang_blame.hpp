@@ -30,8 +30,8 @@ StackComparison compare_stacks(const std::vector<const RankStack*>& stacks);
 FailureReport blame_hang(const FailureReport& hang, const StackComparison& comparison,
                          const RankStack* hung_rank_stack, const std::string& host, int node_rank);
 
-// The root cause of a hang once the flight records named a culprit
-// (rendezvous/collective_blame.hpp), which is on `host`, node `node_rank`.
+// The root cause of a hang blamed on `culprit` (on `host`, node `node_rank`), by the flight
+// records (rendezvous/collective_blame.hpp) or as the odd stack out: "hung: " + `description`.
 FailureReport blame_collective_hang(const FailureReport& hang, const RankStack& culprit,
                                     const std::string& description, const std::string& host,
                                     int node_rank);

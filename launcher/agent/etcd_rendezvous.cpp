@@ -17,6 +17,11 @@ constexpr milliseconds kElectionSlack = 3s;
 // A clean end waits this long at most for etcd to revoke the lease (its keys then go at once;
 // otherwise they lapse with its TTL).
 constexpr milliseconds kRevokeWait = 2s;
+// A leader's last renewal before it steps down waits this long for etcd: a twelfth of the TTL,
+// so that it still stops its workers about when etcd could first expire its lease.
+milliseconds last_try_limit(milliseconds ttl) {
+  return ttl / 12;
+}
 
 }  // namespace
 
@@ -113,6 +118,7 @@ void EtcdRendezvous::on_lease(int64_t id) {
 void EtcdRendezvous::on_lease_lapsing(const std::string& why) {
   if (closed_) return;
   trouble_ = why;
+  spdlog::debug("etcd lease lapsing: {}", why);
   hold_departures(true);
   // Two heartbeat intervals of the followers' word (at most a tenth of the TTL each), from half
   // a beat before the lapse: a follower whose renewals fail says so before then; one cut off
@@ -130,7 +136,15 @@ void EtcdRendezvous::decide_lapse(const std::string& why,
   if (closed_ || !keeper_ || !keeper_->lapsed()) return;
   if (epoch_ == 0) return failover_off(why);
   if (seat_.server() && seat_.server()->clients_reaching_etcd(since) > 0) {
-    step_down(fmt::format("can no longer renew its etcd lease ({}) while other agents can", why));
+    // Its own renewals may have gone while etcd elected its leader and hang on a member since;
+    // the others', sent later, took. One more through every member decides.
+    keeper_->try_now(last_try_limit(etcd_.lease_ttl),
+                     [this, why, alive = std::weak_ptr<int>(alive_)](bool renewed) {
+                       if (renewed || alive.expired() || closed_ || !keeper_ || keeper_->stopped())
+                         return;
+                       step_down(fmt::format(
+                           "can no longer renew its etcd lease ({}) while other agents can", why));
+                     });
     return;
   }
   failover_off(why + ", and no agent of the job reaches etcd");

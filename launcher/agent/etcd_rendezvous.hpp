@@ -6,8 +6,9 @@
 // epoch; every agent, the leader's own included, is a client of that server through a
 // LeaderLink, which follows a new leader when the old one's lease lapses. Renewals that fail
 // while etcd elects its own leader cost nothing (etcd/lease_keeper.hpp). A leader whose renewals
-// fail while the other agents' succeed is cut off alone: it stops serving and leaves before etcd
-// could expire its lease, so that no two leaders' workers ever run at once. A leader whose lease
+// fail while the other agents' succeed, one more through every member included, is cut off
+// alone: it stops serving and leaves before etcd could expire its lease, so that no two
+// leaders' workers ever run at once. A leader whose lease
 // etcd expired while no agent reached it (etcd wholly down) rejoins: elected again, it serves on;
 // another elected, it follows that one as a member.
 //

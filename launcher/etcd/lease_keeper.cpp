@@ -8,7 +8,12 @@ namespace npu_run::etcd {
 
 LeaseKeeper::LeaseKeeper(boost::asio::io_context& io, Client& client, std::chrono::seconds ttl,
                          Handlers handlers)
-    : client_(client), ttl_(ttl), handlers_(std::move(handlers)), renewal_(io), deadline_(io) {}
+    : client_(client),
+      ttl_(ttl),
+      handlers_(std::move(handlers)),
+      renewal_(io),
+      deadline_(io),
+      try_limit_(io) {}
 
 LeaseKeeper::~LeaseKeeper() {
   abandon();
@@ -98,6 +103,37 @@ void LeaseKeeper::renew_through_every_member() {
                             });
 }
 
+void LeaseKeeper::try_now(std::chrono::milliseconds limit, std::function<void(bool)> done) {
+  if (stopped_) return done(false);
+  if (tried_) {  // the try under way answers this caller too
+    tried_ = [first = std::move(tried_), then = std::move(done)](bool renewed) {
+      first(renewed);
+      then(renewed);
+    };
+    return;
+  }
+  tried_ = std::move(done);
+  const Clock::time_point sent = Clock::now();
+  client_.call_every_member("/v3/lease/keepalive", lease_id_request(id_),
+                            [this, sent, alive = std::weak_ptr<int>(alive_)](const Reply& reply) {
+                              if (alive.expired() || stopped_) return;
+                              on_renewal(sent, reply);
+                              if (!alive.expired()) end_try(!stopped_ && !lapsed_);
+                            });
+  try_limit_.expires_after(limit);
+  try_limit_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code e) {
+    if (!e && !alive.expired()) end_try(!stopped_ && !lapsed_);
+  });
+}
+
+// A handler of try_now() may stop the keeper or destroy its owner's state: nothing of the
+// keeper is touched after it.
+void LeaseKeeper::end_try(bool renewed) {
+  if (!tried_) return;
+  try_limit_.cancel();
+  std::exchange(tried_, nullptr)(renewed);
+}
+
 void LeaseKeeper::on_renewal(Clock::time_point sent, const Reply& reply) {
   const auto* answer = std::get_if<Json>(&reply);
   if (sent < renewed_at_) return;  // a later one took already
@@ -127,6 +163,7 @@ void LeaseKeeper::abandon() {
   stopped_ = true;
   renewal_.cancel();
   deadline_.cancel();
+  try_limit_.cancel();
 }
 
 void LeaseKeeper::revoke(std::function<void()> done) {

@@ -50,6 +50,12 @@ class LeaseKeeper {
   void revoke(std::function<void()> done);
   // Stops renewing without revoking: what a killed agent leaves (tests, a deposed leader).
   void abandon();
+  // One renewal through every member now, for an owner about to act on a lapse: `done(true)`
+  // when etcd took it within `limit`, `done(false)` when every member failed or none answered
+  // in time. Renewals sent while etcd elected its leader may hang on a member until the call's
+  // timeout; one sent now tells whether etcd answers this agent at this moment. Not called when
+  // the keeper is gone.
+  void try_now(std::chrono::milliseconds limit, std::function<void(bool renewed)> done);
 
   int64_t id() const { return id_; }
   // When the last grant or renewal that etcd took was sent; the epoch of the clock before one.
@@ -71,12 +77,15 @@ class LeaseKeeper {
   void on_renewal(Clock::time_point sent, const Reply& reply);
   void arm_deadline(Clock::time_point sent);
   void give_up(const std::string& why);
+  void end_try(bool renewed);
 
   Client& client_;
   std::chrono::milliseconds ttl_;
   Handlers handlers_;
   boost::asio::steady_timer renewal_;
-  boost::asio::steady_timer deadline_;  // `lapsing` when it fires
+  boost::asio::steady_timer deadline_;   // `lapsing` when it fires
+  boost::asio::steady_timer try_limit_;  // try_now()'s
+  std::function<void(bool)> tried_;      // try_now()'s caller, until it is answered
   int64_t id_ = 0;
   Clock::time_point renewed_at_{};
   int in_flight_ = 0;  // renewals sent and not answered, since the last lapse

@@ -52,7 +52,14 @@ CutProxy::~CutProxy() {
 // Descriptors in pairs (client, target); each relays to the other while the link is up.
 void CutProxy::run() {
   std::vector<int> pairs;
+  std::vector<int> stalled;  // opened before the last restore(): never relayed again
+  int restores_seen = 0;
   for (;;) {
+    if (restores_ != restores_seen) {
+      restores_seen = restores_;
+      stalled.insert(stalled.end(), pairs.begin(), pairs.end());
+      pairs.clear();
+    }
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
     if (!cut_) {
       for (int fd : pairs) fds.push_back({fd, POLLIN, 0});
@@ -68,8 +75,10 @@ void CutProxy::run() {
       if (fds[i].revents != 0) relay_ready(pairs, i - 2);
     }
   }
-  for (int fd : pairs) {
-    if (fd >= 0) ::close(fd);
+  for (const std::vector<int>* fds : {&pairs, &stalled}) {
+    for (int fd : *fds) {
+      if (fd >= 0) ::close(fd);
+    }
   }
 }
 

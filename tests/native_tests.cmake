@@ -216,16 +216,22 @@ set_tests_properties("${etcd_ddp}"
                                 RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.6
                                 ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
 
-# A benchmark's smoke run: its script with tiny sizes, alone (RUN_SERIAL: they start hundreds of
-# processes and connections at once, and a small listen backlog under another test's load could
-# refuse one), passing when its table has the row PASS matches, so that the script never rots.
+# A benchmark's smoke run: its script with tiny sizes, passing when its table has the row PASS
+# matches, so that the script never rots. One smoke at a time, beside the other tests (a smoke
+# asserts no figure); ALONE for those that start hundreds of connections at once, whose small
+# listen backlog another test's load could make refuse one (RUN_SERIAL).
 function(npu_run_bench_smoke name script)
-  cmake_parse_arguments(PARSE_ARGV 2 smoke "" "TIMEOUT;PASS;SKIP;FIXTURES" "ARGS")
+  cmake_parse_arguments(PARSE_ARGV 2 smoke "ALONE" "TIMEOUT;PASS;SKIP;FIXTURES" "ARGS")
   set(test "bench smoke: ${name}")
   add_test(NAME "${test}"
            COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/${script} ${smoke_ARGS})
-  set_tests_properties("${test}" PROPERTIES LABELS bench RUN_SERIAL TRUE TIMEOUT ${smoke_TIMEOUT}
+  set_tests_properties("${test}" PROPERTIES LABELS bench TIMEOUT ${smoke_TIMEOUT}
                                             PASS_REGULAR_EXPRESSION "${smoke_PASS}")
+  if(smoke_ALONE)
+    set_tests_properties("${test}" PROPERTIES RUN_SERIAL TRUE)
+  else()
+    set_tests_properties("${test}" PROPERTIES RESOURCE_LOCK bench)
+  endif()
   if(smoke_SKIP)
     set_tests_properties("${test}" PROPERTIES SKIP_REGULAR_EXPRESSION "${smoke_SKIP}")
   endif()
@@ -297,13 +303,13 @@ npu_run_bench_smoke("the health gate's added latency" health_gate.py
 
 # Smoke run of the workers' store benchmark at a tiny size, so the script and the load generator
 # never rot.
-npu_run_bench_smoke("workers' store at scale against torch's stores" store_scale.py
+npu_run_bench_smoke("workers' store at scale against torch's stores" store_scale.py ALONE
   ARGS --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered,floor"
   TIMEOUT 120
   PASS "\\| 256 \\| tiered \\| [0-9.]+ s.*\\| 256 \\| floor \\| [0-9.]+ s")
 
 # Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
-npu_run_bench_smoke("rendezvous scale" rendezvous_scale.py
+npu_run_bench_smoke("rendezvous scale" rendezvous_scale.py ALONE
   ARGS --npu-run $<TARGET_FILE:npu_run> --loadgen $<TARGET_FILE:npu_run_rdzv_loadgen> --sizes 64 --runs 1 --small-backlog 4
   TIMEOUT 120
   PASS "\\| 64 \\| 4 \\|.*\\| 0 \\|")

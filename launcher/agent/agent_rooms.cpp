@@ -40,6 +40,7 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(python_hooks_room(ctx));
   rooms.add(recorder_room(ctx));
   rooms.add(hang_room(ctx));
+  rooms.add(recorder_watch_room(ctx));  // after the recorders' room: it reads their dump files
   rooms.add(evidence_room(ctx));
   rooms.add(cann_log_room(ctx));  // after the evidence room: a link fault it finds is evidence
   rooms.add(timeline_room(ctx));

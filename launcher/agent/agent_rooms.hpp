@@ -42,6 +42,8 @@ std::unique_ptr<ProgressBeats> open_progress_sockets(boost::asio::io_context& io
 std::unique_ptr<AgentRoom> python_hooks_room(const RoomContext& ctx);
 // agent/recorder_room.cpp: torch's and torch_npu's flight recorders on, dumping per attempt.
 std::unique_ptr<AgentRoom> recorder_room(const RoomContext& ctx);
+// agent/recorder_watch_room.cpp: a recorder's watchdog that dumped itself is a hang, found.
+std::unique_ptr<AgentRoom> recorder_watch_room(const RoomContext& ctx);
 // agent/hang_room.cpp: each attempt's hang watch and stack dump (agent/hang_response.hpp).
 std::unique_ptr<AgentRoom> hang_room(const RoomContext& ctx);
 // agent/evidence_room.cpp: what the root cause's failure showed beyond its exit.

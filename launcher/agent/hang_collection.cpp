@@ -62,6 +62,10 @@ CollectedRank read_answer(const RankToCollect& rank, WorkerAnswer& answer, int64
 // Writes a line into each dump pipe the rank's watchdogs made (none without torch_npu or NCCL);
 // the recorder then writes its dump, which is listed with the rank's records.
 void poke_dump_pipes(const RankToCollect& rank, std::vector<std::string>& files) {
+  if (!rank.dumped.empty()) {
+    files.push_back(rank.dumped);
+    return;
+  }
   if (rank.directory.empty()) return;
   for (const auto& [prefix, dump] : {std::pair{kHcclDumpPipePrefix, "hccl_trace_rank_"},
                                      std::pair{kNcclDumpPipePrefix, "fr_trace_rank_"}}) {
@@ -101,7 +105,7 @@ void collect_hang_records(boost::asio::io_context& io, const std::vector<RankToC
           collected.push_back(read_answer(ranks[i], answers[i], now_ns));
           collected.back().files.insert(collected.back().files.end(), pipe_dumps[i].begin(),
                                         pipe_dumps[i].end());
-          collected.back().pipe_dump = !pipe_dumps[i].empty();
+          collected.back().pipe_dump = !pipe_dumps[i].empty() && ranks[i].dumped.empty();
           answered += answers[i].answered() ? 1 : 0;
           recorded += collected.back().recorder ? 1 : 0;
         }

@@ -31,6 +31,9 @@ struct RankToCollect {
   pid_t pid = -1;
   std::string server;     // its worker server's socket
   std::string directory;  // its directory of the attempt; empty: keep no files
+  // Its recorder's watchdog dumped it already (agent/recorder_watch_room.cpp): that dump is
+  // listed, and its pipe is not asked for another over it.
+  std::string dumped{};
 };
 
 struct CollectedRank {

@@ -56,6 +56,7 @@ void HangResponse::respond(const Hang& h) {
       "stopping them",
       h.local_rank, ctx_.assignment.rank_offset + h.local_rank,
       describe(h, ctx_.cfg.shape.nproc_per_node - 1), pids.size(), workers_word(pids.size()));
+  if (h.kind == Hang::Kind::kRecorderTimeout) watchdog_dump_ = {h.local_rank, h.recorder_dump};
   if (ctx_.assignment.nnodes == 1) {
     dump_stacks(pids);
     return;
@@ -96,6 +97,8 @@ void HangResponse::dump_stacks(const std::vector<pid_t>& pids) {
   std::vector<RankToCollect> ranks;
   for (RankToCollect rank : ctx_.ranks) {
     rank.pid = ctx_.group.pid_of(rank.local_rank);
+    if (watchdog_dump_ && watchdog_dump_->first == rank.local_rank)
+      rank.dumped = watchdog_dump_->second;
     if (std::find(pids.begin(), pids.end(), rank.pid) != pids.end()) ranks.push_back(rank);
   }
   const auto not_before =

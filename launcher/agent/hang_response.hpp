@@ -82,6 +82,8 @@ class HangResponse {
   std::unique_ptr<HangWatch> watch_;
   boost::asio::steady_timer dump_timer_;
   std::optional<std::chrono::steady_clock::time_point> dumped_at_;
+  // A hang its recorder's watchdog found: the rank and the dump it wrote, not asked for again.
+  std::optional<std::pair<int, std::string>> watchdog_dump_;
   boost::asio::io_context& io_;
   std::map<pid_t, std::vector<std::string>> kernel_frames_;  // non-Python workers', at the dump
   std::vector<CollectedRank> collected_;                     // through the worker servers

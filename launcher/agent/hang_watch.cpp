@@ -15,12 +15,15 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 std::string describe(const Hang& hang, int other_workers) {
+  if (hang.kind == Hang::Kind::kRecorderTimeout) {
+    return fmt::format(
+        "its flight recorder's watchdog found a collective past its timeout and dumped the "
+        "recorder to {}",
+        hang.recorder_dump);
+  }
   if (hang.kind == Hang::Kind::kStraggler) {
     return fmt::format("still running {:.0f} s after the other {} local worker{} exited 0",
                        seconds(hang.silence), other_workers, other_workers == 1 ? "" : "s");

@@ -20,13 +20,15 @@ class io_context;
 namespace npu_run {
 
 struct Hang {
-  enum class Kind { kNoProgress, kStraggler };
+  // kRecorderTimeout: a flight recorder's watchdog dumped the rank (agent/recorder_watch_room).
+  enum class Kind { kNoProgress, kStraggler, kRecorderTimeout };
   Kind kind = Kind::kNoProgress;
   int local_rank = 0;
   std::chrono::milliseconds timeout{};            // the one that ran out
   std::chrono::steady_clock::duration silence{};  // since its last beat, or the others' exit
   uint64_t beats = 0;
-  std::string last_text;  // of its last beat
+  std::string last_text;        // of its last beat
+  std::string recorder_dump{};  // kRecorderTimeout: the file its watchdog wrote
   std::chrono::system_clock::time_point found_at = std::chrono::system_clock::now();
 };
 

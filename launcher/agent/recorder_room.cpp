@@ -16,7 +16,8 @@
 namespace npu_run {
 namespace {
 
-// Entries each recorder keeps (a ring): a few hundred steps of a job's collectives.
+// Entries each recorder keeps (a ring): a few hundred steps of a job's collectives, at a cost
+// under what this machine can measure, even at 10 times as many (docs/BENCHMARKS.md).
 constexpr int kRecorderEntries = 2000;
 // torch_npu's own default heartbeat (TORCH_HCCL_HEARTBEAT_TIMEOUT_SEC).
 constexpr long kHcclHeartbeatSeconds = 600;

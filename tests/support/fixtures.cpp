@@ -1,6 +1,7 @@
 #include "support/fixtures.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,25 @@ void open_gate(const std::string& path) {
 // handed out again as the source port of any test's outgoing connection (the hostile-peer tests
 // make thousands), and a server port equal to a live connection's source port makes the agent
 // think the port is served. Above the derived Slurm ports (20000-29999) and the test cluster's.
+namespace {
+
+// A port this test process picked is locked for its whole life (a file per port under /run,
+// flock'ed and left open), so that no other test of the suite picks it meanwhile: ctest runs
+// three at once, and two that picked one port made a test's "nothing listens there" false.
+bool reserve_port(unsigned short port) {
+  static const std::string dir = [] {
+    ::mkdir("/run/npu_run_test_ports", 0777);
+    return std::string("/run/npu_run_test_ports/");
+  }();
+  const int fd = ::open((dir + std::to_string(port)).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return true;  // nowhere to keep the lock: a port free a moment ago, as before
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;  // fd stays open: the lock with it
+  ::close(fd);
+  return false;
+}
+
+}  // namespace
+
 int unused_port() {
   static std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick(30000, 32767);
@@ -42,7 +62,7 @@ int unused_port() {
     boost::asio::ip::tcp::acceptor probe(io);
     probe.open(boost::asio::ip::tcp::v4(), ec);
     if (!ec) probe.bind({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
-    if (!ec) return port;
+    if (!ec && reserve_port(port)) return port;
   }
   FAIL("no free port in 30000-32767");
   return 0;

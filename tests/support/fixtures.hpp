@@ -11,7 +11,8 @@ namespace npu_run::testing {
 std::string make_gate(const std::string& path);
 void open_gate(const std::string& path);
 
-// A TCP port that was free a moment ago on 127.0.0.1, for a test's rendezvous.
+// A TCP port that was free a moment ago on 127.0.0.1, for a test's rendezvous; no other test
+// process of the suite gets it while this one lives.
 int unused_port();
 
 // The binary under test (NPU_RUN_UNDER_TEST may wrap it), and the source tree.

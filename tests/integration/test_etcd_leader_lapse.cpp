@@ -25,17 +25,30 @@ using namespace npu_run::testing;
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 
+namespace {
+
+// A relay to each member of `cluster` that the test can cut (support/cut_proxy.hpp), and the
+// endpoints through them: how one agent reaches etcd while the others reach it directly.
+struct Relays {
+  explicit Relays(const EtcdCluster& cluster) {
+    for (int m = 0; m < 3; ++m) {
+      each.push_back(std::make_unique<CutProxy>(cluster.client_port(m)));
+      endpoints += fmt::format("{}127.0.0.1:{}", m == 0 ? "" : ",", each.back()->port());
+    }
+  }
+  std::vector<std::unique_ptr<CutProxy>> each;
+  std::string endpoints;
+};
+
+}  // namespace
+
 TEST_CASE(
     "etcd leader lapse: a leader whose renewals hung while another agent's took tries once more "
     "and leads on",
     "[integration][etcd][kernel-neutral]") {
   EtcdCluster cluster;
-  std::vector<std::unique_ptr<CutProxy>> relays;
-  std::string relayed;
-  for (int m = 0; m < 3; ++m) {
-    relays.push_back(std::make_unique<CutProxy>(cluster.client_port(m)));
-    relayed += fmt::format("{}127.0.0.1:{}", m == 0 ? "" : ",", relays.back()->port());
-  }
+  Relays relays(cluster);
+  const std::string& relayed = relays.endpoints;
   // A 6 s lease: the leader says its lease is lapsing at 5 s and decides 0.75 s later (a
   // heartbeat and a half), time enough for the test to open the relays in between.
   const auto agent = [&](const std::string& endpoints) {
@@ -66,9 +79,9 @@ TEST_CASE(
   auto member = agent(cluster.endpoints());
   for (auto* a : {leader.get(), member.get()}) a->wait_for_output("restart=0", 1, 30s);
 
-  for (auto& r : relays) r->cut();
+  for (auto& r : relays.each) r->cut();
   leader->wait_for_output("etcd lease lapsing", 1, 15s, /*in_stderr=*/true);
-  for (auto& r : relays) r->restore();
+  for (auto& r : relays.each) r->restore();
 
   const auto finished = NpuRunProcess::wait_all({leader.get(), member.get()}, 60s);
   for (const Finished& f : finished) {
@@ -140,12 +153,8 @@ TEST_CASE(
     "[integration][etcd]") {
   EtcdCluster cluster;
   // The leader-to-be reaches etcd through relays the test can cut; the other directly.
-  std::vector<std::unique_ptr<CutProxy>> relays;
-  std::string relayed;
-  for (int m = 0; m < 3; ++m) {
-    relays.push_back(std::make_unique<CutProxy>(cluster.client_port(m)));
-    relayed += fmt::format("{}127.0.0.1:{}", m == 0 ? "" : ",", relays.back()->port());
-  }
+  Relays relays(cluster);
+  const std::string& relayed = relays.endpoints;
   // Each worker stamps its start and its stop (the wall clock, shared by both agents here).
   const std::string worker =
       "echo \"start restart=$TORCHELASTIC_RESTART_COUNT at $(date +%s.%N)\"; "
@@ -163,7 +172,7 @@ TEST_CASE(
   cut_off->wait_for_output("start restart=0", 1, 30s);
   other->wait_for_output("start restart=0", 1, 30s);
 
-  for (auto& r : relays) r->cut();
+  for (auto& r : relays.each) r->cut();
   const Finished deposed = cut_off->wait(30s);
   const Finished went_on = other->wait(60s);
   INFO(deposed.out << deposed.err << went_on.out << went_on.err);

@@ -1,4 +1,5 @@
 // Messages from agents to the server: encoding, and decoding with every field checked.
+#include "rendezvous/dump_wire.hpp"
 #include "rendezvous/json_fields.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/wire_parts.hpp"
@@ -84,7 +85,11 @@ json client_json(const ClientMessage& message) {
           if (m.etcd) j["etcd"] = *m.etcd;
           return j;
         } else if constexpr (std::is_same_v<T, StatusQuery>) {
-          return {{"type", "status"}, {"id", m.id}};
+          json j{{"type", "status"}, {"id", m.id}};
+          if (m.dump) j["dump"] = true;
+          return j;
+        } else if constexpr (std::is_same_v<T, RecordsCollected>) {
+          return records_json(m);
         } else if constexpr (std::is_same_v<T, Resume>) {
           return {{"type", "resume"}, {"session", m.session}, {"received", m.received}};
         } else if constexpr (std::is_same_v<T, HangNotice>) {
@@ -138,7 +143,11 @@ ClientMessage client_from(const json& j) {
     if (f.find("etcd") != nullptr) m.etcd = f.boolean("etcd");
     return m;
   }
-  if (type == "status") return StatusQuery{static_cast<uint64_t>(f.integer("id", 0, INT64_MAX))};
+  if (type == "status") {
+    return StatusQuery{static_cast<uint64_t>(f.integer("id", 0, INT64_MAX)),
+                       f.find("dump") != nullptr && f.boolean("dump")};
+  }
+  if (type == "records") return records_from(f);
   if (type == "resume") return Resume{f.text("session", Limits::kMaxNonce), received_field(f)};
   if (type == "hang") {
     HangNotice m;

@@ -29,6 +29,7 @@
 #include "health/device_pings.hpp"
 #include "health/gate_settings.hpp"
 #include "health/verdict.hpp"
+#include "rendezvous/dump_messages.hpp"
 #include "rendezvous/message_parts.hpp"
 #include "rendezvous/timeline.hpp"
 
@@ -51,7 +52,8 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 //    and an affinity, "standby" and "dismissed".
 // 10: the timeline: joins say when the agent started and dialled, reports carry the node's
 //     events of the round, and status the blame of the last round formed.
-inline constexpr int kProtocolVersion = 10;
+// 11: `npu_run status --dump`: status may ask for a dump, "collect" and "records".
+inline constexpr int kProtocolVersion = 11;
 
 // ---- agent -> server ----
 
@@ -134,7 +136,8 @@ struct Heartbeat {
 // The job as the rendezvous sees it (JobStatus), asked by `npu_run status` on a connection of
 // its own (welcomed like an agent, never joined; the answer closes it) or by an agent for it.
 struct StatusQuery {
-  uint64_t id = 0;  // echoed in the answer: an agent matches answers to its queries by it
+  uint64_t id = 0;    // echoed in the answer: an agent matches answers to its queries by it
+  bool dump = false;  // collect every running rank's records first (rendezvous/dump_messages.hpp)
 };
 
 // Instead of a join, on a new connection after the old one fell silent or broke: this is the
@@ -176,7 +179,7 @@ struct HangNotice {
 };
 
 using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice,
-                                   StatusQuery, HealthReport, PingReport>;
+                                   StatusQuery, HealthReport, PingReport, RecordsCollected>;
 
 // ---- server -> agent ----
 
@@ -311,6 +314,7 @@ struct JobStatus {
   std::optional<FailureReport> root_cause;
   // Where the time of the last round formed went (rendezvous/round_blame.hpp); empty: none yet.
   std::string blame{};
+  std::optional<JobDump> dump{};  // asked with StatusQuery::dump
 };
 
 // Before a round forms, once every verdict is in: the device-plane pings this node makes
@@ -344,19 +348,20 @@ struct Dismissed {
 
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
                                    HeartbeatAck, Challenge, Reform, Resumed, JobStatus, PingRequest,
-                                   PingVerdict, Standby, Dismissed>;
+                                   PingVerdict, Standby, Dismissed, CollectRecords>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello",  "join", "heartbeat", "report", "auth",
-                                       "resume", "hang", "status",    "health", "ping_report"};
+  static const char* const kNames[] = {"hello",  "join",        "heartbeat", "report",
+                                       "auth",   "resume",      "hang",      "status",
+                                       "health", "ping_report", "records"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
   static const char* const kNames[] = {"welcome",      "error",    "progress",      "assigned",
                                        "stop",         "decision", "heartbeat_ack", "challenge",
                                        "reform",       "resumed",  "status",        "pings",
-                                       "ping_verdict", "standby",  "dismissed"};
+                                       "ping_verdict", "standby",  "dismissed",     "collect"};
   return kNames[message.index()];
 }
 

@@ -1,4 +1,5 @@
 // Messages from the server to agents: encoding, and decoding with every field checked.
+#include "rendezvous/dump_wire.hpp"
 #include "rendezvous/json_fields.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/status_wire.hpp"
@@ -51,6 +52,22 @@ Assigned assigned_from(const Fields& f) {
   return m;
 }
 
+json decision_json(const Decision& m) {
+  json j = answer("decision", {{"round", m.round},
+                               {"action", m.action},
+                               {"restart_count", m.restart_count},
+                               {"exit_code", m.exit_code},
+                               {"membership_change", m.membership_change},
+                               {"restarts_charged", m.restarts_charged}});
+  if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
+  if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
+  if (m.failure_class != FailureClass::kNone) {
+    j["class"] = m.failure_class;
+    j["class_reason"] = m.class_reason;
+  }
+  return j;
+}
+
 json server_json(const ServerMessage& message) {
   return std::visit(
       [](const auto& m) -> json {
@@ -71,19 +88,7 @@ json server_json(const ServerMessage& message) {
         } else if constexpr (std::is_same_v<T, StopWorkers>) {
           return answer("stop", {{"round", m.round}, {"root_cause", to_json(m.root_cause)}});
         } else if constexpr (std::is_same_v<T, Decision>) {
-          json j = answer("decision", {{"round", m.round},
-                                       {"action", m.action},
-                                       {"restart_count", m.restart_count},
-                                       {"exit_code", m.exit_code},
-                                       {"membership_change", m.membership_change},
-                                       {"restarts_charged", m.restarts_charged}});
-          if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
-          if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
-          if (m.failure_class != FailureClass::kNone) {
-            j["class"] = m.failure_class;
-            j["class_reason"] = m.class_reason;
-          }
-          return j;
+          return decision_json(m);
         } else if constexpr (std::is_same_v<T, Challenge>) {
           return answer("challenge", {{"nonce", m.nonce}, {"proof", m.proof}});
         } else if constexpr (std::is_same_v<T, Reform>) {
@@ -103,6 +108,8 @@ json server_json(const ServerMessage& message) {
           return answer("standby", {{"round", m.round}, {"nodes", m.nodes}, {"spares", m.spares}});
         } else if constexpr (std::is_same_v<T, Dismissed>) {
           return answer("dismissed", {{"reason", m.reason}, {"exit_code", m.exit_code}});
+        } else if constexpr (std::is_same_v<T, CollectRecords>) {
+          return collect_json(m);
         } else if constexpr (std::is_same_v<T, Resumed>) {
           return answer("resumed", {{"received", m.received}});
         } else {
@@ -185,6 +192,7 @@ ServerMessage server_from(const json& j) {
     return Dismissed{f.text("reason", Limits::kMaxText),
                      static_cast<int>(f.integer("exit_code", 0, 255))};
   }
+  if (type == "collect") return collect_from(f);
   if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
   if (type == "resumed") return Resumed{received_field(f)};
   if (type == "challenge")

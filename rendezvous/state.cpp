@@ -57,6 +57,7 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   // `npu_run status` on a connection of its own, which the answer ends; an agent asking for it
   // stays.
   if (const auto* query = std::get_if<StatusQuery>(&message)) {
+    if (query->dump) return on_dump_query(from, *query);
     JobStatus answer = status(now);
     answer.query_id = query->id;
     return {Outgoing{{from}, std::move(answer), !has_joined(from)}};
@@ -70,6 +71,8 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   if (const auto* hang = std::get_if<HangNotice>(&message)) return on_hang_notice(from, *hang);
   if (const auto* health = std::get_if<HealthReport>(&message)) return on_health(from, *health);
   if (const auto* pings = std::get_if<PingReport>(&message)) return on_ping_report(from, *pings);
+  if (const auto* records = std::get_if<RecordsCollected>(&message))
+    return on_records(from, *records);
   return on_report(from, std::get<Report>(message));
 }
 

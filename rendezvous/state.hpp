@@ -3,7 +3,7 @@
 // event (Now). The Asio server and the single-node in-process rendezvous drive it, and unit
 // tests drive it directly. Its code is split by the part of the conversation: state.cpp (the
 // handshake), state_rounds.cpp (joining and forming rounds, ticks), state_outcome.cpp (reports,
-// failures, re-forms and the decision).
+// failures, re-forms and the decision), state_dumps.cpp (`npu_run status --dump`).
 //
 // A job goes through rounds. JOINING collects agents until --nnodes have joined (elastic
 // MIN:MAX: MAX, or MIN once the last-call window has passed), then assigns node ranks and rank
@@ -61,78 +61,13 @@
 
 #include "rendezvous/failure_class.hpp"
 #include "rendezvous/job_memory.hpp"
+#include "rendezvous/live_dumps.hpp"
 #include "rendezvous/messages.hpp"
 #include "rendezvous/round_blame.hpp"
+#include "rendezvous/state_io.hpp"
 #include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
-
-using ClientId = uint64_t;
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-// When an event happens: the steady clock for deadlines, and the wall clock (ms since the epoch)
-// for the times failures carry, which nodes compare with each other.
-struct Now {
-  Clock::time_point steady;
-  int64_t wall_ms = 0;
-};
-// Both clocks, read now.
-Now now();
-// Both clocks advanced by `d`: simulated time for tests and the fuzzer.
-template <typename Rep, typename Period>
-Now operator+(Now at, std::chrono::duration<Rep, Period> d) {
-  at.steady += std::chrono::duration_cast<Clock::duration>(d);
-  at.wall_ms += std::chrono::duration_cast<milliseconds>(d).count();
-  return at;
-}
-
-struct JobSettings {
-  std::string run_id = "none";
-  // Shared secret agents must prove they know (`rendezvous/auth.hpp`); empty: agents must have
-  // none.
-  std::string token;
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int max_restarts = 0;
-  // Finish with kExitNoProgress once this many restarts in a row made no progress (no node
-  // reported Report::progressed); 0: never.
-  int max_no_progress_restarts = 0;
-  milliseconds heartbeat_interval{5'000};
-  milliseconds heartbeat_timeout{30'000};
-  milliseconds progress_interval{5'000};
-  milliseconds join_timeout{900'000};
-  milliseconds last_call{30'000};  // elastic: wait this long for more nodes once MIN joined
-  // Agents must run this command (Join::command). Empty: the first join's. Only checked with the
-  // default run id: a job whose nodes run different commands names itself with --rdzv-id.
-  std::string command;
-  bool check_command = false;
-  // Settings that differ between nodes fail the odd ones out of the health gate instead of
-  // being warned of (--strict-consistency).
-  bool strict_consistency = false;
-  // Agents beyond max_nodes that join as spares (--spares); a lost or faulty node's seat goes
-  // to one of them.
-  int spares = 0;
-  // The ledger of bad nodes: host -> what its entry says. Agents on these hosts are refused.
-  std::map<std::string, std::string> ledger;
-};
-
-// A node taken out of the job (lost, a failed health gate, a device fault): what the ledger of
-// bad nodes records (the agent writes it: agent/node_ledger.hpp).
-struct TakenOut {
-  std::string host;
-  std::string addr;
-  int node_rank = -1;
-  int64_t time_ms = 0;
-  std::string reason;    // "lost", "failed its health gate", "infrastructure fault"
-  std::string evidence;  // the description, the fault line, the failed check
-};
-
-struct Outgoing {
-  std::vector<ClientId> to;
-  ServerMessage message;
-  bool close_after = false;  // the connections are closed once the message has been sent
-};
 
 class RendezvousState {
  public:
@@ -146,6 +81,9 @@ class RendezvousState {
   std::vector<Outgoing> on_disconnect(ClientId who, Now now);
   // Heartbeat deadlines, progress reports and the join timeout.
   std::vector<Outgoing> on_tick(Now now);
+  // The `npu_run status --dump`s whose deadline has come, answered with what came (on_tick does
+  // it too; an in-process rendezvous, which has no ticks, calls it).
+  std::vector<Outgoing> answer_due_dumps(Now now);
 
   Phase phase() const { return phase_; }
   uint64_t round() const { return round_; }
@@ -342,6 +280,12 @@ class RendezvousState {
   void note_lost(const Member& member, int64_t last_seen_ms);
   TimelineEvent job_event(TimelinePhase phase, int node, const std::string& host) const;
   void note_beats(ClientId from, const std::vector<RankBeat>& ranks);
+  // ---- `npu_run status --dump` (state_dumps.cpp) ----
+  // Asks every running node for its ranks' records; the answer comes once all sent theirs or
+  // at the deadline (answer_due_dumps, from on_tick).
+  std::vector<Outgoing> on_dump_query(ClientId from, const StatusQuery& query);
+  std::vector<Outgoing> on_records(ClientId from, RecordsCollected records);
+  Outgoing dump_answer(LiveDumps::Finished finished) const;
   std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
   Member* member_of(ClientId id);
   std::string describe_seats() const;
@@ -393,6 +337,7 @@ class RendezvousState {
   bool blame_new_ = false;
   int64_t created_ms_ = 0;      // wall clock when this server started: dials before are not late
   int64_t round_began_ms_ = 0;  // when the forming round began: the decision before it
+  LiveDumps dumps_;             // `npu_run status --dump`s being collected
 };
 
 }  // namespace npu_run::rdzv

@@ -279,6 +279,7 @@ std::vector<Outgoing> RendezvousState::on_tick(Now now) {
     out.insert(out.end(), std::make_move_iterator(lost.begin()),
                std::make_move_iterator(lost.end()));
   }
+  for (Outgoing& answer : answer_due_dumps(now)) out.push_back(std::move(answer));
   if (phase_ != Phase::kJoining || pending_.empty()) return out;
   std::vector<Outgoing> more = maybe_start_round();
   if (!more.empty() || phase_ != Phase::kJoining) {

@@ -158,7 +158,8 @@ void handshake(Conversation<Socket>& talk, const std::string& peer, const std::s
 }  // namespace
 
 StatusResult query_rendezvous_status(const std::string& host, int port, const std::string& run_id,
-                                     const std::string& token, std::chrono::milliseconds timeout) {
+                                     const std::string& token, std::chrono::milliseconds timeout,
+                                     bool dump) {
   const std::string peer = fmt::format("the rendezvous at {}:{}", host, port);
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
@@ -196,7 +197,7 @@ StatusResult query_rendezvous_status(const std::string& host, int port, const st
                    "--master-port?"};
     }
     handshake(talk, peer, run_id, token);
-    talk.send(StatusQuery{1});
+    talk.send(StatusQuery{1, dump});
     return await_status(talk, peer);
   } catch (const Failed& f) {
     return f.why;

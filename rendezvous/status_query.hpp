@@ -15,8 +15,10 @@ namespace npu_run::rdzv {
 // The status, or why there is none ("cannot connect to 10.0.0.1:29500: Connection refused").
 using StatusResult = std::variant<JobStatus, std::string>;
 
+// `dump`: with every running rank's records (rendezvous/dump_messages.hpp).
 StatusResult query_rendezvous_status(const std::string& host, int port, const std::string& run_id,
-                                     const std::string& token, std::chrono::milliseconds timeout);
+                                     const std::string& token, std::chrono::milliseconds timeout,
+                                     bool dump = false);
 
 // The agent's answer on the Unix socket at `path` (one frame, then EOF).
 StatusResult query_agent_status(const std::string& path, std::chrono::milliseconds timeout);

@@ -1,5 +1,6 @@
 #include "rendezvous/status_wire.hpp"
 
+#include "rendezvous/dump_wire.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/wire_parts.hpp"
 
@@ -32,6 +33,7 @@ json status_json(const JobStatus& s) {
                              {"missing_node_ranks", s.missing_node_ranks}});
   if (s.root_cause) j["root_cause"] = to_json(*s.root_cause);
   if (!s.blame.empty()) j["blame"] = s.blame;
+  if (s.dump) j["dump"] = dump_json(*s.dump);
   return j;
 }
 
@@ -66,6 +68,7 @@ JobStatus status_from(const Fields& f) {
   }
   if (f.find("root_cause") != nullptr) s.root_cause = failure_from(f.object("root_cause"));
   s.blame = f.text("blame", Limits::kMaxText, false);
+  if (f.find("dump") != nullptr) s.dump = dump_from(f.object("dump"));
   return s;
 }
 

@@ -40,7 +40,10 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(python_hooks_room(ctx));
   rooms.add(recorder_room(ctx));
   rooms.add(hang_room(ctx));
-  rooms.add(recorder_watch_room(ctx));  // after the recorders' room: it reads their dump files
+  auto asked_dumps = std::make_shared<AskedPipeDumps>();
+  rooms.add(recorder_watch_room(ctx, asked_dumps));  // after the recorders' room: it reads their
+                                                     // dump files
+  rooms.add(records_dump_room(ctx, asked_dumps));
   rooms.add(evidence_room(ctx));
   rooms.add(cann_log_room(ctx));  // after the evidence room: a link fault it finds is evidence
   rooms.add(timeline_room(ctx));

@@ -10,6 +10,7 @@
 
 #include "agent/agent_context.hpp"
 #include "agent/agent_room.hpp"
+#include "agent/hang_collection.hpp"
 #include "config/launch_config.hpp"
 
 namespace boost::asio {
@@ -42,8 +43,13 @@ std::unique_ptr<ProgressBeats> open_progress_sockets(boost::asio::io_context& io
 std::unique_ptr<AgentRoom> python_hooks_room(const RoomContext& ctx);
 // agent/recorder_room.cpp: torch's and torch_npu's flight recorders on, dumping per attempt.
 std::unique_ptr<AgentRoom> recorder_room(const RoomContext& ctx);
-// agent/recorder_watch_room.cpp: a recorder's watchdog that dumped itself is a hang, found.
-std::unique_ptr<AgentRoom> recorder_watch_room(const RoomContext& ctx);
+// agent/recorder_watch_room.cpp: a recorder's watchdog that dumped itself is a hang, found;
+// not while the dumps npu_run asked for itself are being written (`asked`).
+std::unique_ptr<AgentRoom> recorder_watch_room(const RoomContext& ctx,
+                                               std::shared_ptr<const AskedPipeDumps> asked);
+// agent/records_dump_room.cpp: `npu_run status --dump`, this node's ranks' records collected.
+std::unique_ptr<AgentRoom> records_dump_room(const RoomContext& ctx,
+                                             std::shared_ptr<AskedPipeDumps> asked);
 // agent/hang_room.cpp: each attempt's hang watch and stack dump (agent/hang_response.hpp).
 std::unique_ptr<AgentRoom> hang_room(const RoomContext& ctx);
 // agent/evidence_room.cpp: what the root cause's failure showed beyond its exit.

@@ -52,8 +52,9 @@ class EtcdRendezvous : public Rendezvous {
   void send_health(const rdzv::HealthReport& report) override { link_.send_health(report); }
   void send_pings(const rdzv::PingReport& report) override { link_.send_pings(report); }
   void notice_hang(const rdzv::HangNotice& notice) override { link_.notice_hang(notice); }
-  void query_status(std::function<void(StatusAnswer)> done) override {
-    link_.query_status(std::move(done));
+  void send_records(const rdzv::RecordsCollected& records) override { link_.send_records(records); }
+  void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override {
+    link_.query_status(ask, std::move(done));
   }
   void close() override;
   std::string local_address() const override { return link_.local_address(); }

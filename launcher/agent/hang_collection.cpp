@@ -66,22 +66,34 @@ void poke_dump_pipes(const RankToCollect& rank, std::vector<std::string>& files)
     files.push_back(rank.dumped);
     return;
   }
-  if (rank.directory.empty()) return;
+  const std::string& directory =
+      rank.attempt_directory.empty() ? rank.directory : rank.attempt_directory;
+  if (directory.empty()) return;
   for (const auto& [prefix, dump] : {std::pair{kHcclDumpPipePrefix, "hccl_trace_rank_"},
                                      std::pair{kNcclDumpPipePrefix, "fr_trace_rank_"}}) {
-    const std::string pipe = fmt::format("{}/{}{}.pipe", rank.directory, prefix, rank.rank);
+    const std::string pipe = fmt::format("{}/{}{}.pipe", directory, prefix, rank.rank);
     struct stat info {};
     if (::stat(pipe.c_str(), &info) != 0 || !S_ISFIFO(info.st_mode)) continue;
     // Non-blocking: a pipe nobody reads any more (ENXIO) must not stall the agent.
     const int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;
     if (::write(fd, "1\n", 2) == 2)
-      files.push_back(fmt::format("{}/{}{}", rank.directory, dump, rank.rank));
+      files.push_back(fmt::format("{}/{}{}", directory, dump, rank.rank));
     ::close(fd);
   }
 }
 
 }  // namespace
+
+std::vector<RankToCollect> ranks_to_collect(const std::vector<WorkerSpec>& specs,
+                                            const std::string& servers) {
+  std::vector<RankToCollect> ranks;
+  for (const WorkerSpec& spec : specs) {
+    ranks.push_back(RankToCollect{spec.local_rank, spec.global_rank, -1,
+                                  worker_server_path(servers, spec.local_rank), spec.log_dir});
+  }
+  return ranks;
+}
 
 void collect_hang_records(boost::asio::io_context& io, const std::vector<RankToCollect>& ranks,
                           std::chrono::milliseconds deadline,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rendezvous/message_parts.hpp"
+#include "workers/worker_spec.hpp"
 
 namespace npu_run {
 
@@ -30,7 +31,9 @@ struct RankToCollect {
   int rank = 0;  // global, as the dump pipes are named
   pid_t pid = -1;
   std::string server;     // its worker server's socket
-  std::string directory;  // its directory of the attempt; empty: keep no files
+  std::string directory;  // where its records are kept; empty: keep no files
+  // Its directory of the attempt, where its recorders' pipes and dumps are; empty: `directory`.
+  std::string attempt_directory{};
   // Its recorder's watchdog dumped it already (agent/recorder_watch_room.cpp): that dump is
   // listed, and its pipe is not asked for another over it.
   std::string dumped{};
@@ -47,11 +50,23 @@ struct CollectedRank {
   bool pipe_dump = false;  // a recorder was asked through its pipe: its dump is being written
 };
 
+// Recorders npu_run asked for a dump through their pipes outside a hang (`npu_run status --dump`,
+// agent/records_dump_room.cpp): until `until`, a recorder's dump file that changes is that
+// answer, not its watchdog's (agent/recorder_watch_room.cpp).
+struct AskedPipeDumps {
+  std::chrono::steady_clock::time_point until{};
+};
+
 // What a hang waits at most for the answers: a worker whose main thread is stuck answers from its
 // server's thread within milliseconds; one that is stopped never does.
 inline constexpr std::chrono::milliseconds kCollectDeadline{3000};
 // What a recorder asked through its pipe is given to write its dump before its rank is stopped.
 inline constexpr std::chrono::milliseconds kPipeDumpGrace{2000};
+
+// Where each worker of `specs` serves its records (agent/python_hooks_room.cpp: a socket in the
+// agent's directory `servers`) and keeps them (its directory of the attempt); pids unset.
+std::vector<RankToCollect> ranks_to_collect(const std::vector<WorkerSpec>& specs,
+                                            const std::string& servers);
 
 // Asks every rank in `ranks` and calls `done` once with what each gave (in the same order), by
 // `deadline` at the latest. `done` must guard its owner's lifetime itself.

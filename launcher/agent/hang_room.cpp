@@ -5,7 +5,6 @@
 // stacks for the job's blame.
 #include "agent/agent_rooms.hpp"
 #include "agent/hang_response.hpp"
-#include "agent/worker_server_client.hpp"
 
 namespace npu_run {
 namespace {
@@ -17,12 +16,7 @@ class HangRoom final : public AgentRoom {
   // Where each rank will serve (agent/python_hooks_room.cpp) and keep its records.
   void starting(std::vector<WorkerSpec>& specs) override {
     ranks_.clear();
-    if (ctx_.beats == nullptr) return;
-    for (const WorkerSpec& spec : specs) {
-      ranks_.push_back(RankToCollect{spec.local_rank, spec.global_rank, -1,
-                                     worker_server_path(ctx_.beats->directory(), spec.local_rank),
-                                     spec.log_dir});
-    }
+    if (ctx_.beats != nullptr) ranks_ = ranks_to_collect(specs, ctx_.beats->directory());
   }
 
   void started(Attempt& attempt) override {

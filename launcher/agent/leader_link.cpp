@@ -78,6 +78,7 @@ Rendezvous::Handlers LeaderLink::link_handlers(uint64_t mine) {
   h.pings = current_only(generation_, mine, handlers_.pings);
   h.ping_verdict = current_only(generation_, mine, handlers_.ping_verdict);
   h.standby = current_only(generation_, mine, handlers_.standby);
+  h.collect_records = current_only(generation_, mine, handlers_.collect_records);
   return h;
 }
 
@@ -193,9 +194,14 @@ void LeaderLink::notice_hang(const rdzv::HangNotice& notice) {
   if (link_) link_->rdzv->notice_hang(notice);
 }
 
-void LeaderLink::query_status(std::function<void(Rendezvous::StatusAnswer)> done) {
+void LeaderLink::send_records(const rdzv::RecordsCollected& records) {
+  if (link_) link_->rdzv->send_records(records);
+}
+
+void LeaderLink::query_status(Rendezvous::StatusAsk ask,
+                              std::function<void(Rendezvous::StatusAnswer)> done) {
   if (link_) {
-    link_->rdzv->query_status(std::move(done));
+    link_->rdzv->query_status(ask, std::move(done));
     return;
   }
   boost::asio::post(io_, [done = std::move(done)] {

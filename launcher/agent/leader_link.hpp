@@ -46,7 +46,8 @@ class LeaderLink {
   void send_health(const rdzv::HealthReport& report);
   void send_pings(const rdzv::PingReport& report);
   void notice_hang(const rdzv::HangNotice& notice);
-  void query_status(std::function<void(Rendezvous::StatusAnswer)> done);
+  void send_records(const rdzv::RecordsCollected& records);
+  void query_status(Rendezvous::StatusAsk ask, std::function<void(Rendezvous::StatusAnswer)> done);
   void close();
   std::string describe() const;
   std::string local_address() const;

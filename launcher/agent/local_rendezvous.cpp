@@ -8,6 +8,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +36,10 @@ class LocalRendezvous : public Rendezvous {
   void join() override;
   void report(const rdzv::Report& report) override;
   void send_health(const rdzv::HealthReport& report) override;
-  void query_status(std::function<void(StatusAnswer)> done) override;
+  void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override;
+  void send_records(const rdzv::RecordsCollected& records) override {
+    deliver(state_.on_message(kSelf, records, rdzv::now()));
+  }
   void close() override { closed_ = true; }
   void add_metrics(MetricsText& out) const override {
     write_rendezvous_metrics(out, state_, 1);
@@ -62,10 +67,13 @@ class LocalRendezvous : public Rendezvous {
   bool closed_ = false;
   std::function<void(const rdzv::RendezvousState&)> job_ended_;
   bool ended_ = false;
+  // Dumps asked for (`npu_run status --dump`), by query id: this node's own records answer
+  // them, within the collection's deadline.
+  std::map<uint64_t, std::function<void(StatusAnswer)>> dumps_waiting_;
+  uint64_t next_dump_ = 1;
+  boost::asio::steady_timer dump_deadline_;   // answers a dump whose records never came
+  static constexpr rdzv::ClientId kSelf = 1;  // the one client of an in-process rendezvous
 };
-
-// The one client of an in-process rendezvous.
-constexpr rdzv::ClientId kSelf = 1;
 
 namespace {
 
@@ -116,7 +124,8 @@ LocalRendezvous::LocalRendezvous(boost::asio::io_context& io, const LaunchConfig
       cfg_(cfg),
       host_(std::move(host)),
       worker_port_(io, avoid),
-      state_(untokened(job_settings(cfg)), rdzv::now()) {
+      state_(untokened(job_settings(cfg)), rdzv::now()),
+      dump_deadline_(io) {
   // A single node has no tier: tiered serves as agent does.
   if (!npu_run_serves_store(cfg.rendezvous.worker_store)) return;
   store_ = std::make_unique<store::StoreServer>(io);
@@ -170,6 +179,14 @@ void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {
     if (job_ended_) job_ended_(state_);
   }
   for (rdzv::Outgoing& o : outgoing) {
+    if (auto* status = std::get_if<rdzv::JobStatus>(&o.message)) {
+      const auto it = dumps_waiting_.find(status->query_id);
+      if (it == dumps_waiting_.end()) continue;
+      boost::asio::post(
+          io_, [done = std::move(it->second), answer = std::move(*status)] { done(answer); });
+      dumps_waiting_.erase(it);
+      continue;
+    }
     // Posted, never called inline, so the agent sees the same ordering as with a remote server.
     boost::asio::post(io_, [this, message = std::move(o.message)] {
       if (closed_) return;
@@ -178,8 +195,19 @@ void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {
   }
 }
 
-void LocalRendezvous::query_status(std::function<void(StatusAnswer)> done) {
-  boost::asio::post(io_, [this, done = std::move(done)] { done(state_.status(rdzv::now())); });
+void LocalRendezvous::query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) {
+  if (ask == StatusAsk::kStatus) {
+    boost::asio::post(io_, [this, done = std::move(done)] { done(state_.status(rdzv::now())); });
+    return;
+  }
+  const uint64_t id = next_dump_++;
+  dumps_waiting_.emplace(id, std::move(done));
+  deliver(state_.on_message(kSelf, rdzv::StatusQuery{id, true}, rdzv::now()));
+  dump_deadline_.expires_after(rdzv::LiveDumps::kDeadline + std::chrono::milliseconds(100));
+  // Cancelled when this goes (the timer is a member): the handler then sees an error first.
+  dump_deadline_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) deliver(state_.answer_due_dumps(rdzv::now()));
+  });
 }
 
 std::unique_ptr<Rendezvous> local_rendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,

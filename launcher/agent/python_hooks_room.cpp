@@ -1,7 +1,7 @@
 // The Python hooks' room: with no line added to its script, every worker beats once per optimizer
-// step (--auto-progress, on by default) and, under --hang-timeout or --exit-timeout, serves
-// torch's worker server, through which a hang is collected without killing
-// (agent/worker_server_client.hpp). The agent writes
+// step (--auto-progress, on by default) and serves torch's worker server, through which a hang
+// and `npu_run status --dump` collect its records without killing (agent/worker_server_client.hpp;
+// with --auto-progress off, only under --hang-timeout or --exit-timeout). The agent writes
 // python/npu_run_auto_progress.py as sitecustomize.py into its private directory (beside the
 // progress sockets, gone when the agent is) and puts that directory first on each worker's
 // PYTHONPATH; the module runs whatever sitecustomize it shadows. Its beats carry
@@ -48,7 +48,7 @@ class PythonHooksRoom final : public AgentRoom {
  public:
   explicit PythonHooksRoom(const RoomContext& ctx)
       : beat_steps_(ctx.cfg.supervision.auto_progress),
-        serve_(ctx.cfg.supervision.hang.any()) {  // only a hang asks the servers
+        serve_(beat_steps_ || ctx.cfg.supervision.hang.any()) {
     if (ctx.beats == nullptr || !(beat_steps_ || serve_)) return;
     directory_ = write_sitecustomize(ctx.beats->directory());
     servers_ = ctx.beats->directory();

@@ -41,7 +41,8 @@ int64_t mtime_ns(const std::string& path) {
 
 class RecorderWatchRoom final : public AgentRoom {
  public:
-  explicit RecorderWatchRoom(const RoomContext& ctx) : ctx_(ctx), timer_(ctx.io) {}
+  RecorderWatchRoom(const RoomContext& ctx, std::shared_ptr<const AskedPipeDumps> asked)
+      : ctx_(ctx), timer_(ctx.io), asked_(std::move(asked)) {}
 
   void starting(std::vector<WorkerSpec>& specs) override {
     dumps_.clear();
@@ -72,7 +73,11 @@ class RecorderWatchRoom final : public AgentRoom {
     timer_.expires_after(kLookEvery);
     timer_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec) {
       if (ec || alive.expired()) return;
-      if (const WatchedDump* dump = new_dump()) return found(*dump);
+      if (std::chrono::steady_clock::now() < asked_->until) {
+        rebaseline();  // the dumps `npu_run status --dump` asked for
+      } else if (const WatchedDump* dump = new_dump()) {
+        return found(*dump);
+      }
       look_later();
     });
   }
@@ -83,6 +88,10 @@ class RecorderWatchRoom final : public AgentRoom {
       if (now >= 0 && now != d.seen_mtime_ns) return &d;
     }
     return nullptr;
+  }
+
+  void rebaseline() {
+    for (WatchedDump& d : dumps_) d.seen_mtime_ns = mtime_ns(d.path);
   }
 
   void found(const WatchedDump& dump) {
@@ -97,13 +106,15 @@ class RecorderWatchRoom final : public AgentRoom {
   RoomContext ctx_;
   boost::asio::steady_timer timer_;
   std::vector<WatchedDump> dumps_;
+  std::shared_ptr<const AskedPipeDumps> asked_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace
 
-std::unique_ptr<AgentRoom> recorder_watch_room(const RoomContext& ctx) {
-  return std::make_unique<RecorderWatchRoom>(ctx);
+std::unique_ptr<AgentRoom> recorder_watch_room(const RoomContext& ctx,
+                                               std::shared_ptr<const AskedPipeDumps> asked) {
+  return std::make_unique<RecorderWatchRoom>(ctx, std::move(asked));
 }
 
 }  // namespace npu_run

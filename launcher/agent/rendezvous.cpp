@@ -25,6 +25,8 @@ void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMe
           if (handlers.standby) handlers.standby(m);
         } else if constexpr (std::is_same_v<T, rdzv::Dismissed>) {
           if (handlers.dismissed) handlers.dismissed(m);
+        } else if constexpr (std::is_same_v<T, rdzv::CollectRecords>) {
+          if (handlers.collect_records) handlers.collect_records(m);
         } else if constexpr (std::is_same_v<T, rdzv::ErrorReply>) {
           if (m.code == "health_gate" && handlers.health_failed) {
             handlers.health_failed(m.message);

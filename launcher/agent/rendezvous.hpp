@@ -54,9 +54,13 @@ class Rendezvous {
     // --spares: this agent waits as a spare; then it is assigned a lost node's seat, or leaves.
     std::function<void(const rdzv::Standby&)> standby{};
     std::function<void(const rdzv::Dismissed&)> dismissed{};
+    // `npu_run status --dump`: collect this node's ranks' records and send_records() them.
+    std::function<void(const rdzv::CollectRecords&)> collect_records{};
   };
   // The job's status, or why there is none.
   using StatusAnswer = std::variant<rdzv::JobStatus, std::string>;
+  // What `npu_run status` asks for: the status, or a dump of every running rank's records first.
+  enum class StatusAsk { kStatus, kDump };
 
   virtual ~Rendezvous() = default;
   // Connects (if there is anything to connect to); handlers run from the agent's io_context.
@@ -74,7 +78,9 @@ class Rendezvous {
   virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}
   // The job as the rendezvous sees it, for `npu_run status` on this node; `done` runs once,
   // from the agent's io_context.
-  virtual void query_status(std::function<void(StatusAnswer)> done) = 0;
+  virtual void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) = 0;
+  // This node's ranks' records for a dump (Handlers::collect_records).
+  virtual void send_records(const rdzv::RecordsCollected& /*records*/) {}
   // Leaves the job: what was sent is delivered, then nothing more is heard.
   virtual void close() = 0;
   // The address peers use to reach this node (--local-addr, or the source address of its

@@ -20,15 +20,24 @@ std::string frame_of(const rdzv::ServerMessage& message) {
 StatusService::StatusService(boost::asio::io_context& io, Rendezvous& rendezvous,
                              const ProgressBeats& beats, SeatSource seat)
     : rendezvous_(rendezvous), beats_(beats), seat_(std::move(seat)) {
-  const std::string path = beats.directory() + "/" + kStatusSocketName;
+  socket_ = open(io, kStatusSocketName, Rendezvous::StatusAsk::kStatus);
+  dump_socket_ = open(io, kDumpSocketName, Rendezvous::StatusAsk::kDump);
+}
+
+std::unique_ptr<net::AnswerSocket> StatusService::open(boost::asio::io_context& io,
+                                                       const char* name,
+                                                       Rendezvous::StatusAsk ask) {
+  const std::string path = beats_.directory() + "/" + name;
   try {
-    socket_ = std::make_unique<net::AnswerSocket>(
-        io, path, [this](const net::AnswerSocket::Reply& reply) { answer(reply); }, kTimeout,
+    return std::make_unique<net::AnswerSocket>(
+        io, path, [this, ask](const net::AnswerSocket::Reply& reply) { answer(ask, reply); },
+        kTimeout,
         frame_of(rdzv::ErrorReply{"no_answer",
                                   fmt::format("the rendezvous at {} did not answer within {} s",
-                                              rendezvous.describe(), kTimeout.count())}));
+                                              rendezvous_.describe(), kTimeout.count())}));
   } catch (const std::exception& e) {
     spdlog::warn("npu_run status cannot reach this agent: {}", e.what());
+    return nullptr;
   }
 }
 
@@ -42,9 +51,10 @@ std::optional<std::vector<rdzv::RankBeat>> StatusService::changed_beats() {
   return rank_beats(beats_, std::chrono::steady_clock::now());
 }
 
-void StatusService::answer(const std::function<void(std::string)>& reply) {
-  rendezvous_.query_status([this, alive = std::weak_ptr<int>(alive_),
-                            reply](Rendezvous::StatusAnswer answer) {
+void StatusService::answer(Rendezvous::StatusAsk ask,
+                           const std::function<void(std::string)>& reply) {
+  rendezvous_.query_status(ask, [this, alive = std::weak_ptr<int>(alive_),
+                                 reply](Rendezvous::StatusAnswer answer) {
     if (alive.expired()) return;
     if (const auto* why = std::get_if<std::string>(&answer)) {
       reply(frame_of(rdzv::ErrorReply{"no_status", *why}));

@@ -1,7 +1,8 @@
 // `npu_run status` (issue 18): on this host it connects to the agent's status socket, in the
 // agent's private directory (this user only), and gets the job as the rendezvous sees it with
 // this node's ranks' beats as of now; the other nodes' beats reach the rendezvous with their
-// agents' heartbeats, when they changed.
+// agents' heartbeats, when they changed. `npu_run status --dump` connects to a socket of its own
+// beside it, whose answer waits for every running rank's records (agent/records_dump_room.cpp).
 #pragma once
 
 #include <functional>
@@ -34,8 +35,8 @@ class StatusService {
   };
   using SeatSource = std::function<std::optional<Seat>()>;
 
-  // Listens on `kStatusSocketName` in the beats' directory; a socket that cannot be made is
-  // logged, and status is then answered elsewhere only.
+  // Listens on `kStatusSocketName` and `kDumpSocketName` in the beats' directory; a socket that
+  // cannot be made is logged, and status is then answered elsewhere only.
   StatusService(boost::asio::io_context& io, Rendezvous& rendezvous, const ProgressBeats& beats,
                 SeatSource seat);
   ~StatusService();
@@ -49,14 +50,17 @@ class StatusService {
   static constexpr std::chrono::seconds kTimeout{10};
 
  private:
-  void answer(const std::function<void(std::string)>& reply);
+  void answer(Rendezvous::StatusAsk ask, const std::function<void(std::string)>& reply);
+  std::unique_ptr<net::AnswerSocket> open(boost::asio::io_context& io, const char* name,
+                                          Rendezvous::StatusAsk ask);
 
   Rendezvous& rendezvous_;
   const ProgressBeats& beats_;
   SeatSource seat_;
   std::vector<uint64_t> sent_;  // beat counts in the last changed_beats() answer
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // answers arriving after the end
-  std::unique_ptr<net::AnswerSocket> socket_;
+  std::unique_ptr<net::AnswerSocket> socket_;              // kStatusSocketName
+  std::unique_ptr<net::AnswerSocket> dump_socket_;         // kDumpSocketName
 };
 
 }  // namespace npu_run

@@ -35,7 +35,8 @@ class TcpRendezvous : public Rendezvous {
   void send_health(const rdzv::HealthReport& report) override;
   void send_pings(const rdzv::PingReport& report) override { client_.send(report); }
   void notice_hang(const rdzv::HangNotice& notice) override;
-  void query_status(std::function<void(StatusAnswer)> done) override;
+  void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override;
+  void send_records(const rdzv::RecordsCollected& records) override { client_.send(records); }
   void close() override;
   std::string describe() const override;
   std::string local_address() const override { return addr_; }
@@ -185,7 +186,7 @@ void TcpRendezvous::notice_hang(const rdzv::HangNotice& notice) {
   client_.send(notice);
 }
 
-void TcpRendezvous::query_status(std::function<void(StatusAnswer)> done) {
+void TcpRendezvous::query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) {
   if (!connected_) {
     boost::asio::post(io_, [done = std::move(done), where = client_.endpoint()] {
       done(fmt::format("this agent is not connected to the rendezvous at {} yet", where));
@@ -196,7 +197,7 @@ void TcpRendezvous::query_status(std::function<void(StatusAnswer)> done) {
   status_waiting_.emplace(id, std::move(done));
   // The oldest are given up past a few dozen: their answers were lost with a connection.
   if (status_waiting_.size() > kMaxStatusQueries) status_waiting_.erase(status_waiting_.begin());
-  client_.send(rdzv::StatusQuery{id});
+  client_.send(rdzv::StatusQuery{id, ask == StatusAsk::kDump});
 }
 
 void TcpRendezvous::fail_status_queries(const std::string& why) {

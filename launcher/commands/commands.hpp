@@ -112,6 +112,7 @@ struct StatusCommand {
   std::chrono::milliseconds timeout{10'000};
   bool json = false;
   bool stop = false;  // --stop: end the job of the agent here (SIGTERM) and wait for it
+  bool dump = false;  // --dump: every running rank's records collected first, nothing stopped
 };
 std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<std::string>& args,
                                                             const EnvMap& env);

@@ -9,6 +9,10 @@
 // aged to now (this node's as of now, the others' from their agents' heartbeats), the nodes
 // waiting and missing, and the root cause.
 //
+// `--dump` first has every running rank's flight records and Python stacks collected on every
+// node, nothing stopped (agent/records_dump_room.cpp), and prints them with the rank they put
+// apart; it exits 1 when none could be collected.
+//
 // `--stop` ends the job of the agent here (a detached one of `npu_run msrun --join False`, or
 // any): SIGTERM to the agent, which stops its workers as on a Ctrl-C, then a wait for its end.
 #include <fmt/format.h>
@@ -60,6 +64,10 @@ class StatusOptions : public OptionTable {
     timeout = app_.add_option("--timeout", timeout_seconds,
                               "Seconds to wait for the answer (default 10)");
     app_.add_flag("--json", cmd.json, "Print the status as JSON");
+    app_.add_flag("--dump", cmd.dump,
+                  "First collect every running rank's flight records and Python stacks on every "
+                  "node, without stopping anything (kept in attempt_N/<local rank>/dump_<id>/), "
+                  "and name the rank they put apart");
     app_.add_flag("--stop", cmd.stop,
                   "Stop the job of the agent on this host (as SIGTERM would: its workers are "
                   "stopped, then it exits) and wait for it, up to --timeout (default 120)");
@@ -89,6 +97,8 @@ StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
   cmd.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000));
   // A stop waits for the workers' --term-timeout and the agent's own end.
   if (cmd.stop && o.timeout->count() == 0) cmd.timeout = std::chrono::seconds(120);
+  if (cmd.stop && cmd.dump)
+    throw UsageError("--dump collects the records of a running job and --stop ends it: give one");
   if (cmd.stop && cmd.direct)
     throw UsageError(
         "--stop ends the job of an agent on this host: leave out --master-addr/--master-port "
@@ -106,11 +116,11 @@ StatusCommand resolve(const StatusOptions& o, const EnvMap& env) {
 }
 
 // The agents of this user on this host that can be asked.
-std::vector<AgentDirectory> askable_agents(bool every_place) {
+std::vector<AgentDirectory> askable_agents(bool every_place, const char* socket_name) {
   std::vector<AgentDirectory> out;
   for (AgentDirectory& dir : live_agent_directories(every_place)) {
     struct stat info {};
-    const std::string socket = dir.path + "/" + kStatusSocketName;
+    const std::string socket = dir.path + "/" + socket_name;
     if (::lstat(socket.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) out.push_back(dir);
   }
   return out;
@@ -118,7 +128,7 @@ std::vector<AgentDirectory> askable_agents(bool every_place) {
 
 rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
   // An agent named by --pid may have put its directory in /tmp (its TMPDIR was unusable).
-  std::vector<AgentDirectory> agents = askable_agents(cmd.agent_pid != 0);
+  std::vector<AgentDirectory> agents = askable_agents(cmd.agent_pid != 0, kStatusSocketName);
   if (cmd.agent_pid != 0) {
     std::erase_if(agents, [&](const AgentDirectory& a) { return a.pid != cmd.agent_pid; });
     if (agents.empty()) {
@@ -135,8 +145,8 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
         "--rdzv-id and the token as the agents have them)");
   }
   // Several agents (nodes of one job on one host, or several jobs): one job is shown once, as
-  // the first of its agents answered.
-  std::map<std::string, std::pair<rdzv::JobStatus, pid_t>> jobs;  // by run id
+  // the first of its agents answered; its dump is asked of that agent alone.
+  std::map<std::string, std::pair<rdzv::JobStatus, AgentDirectory>> jobs;  // by run id
   std::string failures;
   for (const AgentDirectory& agent : agents) {
     auto answer = rdzv::query_agent_status(agent.path + "/" + kStatusSocketName, cmd.timeout);
@@ -145,14 +155,18 @@ rdzv::StatusResult ask_agent_here(const StatusCommand& cmd) {
       continue;
     }
     const std::string run_id = std::get<rdzv::JobStatus>(answer).run_id;
-    jobs.try_emplace(run_id, std::get<rdzv::JobStatus>(std::move(answer)), agent.pid);
+    jobs.try_emplace(run_id, std::get<rdzv::JobStatus>(std::move(answer)), agent);
   }
   if (jobs.empty()) return failures;
+  if (jobs.size() == 1 && cmd.dump) {
+    const AgentDirectory& agent = jobs.begin()->second.second;
+    return rdzv::query_agent_status(agent.path + "/" + kDumpSocketName, cmd.timeout);
+  }
   if (jobs.size() == 1) return jobs.begin()->second.first;
   std::string list;
   for (const auto& [run_id, job] : jobs)
-    list +=
-        fmt::format("{}run id '{}' (agent pid {})", list.empty() ? "" : ", ", run_id, job.second);
+    list += fmt::format("{}run id '{}' (agent pid {})", list.empty() ? "" : ", ", run_id,
+                        job.second.pid);
   return fmt::format("several jobs run on this host: {}; pick one with --pid", list);
 }
 
@@ -225,16 +239,23 @@ std::variant<StatusCommand, EarlyExit> parse_status_command(const std::vector<st
 int show_status(const StatusCommand& command) {
   if (command.stop) return stop_agent_here(command);
   const rdzv::StatusResult answer =
-      command.direct ? rdzv::query_rendezvous_status(command.master_addr, command.master_port,
-                                                     command.run_id, command.token, command.timeout)
-                     : ask_agent_here(command);
+      command.direct
+          ? rdzv::query_rendezvous_status(command.master_addr, command.master_port, command.run_id,
+                                          command.token, command.timeout, command.dump)
+          : ask_agent_here(command);
   if (const auto* why = std::get_if<std::string>(&answer)) {
     std::cerr << "npu_run status: " << *why << "\n";
     return 1;
   }
   const auto& status = std::get<rdzv::JobStatus>(answer);
   std::cout << (command.json ? job_status_json(status) : format_job_status(status));
-  return 0;
+  if (!command.dump) return 0;
+  if (!status.dump) {
+    std::cerr << "npu_run status --dump: the answer holds no dump (an older npu_run?)\n";
+    return 1;
+  }
+  if (!command.json) std::cout << format_job_dump(*status.dump);
+  return status.dump->error.empty() ? 0 : 1;
 }
 
 std::unique_ptr<OptionTable> status_options() {

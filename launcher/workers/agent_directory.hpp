@@ -26,5 +26,8 @@ std::vector<AgentDirectory> live_agent_directories(bool every_place);
 
 // Inside an agent's directory: the stream socket `npu_run status` connects to.
 inline constexpr const char* kStatusSocketName = "status";
+// ... and the one `npu_run status --dump` connects to: the answer comes after every running
+// rank's records were collected.
+inline constexpr const char* kDumpSocketName = "dump";
 
 }  // namespace npu_run

@@ -23,24 +23,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string python() {
-  const char* exec = std::getenv("PYTHON_EXEC");
-  return exec != nullptr && *exec != '\0' ? exec : "/usr/bin/python3";
-}
-
-// The torch under test, as (major, minor): asked once.
-std::pair<int, int> torch_version() {
-  static const std::pair<int, int> version = [] {
-    std::pair<int, int> v{0, 0};
-    FILE* out = ::popen((python() + " -c 'import torch; print(torch.__version__)'").c_str(), "r");
-    if (out == nullptr) return v;
-    if (std::fscanf(out, "%d.%d", &v.first, &v.second) != 2) v = {0, 0};
-    ::pclose(out);
-    return v;
-  }();
-  return version;
-}
-
 bool has_flight_recorder() {
   return torch_version() >= std::make_pair(2, 8);
 }
@@ -186,7 +168,7 @@ TEST_CASE("collective hangs: a rank that skips one collective falls behind and i
 TEST_CASE("collective hangs: across two nodes every node names the rank that never entered",
           "[integration][hangs][multi-node][pytorch]") {
   TempDir dir;
-  const std::string script = "exec " + python() + " " + training_script(dir);
+  const std::string script = "exec " + test_python() + " " + training_script(dir);
   const int port = unused_port();
   const EnvOverrides env{{"HANG_MODE", "python"}};
   auto n0 = start_node(port, 2, 2, script, {"--node-rank", "0", "--hang-timeout", "3"}, env);

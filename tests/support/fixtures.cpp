@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -77,6 +78,24 @@ std::string npu_run_binary() {
 
 std::string source_dir() {
   return build_paths::kSourceDir;
+}
+
+std::string test_python() {
+  const char* exec = std::getenv("PYTHON_EXEC");
+  return exec != nullptr && *exec != '\0' ? exec : "/usr/bin/python3";
+}
+
+std::pair<int, int> torch_version() {
+  static const std::pair<int, int> version = [] {
+    std::pair<int, int> v{0, 0};
+    FILE* out =
+        ::popen((test_python() + " -c 'import torch; print(torch.__version__)'").c_str(), "r");
+    if (out == nullptr) return v;
+    if (std::fscanf(out, "%d.%d", &v.first, &v.second) != 2) v = {0, 0};
+    ::pclose(out);
+    return v;
+  }();
+  return version;
 }
 
 size_t count_occurrences(const std::string& text, const std::string& needle) {

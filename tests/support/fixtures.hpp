@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace npu_run::testing {
 
@@ -20,5 +21,10 @@ std::string npu_run_binary();
 std::string source_dir();
 
 size_t count_occurrences(const std::string& text, const std::string& needle);
+
+// The Python the [pytorch] tests run under ($PYTHON_EXEC, else /usr/bin/python3), and its torch's
+// version as (major, minor), asked once; (0, 0) when it cannot be told.
+std::string test_python();
+std::pair<int, int> torch_version();
 
 }  // namespace npu_run::testing

@@ -22,7 +22,7 @@ class FakeRendezvous : public Rendezvous {
   void join() override { ++joins; }
   void report(const rdzv::Report& r) override { reports.push_back(r); }
   void send_health(const rdzv::HealthReport& r) override { verdicts.push_back(r.verdict); }
-  void query_status(std::function<void(StatusAnswer)> done) override {
+  void query_status(StatusAsk /*ask*/, std::function<void(StatusAnswer)> done) override {
     done(std::string("no status in this test"));
   }
   void close() override { closed = true; }

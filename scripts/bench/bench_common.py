@@ -14,6 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "anchors", "torchrun_py311.py"))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TORCH2_PYTHON = os.path.join(ROOT, "tests", "torch2", "python")
+TORCH214_PYTHON = os.path.join(ROOT, "tests", "torch2", "python2.14")
 MARKER = "NPU_RUN_BENCH_MARKER"  # in every launched process's environment, to find leftovers
 # A worker that prints "start ATTEMPT EPOCH_SECONDS", then sleeps in attempt 0 and ends after.
 WORKER = ('echo "start $TORCHELASTIC_RESTART_COUNT $(date +%s.%N)"; '
@@ -35,6 +36,16 @@ def torchrun26():
     if not os.path.exists(os.path.join(cache, "chroot-trixie", ".npu_run-torch-complete")):
         return None
     return [TORCH2_PYTHON, os.path.join(HERE, "torchrun26_anchor.py")]
+
+
+def torchrun214():
+    """The command that starts Debian unstable's torchrun 2.14 (the same libuv-less patch as 2.6's,
+    under tests/torch2/python2.14), or None when its chroot has not been made (tests/torch2/chroot.sh
+    sid, as root; scripts/bench/run_all.sh does)."""
+    cache = os.environ.get("NPU_RUN_CACHE_DIR", "/var/cache/npu_run")
+    if not os.path.exists(os.path.join(cache, "chroot-sid", ".npu_run-torch-complete")):
+        return None
+    return [TORCH214_PYTHON, os.path.join(HERE, "torchrun26_anchor.py")]
 
 
 def free_port():

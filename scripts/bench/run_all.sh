@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds npu_run in Release and runs every benchmark side by side with its anchors (torchrun
-# 1.13 and, from a Debian 13 chroot, torchrun 2.6; the shell for-loop; PyTorch's TCPStore), in one run on this machine, and writes the
+# 1.13 and, from chroots, Debian 13's torchrun 2.6 and Debian unstable's 2.14; the shell for-loop;
+# PyTorch's TCPStore), in one run on this machine, and writes the
 # tables to docs/BENCHMARKS.md (or $BENCH_OUT), with PNG figures drawn from those tables next to
 # it (bench/*.png).
 #
@@ -13,9 +14,11 @@ py=/usr/bin/python3
 smoke=${1:-}
 
 bash "$root/scripts/install_deps.sh" >/dev/null
-# torch 2.6 for its torchrun anchor (made once, cached outside the checkout; needs root).
+# torch 2.6 and 2.14 for their torchrun anchors (made once, cached outside the checkout; root).
 bash "$root/tests/torch2/chroot.sh" >/dev/null ||
   echo "run_all: no torch 2.6 chroot; the benchmarks leave torchrun 2.6 out" >&2
+bash "$root/tests/torch2/chroot.sh" sid >/dev/null ||
+  echo "run_all: no torch 2.14 chroot; the benchmarks leave torchrun 2.14 out" >&2
 # A build's output (the static links warn about glibc's NSS, as expected) goes to its log; only a
 # failure shows it.
 build_quietly() {  # dir [cmake options]

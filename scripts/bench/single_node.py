@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from bench_common import MARKER, kill_leftovers, torchrun26, torchrun_anchor
+from bench_common import MARKER, kill_leftovers, torchrun26, torchrun214, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -77,10 +77,10 @@ def launchers(args):
         "torchrun (monitor 0.1 s)": lambda nproc, worker: [py, args.anchor, "--nproc_per_node", str(nproc),
                                                            "--monitor_interval", "0.1", "--no_python", *worker],
     }
-    t26 = torchrun26()
-    if t26:
-        named["torchrun 2.6"] = lambda nproc, worker: [*t26, "--nproc_per_node", str(nproc), "--no_python",
-                                                       *worker]
+    for name, command in (("torchrun 2.6", torchrun26()), ("torchrun 2.14", torchrun214())):
+        if command:
+            named[name] = lambda nproc, worker, command=command: [
+                *command, "--nproc_per_node", str(nproc), "--no_python", *worker]
     return named
 
 
@@ -196,6 +196,8 @@ def main():
         print(f"| {name} | {fmt(delays)} | {statistics.median(delays) / npu_fail:.0f}x |")
     if not torchrun26():
         print("\ntorchrun 2.6 left out: its chroot is not made (run tests/torch2/chroot.sh as root)")
+    if not torchrun214():
+        print("\ntorchrun 2.14 left out: its chroot is not made (run tests/torch2/chroot.sh sid as root)")
     print(f"\nmachine: {os.cpu_count()} cores, {os.uname().release}; npu_run: {args.npu_run}")
 
 

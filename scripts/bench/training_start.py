@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from bench_common import TORCH2_PYTHON, free_port, torchrun26, torchrun_anchor
+from bench_common import TORCH2_PYTHON, TORCH214_PYTHON, free_port, torchrun26, torchrun214, torchrun_anchor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -56,14 +56,16 @@ def main():
     }
     envs = {name: env for name in launchers}
     t26 = torchrun26()
-    if t26:
-        # torch 2.6 workers: npu_run starts them through the chroot's python; torchrun 2.6 runs
+    for version, command, python in (("2.6", t26, TORCH2_PYTHON), ("2.14", torchrun214(), TORCH214_PYTHON)):
+        if not command:
+            continue
+        # torch 2.x workers: npu_run starts them through the chroot's python; torchrun 2.x runs
         # inside the chroot already, where /usr/bin/python3 is that python.
-        launchers["npu_run (torch 2.6 workers)"] = launchers["npu_run"]
-        envs["npu_run (torch 2.6 workers)"] = dict(env, PYTHON_EXEC=TORCH2_PYTHON)
-        launchers["torchrun 2.6"] = lambda port: [*t26, "--nproc_per_node", "4", "--master_port", str(port),
-                                                  *train]
-        envs["torchrun 2.6"] = env
+        launchers[f"npu_run (torch {version} workers)"] = launchers["npu_run"]
+        envs[f"npu_run (torch {version} workers)"] = dict(env, PYTHON_EXEC=python)
+        launchers[f"torchrun {version}"] = lambda port, command=command: [
+            *command, "--nproc_per_node", "4", "--master_port", str(port), *train]
+        envs[f"torchrun {version}"] = env
     results = {name: [time_to_first_step(make(free_port()), envs[name]) for _ in range(args.runs)]
                for name, make in launchers.items()}
     print(f"## Real training start: launch to the first DDP step, 4 workers of examples/train_ddp.py "
@@ -72,7 +74,8 @@ def main():
     print("|---|---|---|")
     for name, times in results.items():
         # Each torchrun against npu_run with the same torch in its workers.
-        ours = statistics.median(results["npu_run (torch 2.6 workers)" if "2.6" in name else "npu_run"])
+        version = next((word.strip("()") for word in name.split() if word.startswith("2.")), "")
+        ours = statistics.median(results[f"npu_run (torch {version} workers)" if version else "npu_run"])
         print(f"| {name} | {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}) | "
               f"{statistics.median(times) / ours:.2f}x |")
     if not t26:

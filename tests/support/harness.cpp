@@ -163,17 +163,23 @@ std::vector<Finished> NpuRunProcess::wait_all(const std::vector<NpuRunProcess*>&
 
 void NpuRunProcess::wait_for_output(const std::string& needle, int count, milliseconds timeout,
                                     bool in_stderr) {
+  if (!saw_output(needle, count, timeout, in_stderr)) {
+    FAIL("waited for '" << needle << "' x" << count << "; stdout:\n"
+                        << state_->out() << "\nstderr:\n"
+                        << state_->err());
+  }
+}
+
+bool NpuRunProcess::saw_output(const std::string& needle, int count, milliseconds timeout,
+                               bool in_stderr) {
   const auto deadline = Clock::now() + timeout;
   const std::string& text = in_stderr ? state_->err() : state_->out();
   while (count_occurrences(text, needle) < static_cast<size_t>(count)) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    if (left <= 0ms || (state_->exited && state_->output->all_closed())) {
-      FAIL("waited for '" << needle << "' x" << count << "; stdout:\n"
-                          << state_->out() << "\nstderr:\n"
-                          << state_->err());
-    }
+    if (left <= 0ms || (state_->exited && state_->output->all_closed())) return false;
     pump(std::min(left, milliseconds(100)));
   }
+  return true;
 }
 
 void NpuRunProcess::pause_stdout() {

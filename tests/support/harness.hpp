@@ -54,6 +54,9 @@ class NpuRunProcess {
   // the test after `timeout`.
   void wait_for_output(const std::string& needle, int count, milliseconds timeout,
                        bool in_stderr = false);
+  // The same without failing: whether it came within `timeout` (or before npu_run ended).
+  bool saw_output(const std::string& needle, int count, milliseconds timeout,
+                  bool in_stderr = false);
   void send_signal(int sig);
   // Stops reading npu_run's stdout (its pipe fills and writes to it block), as a paused `less`
   // or a stalled ssh session does; stderr is still read. Then reads it again.

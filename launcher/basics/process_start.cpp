@@ -1,7 +1,9 @@
 #include "basics/process_start.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -17,19 +19,12 @@ int64_t now_ms() {
       .count();
 }
 
-// The boot time in seconds since the epoch ("btime" of /proc/stat); 0 if unknown.
-int64_t boot_time_s() {
-  std::ifstream stat("/proc/stat");
-  std::string key;
-  while (stat >> key) {
-    if (key == "btime") {
-      int64_t value = 0;
-      stat >> value;
-      return value;
-    }
-    stat.ignore(1 << 20, '\n');
-  }
-  return 0;
+// Ms since boot now, on the clock /proc/self/stat's start time counts on (boot time, suspend
+// included); -1 if unknown.
+int64_t since_boot_ms() {
+  struct timespec now {};
+  if (::clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1'000'000;
 }
 
 // Clock ticks from boot to this process' start (field 22 of /proc/self/stat); -1 if unknown.
@@ -49,14 +44,16 @@ int64_t start_ticks() {
   return rest ? ticks : -1;
 }
 
+// Now, less the time since the start: /proc/stat's btime would do it in one read, but it is whole
+// seconds (a single node's round then "formed in 0.9 s" after 5 ms).
 int64_t read_start_ms() {
-  const int64_t boot = boot_time_s();
+  const int64_t boot_now = since_boot_ms();
   const int64_t ticks = start_ticks();
   const long hz = ::sysconf(_SC_CLK_TCK);
-  if (boot <= 0 || ticks < 0 || hz <= 0) return now_ms();
-  const int64_t start = boot * 1000 + ticks * 1000 / hz;
-  // btime is whole seconds and may be adjusted since: never later than now.
-  return std::min(start, now_ms());
+  const int64_t now = now_ms();
+  if (boot_now < 0 || ticks < 0 || hz <= 0) return now;
+  const int64_t age = boot_now - ticks * 1000 / hz;
+  return now - std::max<int64_t>(age, 0);
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 
 namespace npu_run {
 
-// Ms since the epoch: the kernel's start time of this process (/proc/self/stat, after the boot
-// time of /proc/stat), or, where those cannot be read, the time of the first call.
+// Ms since the epoch: the kernel's start time of this process (/proc/self/stat, in ticks since
+// boot, against CLOCK_BOOTTIME now), or, where those cannot be read, the time of the first call.
 int64_t process_start_ms();
 
 }  // namespace npu_run

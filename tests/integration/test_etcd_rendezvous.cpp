@@ -117,7 +117,8 @@ TEST_CASE(
     "the job goes on from its memory",
     "[integration][etcd]") {
   EtcdCluster cluster;
-  const EnvOverrides env = {{"FIRST_ATTEMPT", "60"}};
+  TempDir tmp;  // the agents' sockets, for npu_run status
+  const EnvOverrides env = {{"FIRST_ATTEMPT", "60"}, {"TMPDIR", tmp.path()}};
   const std::vector<std::string> flags = {"--max-restarts", "1", "--rdzv-conf",
                                           "lease_ttl=2,last_call_timeout=1"};
   std::vector<std::unique_ptr<NpuRunProcess>> agents;
@@ -137,6 +138,13 @@ TEST_CASE(
   }
   REQUIRE(leader != nullptr);
   REQUIRE(survivors.size() == 2);
+  // `npu_run status --dump` on a follower: the elected leader's server asks every node.
+  const Finished dump =
+      run_npu_run({"status", "--dump", "--pid", std::to_string(survivors[0]->pid())},
+                  {{"TMPDIR", tmp.path()}}, 30s);
+  INFO(dump.out << dump.err);
+  CHECK(dump.exit_code == 0);
+  CHECK_THAT(dump.out, Contains("dump 1: 3 ranks on 3 nodes answered in"));
 
   // Its machine dies: the agent is SIGKILLed (its guardian takes its workers with it).
   const auto killed_at = std::chrono::steady_clock::now();

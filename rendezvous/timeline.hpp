@@ -28,6 +28,7 @@ enum class TimelinePhase {
   kBeat,        // a sample of a rank's beats between the first and the last
   kLastBeat,    // a rank's last beat of the round
   kFailed,      // a rank (or the whole node: rank -1) failed; detail: what happened
+  kRecords,     // a hang's records of a rank were kept (detail: its files, on the node's host)
   kExited,      // the node's workers were all done
   kLost,        // the rendezvous lost the node
   kRestart,     // the job's decision: another round (node -1; detail: why)

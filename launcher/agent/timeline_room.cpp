@@ -11,6 +11,23 @@
 namespace npu_run {
 namespace {
 
+// Ranks whose records a round's events name, at most.
+constexpr size_t kMaxRecordEvents = 8;
+
+// "/logs/job/attempt_0/2/stacks.txt, fr_trace.json": the directory once, within kMaxDetail.
+std::string files_text(const std::vector<std::string>& files) {
+  std::string text;
+  std::string directory;
+  for (const std::string& file : files) {
+    const size_t slash = file.rfind('/');
+    const std::string dir = slash == std::string::npos ? "" : file.substr(0, slash + 1);
+    const std::string item = dir == directory ? file.substr(dir.size()) : file;
+    directory = dir;
+    text += (text.empty() ? "" : ", ") + item;
+  }
+  return text.size() <= rdzv::kMaxDetail ? text : text.substr(0, rdzv::kMaxDetail - 3) + "...";
+}
+
 class TimelineRoom final : public AgentRoom {
  public:
   explicit TimelineRoom(const RoomContext& ctx)
@@ -37,6 +54,17 @@ class TimelineRoom final : public AgentRoom {
       const auto at =
           std::chrono::duration_cast<std::chrono::milliseconds>(failed_at(w).time_since_epoch());
       timeline_.note(rdzv::TimelinePhase::kFailed, w.global_rank, w.status.describe(), at.count());
+    }
+    // Where a hang's dump kept the ranks' records, the root cause's first: the report lists
+    // them under the root cause (a few ranks' worth: the node's events are few).
+    std::vector<const WorkerOutcome*> kept;
+    if (result.root_cause) kept.push_back(&result.workers[*result.root_cause]);
+    for (const WorkerOutcome& w : result.workers)
+      if (kept.empty() || &w != kept.front()) kept.push_back(&w);
+    size_t noted = 0;
+    for (const WorkerOutcome* w : kept) {
+      if (w->record_files.empty() || noted++ == kMaxRecordEvents) continue;
+      timeline_.note(rdzv::TimelinePhase::kRecords, w->global_rank, files_text(w->record_files));
     }
     timeline_.note(rdzv::TimelinePhase::kExited);
     report.timeline = timeline_.take(ctx_.beats);

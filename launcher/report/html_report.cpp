@@ -95,7 +95,20 @@ std::string rounds_table(const RunTimeline& run) {
          rows + "</table></div>";
 }
 
-std::string cause_block(const RoundRecord& r) {
+// Where the round's hang dump kept its ranks' records (the nodes' kRecords events), the root
+// cause's (`cause_rank`) first.
+std::string records_list(const RunTimeline& run, uint64_t round, int cause_rank) {
+  std::string items;
+  for (const rdzv::TimelineEvent& e : run.events) {
+    if (e.round != round || e.phase != rdzv::TimelinePhase::kRecords) continue;
+    const std::string item = fmt::format("<li>rank {} on {}: {}</li>", e.rank, html_escape(e.host),
+                                         html_escape(e.detail));
+    items = e.rank == cause_rank ? item + items : items + item;
+  }
+  return items.empty() ? "" : "<p>Records kept by the hang's dump:</p><ul>" + items + "</ul>";
+}
+
+std::string cause_block(const RunTimeline& run, const RoundRecord& r) {
   const json c = r.decision.value("root_cause", json::object());
   std::string out = fmt::format("<h3>Round {}: node {} ({}), rank {}</h3><p>{}</p>", r.round,
                                 c.value("node_rank", -1), html_escape(c.value("host", "")),
@@ -110,14 +123,14 @@ std::string cause_block(const RoundRecord& r) {
   if (!stack.empty()) out += "<pre>" + html_escape(stack) + "</pre>";
   const std::string reason = r.decision.value("class_reason", "");
   if (!reason.empty()) out += "<p>" + html_escape(reason) + "</p>";
-  return out;
+  return out + records_list(run, r.round, c.value("rank", -1));
 }
 
 std::string root_causes(const RunTimeline& run) {
   std::string out;
   for (const RoundRecord& r : run.rounds) {
     if (r.decision.contains("root_cause") && r.decision["root_cause"].is_object())
-      out += cause_block(r);
+      out += cause_block(run, r);
   }
   return out.empty() ? "" : "<h2>Root causes</h2>" + out;
 }

@@ -117,6 +117,16 @@ TEST_CASE("collective hangs: a rank stuck in Python while the others wait in all
   CHECK(std::filesystem::exists(attempt / "0" / "fr_trace.json") == has_flight_recorder());
   CHECK_THAT(f.err, Contains(has_worker_server() ? "asked 4 ranks' worker servers: 4 gave"
                                                  : "asked 4 ranks' worker servers: 0 gave"));
+  // The timeline and the report list where the records are, the root cause's first.
+  const std::string timeline = read_file((attempt.parent_path() / "timeline.json").string());
+  CHECK((timeline.find("\"records\"") != std::string::npos) == has_worker_server());
+  const Finished report = run_npu_run({"report", attempt.parent_path().string()}, {}, 30s);
+  INFO(report.out << report.err);
+  REQUIRE(report.exit_code == 0);
+  const std::string page = read_file((attempt.parent_path() / "report.html").string());
+  CHECK((page.find("Records kept by the hang's dump:</p><ul><li>rank 2 on ") !=
+         std::string::npos) == has_worker_server());
+  if (has_worker_server()) CHECK_THAT(page, Contains("/attempt_0/2/stacks.txt"));
 }
 
 TEST_CASE("collective hangs: a SIGSTOPped rank is named as the one that never reached the rest",

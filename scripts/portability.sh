@@ -3,17 +3,21 @@
 # servers are, each part failing on any finding and saying what it cost:
 #   linux310   the integration and end-to-end suites of build/ again as on Linux 3.10 (label
 #              integration-old-kernel: newer system calls fail with ENOSYS under a seccomp filter)
+#   torch2     the PyTorch tests, the store's peer suites and the DDP end-to-end tests of build/
+#              again with torch 2.6 and 2.14 (label integration-e2e-torch2; their chroots are
+#              made the first time, cached outside the checkout)
 #   aarch64    the aarch64 unit tests and the binary's smoke test under qemu-aarch64-static
 #   bullseye   the static x86_64 binary inside a Debian 11 chroot (glibc 2.31, host lookups as on a
 #              systemd server), then its .deb installed there with dpkg
 #   packages   every .deb, .rpm and .tar.gz names its architecture and holds a binary of it, the
 #              man page (every subcommand in it), the bash and zsh completions; SHA256SUMS verify
-# Usage: scripts/portability.sh [linux310] [release] [aarch64] [bullseye] [packages]   (default: all)
+# Usage: scripts/portability.sh [linux310] [torch2] [release] [aarch64] [bullseye] [packages]
+#        (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dist=${NPU_RUN_DIST_DIR:-$root/dist}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(linux310 release aarch64 bullseye packages)
+[ ${#stages[@]} -gt 0 ] || stages=(linux310 torch2 release aarch64 bullseye packages)
 version=$(sed -n 's/^project(npu_run VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 
 stage_linux310() {
@@ -21,6 +25,13 @@ stage_linux310() {
   (cd "${NPU_RUN_BUILD_DIR:-$root/build}" &&
     PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3} ctest --output-on-failure --timeout 600 \
       -j "${NPU_RUN_TEST_JOBS:-3}" -L old-kernel)
+}
+
+stage_torch2() {
+  bash "$root/scripts/build.sh" >/dev/null  # built by the test stage
+  (cd "${NPU_RUN_BUILD_DIR:-$root/build}" &&
+    PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3} ctest --output-on-failure --timeout 600 \
+      -j "${NPU_RUN_TEST_JOBS:-3}" -L torch2)
 }
 
 stage_release() { bash "$root/scripts/release.sh"; }

@@ -20,11 +20,12 @@ cd "$build_dir"
 # (namespaces, the Slurm cluster, mpirun) hold a ctest RESOURCE_LOCK; the benchmark smokes run
 # one at a time, the two that open hundreds of connections alone. NPU_RUN_TEST_JOBS=1 runs them
 # one by one.
-# Every test once, on this machine's kernel. Their second run as Linux 3.10 (label
-# integration-old-kernel) is CI's portability stage (scripts/portability.sh linux310), unless
-# the arguments ask for it.
-select=(-LE old-kernel)
-[[ " $* " == *old-kernel* ]] && select=()
+# Every test once, on this machine's kernel and Debian 12's torch 1.13. Their second run as Linux
+# 3.10 (label integration-old-kernel) and their runs with torch 2.6 and 2.14 from chroots (label
+# integration-e2e-torch2, with the two DDP tests that need 2.6) are CI's portability stage
+# (scripts/portability.sh linux310 torch2), unless the arguments ask for them.
+select=(-LE "old-kernel|torch2")
+[[ " $* " == *old-kernel* || " $* " == *torch2* ]] && select=()
 start=$SECONDS
 ctest --output-on-failure --timeout 600 -j "${NPU_RUN_TEST_JOBS:-3}" "${select[@]}" "$@"
 echo "test.sh: tests in $((SECONDS - start)) s"

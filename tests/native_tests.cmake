@@ -239,6 +239,10 @@ function(npu_run_bench_smoke name script)
   if(smoke_FIXTURES)
     set_tests_properties("${test}" PROPERTIES FIXTURES_REQUIRED ${smoke_FIXTURES})
   endif()
+  # One that needs a torch 2 chroot runs where the torch 2 reruns do (CI's portability stage).
+  if(smoke_FIXTURES MATCHES "^torch-2")
+    set_tests_properties("${test}" PROPERTIES LABELS "bench;${torch2_label}")
+  endif()
 endfunction()
 
 # Smoke run of the start-up benchmark (this build's binary and the for-loop only).

@@ -331,6 +331,12 @@ npu_run_bench_smoke("automatic progress beats' cost per step" auto_progress_cost
   TIMEOUT 120
   PASS "\\| 1.13 \\(Debian 12\\) \\| [0-9.]+ us \\| [0-9.]+ us \\|.*\\| [0-9.]+ us .*\\| 200 of 200 \\|")
 
+# Smoke run of npu_run's defaults' cost on examples/train_ddp.py (torch 1.13: one short round).
+npu_run_bench_smoke("npu_run's defaults' cost per step of examples/train_ddp.py" train_ddp_cost.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --steps 80 --runs 1 --only-host
+  TIMEOUT 120
+  PASS "\\| 1.13 \\(Debian 12\\) \\| both \\(npu_run's default\\) \\| [0-9,]+ us \\|")
+
 # Smoke run of the time to a hang's culprit (torch 2.14: 2 ranks, one run each side).
 npu_run_bench_smoke("a hang's culprit named, against torchrun 2.14" time_to_culprit.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1

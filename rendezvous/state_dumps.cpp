@@ -8,12 +8,6 @@
 namespace npu_run::rdzv {
 
 std::vector<Outgoing> RendezvousState::on_dump_query(ClientId from, const StatusQuery& query) {
-  std::vector<LiveDumps::Node> nodes;
-  if (phase_ == Phase::kRunning) {
-    for (const Member& m : members_) {
-      if (!m.reported && !m.lost && !m.left) nodes.push_back({m.id, m.node_rank, m.node.host});
-    }
-  }
   if (phase_ != Phase::kRunning) {
     LiveDumps::Finished refused{from, query.id, {}};
     refused.dump.error =
@@ -22,6 +16,10 @@ std::vector<Outgoing> RendezvousState::on_dump_query(ClientId from, const Status
             : fmt::format("the job is {}: its workers are being stopped or are done",
                           phase_ == Phase::kStopping ? "stopping" : "finished");
     return {dump_answer(std::move(refused))};
+  }
+  std::vector<LiveDumps::Node> nodes;
+  for (const Member& m : members_) {
+    if (!m.reported && !m.lost && !m.left) nodes.push_back({m.id, m.node_rank, m.node.host});
   }
   auto asked = dumps_.ask(from, query.id, std::move(nodes), now_.steady);
   if (auto* refused = std::get_if<LiveDumps::Finished>(&asked))

@@ -168,8 +168,18 @@ TEST_CASE(
   CHECK_THAT(d.out, Contains("apart: rank 2 on ") && Contains("(kernel)"));
   CHECK(count_occurrences(d.out, "records: ") == 2);
   // Every rank's recorder was asked through its pipe, and wrote its dump where the watch of
-  // the recorders' watchdogs looks: that is the answer, not a hang.
-  ::sleep(3);
+  // the recorders' watchdogs looks: that is the answer, not a hang. Once the dumps are there,
+  // the watch (every 0.5 s) is given two looks at them before the job is asked again.
+  const auto pipe_dumps_written = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(logs))
+      n += e.path().filename().string().rfind("hccl_trace_rank_", 0) == 0 ? 1 : 0;
+    return n;
+  };
+  for (const auto until = std::chrono::steady_clock::now() + 10s;
+       pipe_dumps_written() < 4 && std::chrono::steady_clock::now() < until;)
+    ::usleep(100'000);
+  ::usleep(1'000'000);
   const Finished direct = run_npu_run(
       {"status", "--dump", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)},
       {{"NPU_RUN_RDZV_TOKEN", "s3cret-token"}}, 30s);
@@ -177,10 +187,7 @@ TEST_CASE(
   CHECK(direct.exit_code == 0);
   CHECK_THAT(direct.out, Contains("job 'none': running"));
   CHECK_THAT(direct.out, Contains("dump 2: 4 ranks on 2 nodes"));
-  size_t pipe_dumps = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(logs))
-    pipe_dumps += e.path().filename().string().rfind("hccl_trace_rank_", 0) == 0 ? 1 : 0;
-  CHECK(pipe_dumps == 4);
+  CHECK(pipe_dumps_written() == 4);
   CHECK_THAT(direct.out, Contains("apart: rank 2 on "));
   n0->send_signal(SIGTERM);
   const auto done = NpuRunProcess::wait_all({n0.get(), n1.get()}, 40s);

@@ -30,8 +30,9 @@ add_custom_command(OUTPUT ${completion} ${zsh_completion}
 add_custom_target(npu_run_completion ALL DEPENDS ${completion} ${zsh_completion})
 
 install(TARGETS npu_run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The progress-beat module workers may import (docs/guide/hangs-and-restarts.md).
-install(FILES python/npu_run_progress.py DESTINATION ${CMAKE_INSTALL_DATADIR}/npu_run/python)
+# The modules workers may import (docs/guide/hangs-and-restarts.md, docs/guide/snapshots.md).
+install(FILES python/npu_run_progress.py python/npu_run_checkpoint.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/npu_run/python)
 install(FILES ${completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME npu_run)
 # zsh's $fpath holds vendor-completions on Debian and Ubuntu, site-functions on CentOS, EulerOS,

@@ -2,6 +2,7 @@
 #include "rendezvous/dump_wire.hpp"
 #include "rendezvous/json_fields.hpp"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/snapshot_wire.hpp"
 #include "rendezvous/wire_parts.hpp"
 
 namespace npu_run::rdzv {
@@ -46,6 +47,7 @@ json join_json(const Join& m) {
   if (m.started_ms > 0) j["started_ms"] = m.started_ms;
   if (m.dialled_ms > 0) j["dialled_ms"] = m.dialled_ms;
   if (m.dials > 1) j["dials"] = m.dials;
+  if (m.snapshots) j["snapshots"] = held_json(*m.snapshots);
   return j;
 }
 
@@ -123,6 +125,7 @@ Join join_from(const Fields& f) {
   m.started_ms = f.optional_integer("started_ms", 0, INT64_MAX).value_or(0);
   m.dialled_ms = f.optional_integer("dialled_ms", 0, INT64_MAX).value_or(0);
   m.dials = static_cast<int>(f.optional_integer("dials", 1, 1'000'000).value_or(1));
+  if (const json* held = f.find("snapshots")) m.snapshots = held_from(*held);
   return m;
 }
 

@@ -31,6 +31,7 @@
 #include "health/verdict.hpp"
 #include "rendezvous/dump_messages.hpp"
 #include "rendezvous/message_parts.hpp"
+#include "rendezvous/snapshot_messages.hpp"
 #include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
@@ -53,7 +54,9 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 10: the timeline: joins say when the agent started and dialled, reports carry the node's
 //     events of the round, and status the blame of the last round formed.
 // 11: `npu_run status --dump`: status may ask for a dump, "collect" and "records".
-inline constexpr int kProtocolVersion = 11;
+// 12: snapshots in the agents' memory: joins say what the agent holds, assignments the step the
+//     round restores.
+inline constexpr int kProtocolVersion = 12;
 
 // ---- agent -> server ----
 
@@ -100,6 +103,9 @@ struct Join {
   int64_t started_ms = 0;
   int64_t dialled_ms = 0;
   int dials = 1;
+  // The snapshots this agent holds (npu_run_checkpoint): the next round's restore point is
+  // chosen from every seat's (rendezvous/restore_choice.hpp). None before the first snapshot.
+  std::optional<HeldSnapshots> snapshots{};
 };
 
 // The node checks' verdict (health/verdict.hpp, compact()ed), sent once they are done and again
@@ -219,6 +225,8 @@ struct Assigned {
   // What the health gate says to every node of the round, once: the job checks' warnings
   // (settings that differ), and the failures of nodes whose checks only warn (--health-check warn).
   std::vector<std::string> health_notes{};
+  // The step every rank of the round loads through npu_run_checkpoint.load, and from where.
+  RestorePoint restore{};
 };
 
 // A failure elsewhere: stop this node's workers, then Report.

@@ -2,6 +2,7 @@
 #include "rendezvous/dump_wire.hpp"
 #include "rendezvous/json_fields.hpp"
 #include "rendezvous/protocol.hpp"
+#include "rendezvous/snapshot_wire.hpp"
 #include "rendezvous/status_wire.hpp"
 #include "rendezvous/wire_parts.hpp"
 
@@ -25,7 +26,8 @@ json assigned_json(const Assigned& m) {
                              {"master_addr", m.master_addr},
                              {"master_port", m.master_port},
                              {"peers", peers},
-                             {"health_notes", m.health_notes}});
+                             {"health_notes", m.health_notes},
+                             {"restore", restore_json(m.restore)}});
 }
 
 Assigned assigned_from(const Fields& f) {
@@ -49,6 +51,7 @@ Assigned assigned_from(const Fields& f) {
       f.fail("'health_notes' holds a bad entry");
     m.health_notes.push_back(note.get<std::string>());
   }
+  if (const json* restore = f.find("restore")) m.restore = restore_from(*restore);
   return m;
 }
 

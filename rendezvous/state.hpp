@@ -188,6 +188,8 @@ class RendezvousState {
   std::optional<Outgoing> ledger_refusal(ClientId from, const Join& join) const;
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
+  // The step the round's seats restore (rendezvous/restore_choice.hpp), from their joins.
+  RestorePoint restore_point(const std::vector<const Joiner*>& by_rank, int world_size) const;
   // ---- seats and spares (state_spares.cpp) ----
   // The ready joiners for `seats` node ranks: held seats kept, explicit ranks next, vacated
   // seats to the best spare, the rest by (host, arrival).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "rendezvous/restore_choice.hpp"
 #include "rendezvous/state.hpp"
 
 namespace npu_run::rdzv {
@@ -194,6 +195,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
     offset += j.join.node.nproc;
     peers_wanted = peers_wanted || j.join.want_peers;
   }
+  const RestorePoint restore = restore_point(by_rank, offset);
   std::vector<PeerInfo> peers;
   if (peers_wanted) {
     for (const Member& m : members_) peers.push_back(PeerInfo{m.node_rank, m.rank_offset, m.node});
@@ -203,11 +205,12 @@ std::vector<Outgoing> RendezvousState::start_round() {
   out.reserve(members_.size());
   for (const Member& m : members_) {
     const bool wants = by_rank[m.node_rank]->join.want_peers;
-    out.push_back(Outgoing{{m.id},
-                           Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
-                                    members_[0].node.addr, members_[0].node.worker_port,
-                                    wants ? peers : std::vector<PeerInfo>{}, health_notes_},
-                           false});
+    out.push_back(
+        Outgoing{{m.id},
+                 Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
+                          members_[0].node.addr, members_[0].node.worker_port,
+                          wants ? peers : std::vector<PeerInfo>{}, health_notes_, restore},
+                 false});
     pending_.erase(m.id);
   }
   // Those left wait for the next round: spares, and (elastic) joiners their health gate kept
@@ -225,6 +228,19 @@ std::vector<Outgoing> RendezvousState::start_round() {
   phase_ = Phase::kRunning;
   tell_spares(out);
   return out;
+}
+
+RestorePoint RendezvousState::restore_point(const std::vector<const Joiner*>& by_rank,
+                                            int world_size) const {
+  std::vector<SeatHolding> seats;
+  int offset = 0;
+  for (size_t rank = 0; rank < by_rank.size(); ++rank) {
+    const Join& join = by_rank[rank]->join;
+    seats.push_back(SeatHolding{static_cast<int>(rank), offset, join.node.nproc, join.node.host,
+                                join.snapshots ? &*join.snapshots : nullptr});
+    offset += join.node.nproc;
+  }
+  return choose_restore(seats, world_size);
 }
 
 std::vector<int> RendezvousState::missing_node_ranks() const {

@@ -46,6 +46,7 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(records_dump_room(ctx, asked_dumps));
   rooms.add(evidence_room(ctx));
   rooms.add(cann_log_room(ctx));  // after the evidence room: a link fault it finds is evidence
+  rooms.add(snapshot_room(ctx));  // after the Python hooks: it adds its module to their path
   rooms.add(timeline_room(ctx));
   rooms.add(std::move(metrics));
   rooms.add(health_room(ctx, [&kept](const NodeVerdict& v) { kept.gate_took(v.elapsed_ms); }));

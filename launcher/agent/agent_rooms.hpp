@@ -58,6 +58,9 @@ std::unique_ptr<AgentRoom> evidence_room(const RoomContext& ctx);
 std::unique_ptr<AgentRoom> cann_log_room(const RoomContext& ctx);
 // agent/timeline_room.cpp: this node's part of the job's timeline, sent with its report.
 std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx);
+// agent/snapshot_room.cpp: npu_run_checkpoint's snapshots in this agent's memory, written to
+// storage in the background, restored after a failure.
+std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx);
 // agent/waiting_room.cpp: what the agent says while it waits for a round.
 std::unique_ptr<AgentRoom> waiting_room(const RoomContext& ctx);
 

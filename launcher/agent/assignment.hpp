@@ -30,6 +30,8 @@ struct Assignment {
   // The interface of the address peers use for this node (a multi-node job): what the workers'
   // GLOO_, NCCL_ and HCCL_SOCKET_IFNAME name unless the user set them. Empty: leave them be.
   std::string socket_ifname;
+  // The step npu_run_checkpoint.load restores this round, and from where (the same on every node).
+  rdzv::RestorePoint restore;
 };
 
 // Turns the server's answer into the agent's Assignment.

@@ -155,6 +155,7 @@ void LocalRendezvous::join() {
   rdzv::Join join =
       join_message(cfg_, this_node(cfg_, host_, cfg_.rendezvous.master_addr, store_port()));
   join.node_rank.reset();  // the only node: rank 0 whatever it was told
+  if (handlers_.snapshots) join.snapshots = handlers_.snapshots();
   deliver(state_.on_message(kSelf, join, rdzv::now()));
 }
 

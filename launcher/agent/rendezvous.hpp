@@ -56,6 +56,8 @@ class Rendezvous {
     std::function<void(const rdzv::Dismissed&)> dismissed{};
     // `npu_run status --dump`: collect this node's ranks' records and send_records() them.
     std::function<void(const rdzv::CollectRecords&)> collect_records{};
+    // The snapshots this node's agent holds, for each join (rdzv::Join::snapshots). Unset: none.
+    std::function<std::optional<rdzv::HeldSnapshots>()> snapshots{};
   };
   // The job's status, or why there is none.
   using StatusAnswer = std::variant<rdzv::JobStatus, std::string>;

@@ -156,6 +156,7 @@ void TcpRendezvous::join() {
 void TcpRendezvous::send_join() {
   join_wanted_ = false;
   rdzv::Join join = join_message(cfg_, this_node(cfg_, host_, addr_, worker_port_.port()));
+  if (handlers_.snapshots) join.snapshots = handlers_.snapshots();
   if (!first_join_sent_) {
     // How this agent got in, for the blame of a slow first round; later joins use the same
     // connection.

@@ -30,6 +30,7 @@ class LaunchOptions : public OptionSet {
   SupervisionFlags supervision{*this};
   OutputFlags output{*this};
   RecordFlags records{*this};
+  SnapshotFlags snapshots{*this};
   AscendFlags ascend{*this};
   HealthFlags health{*this};
   AgentFlags agent{*this};

@@ -52,6 +52,7 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   resolve_health(in, cfg.health);
   resolve_outputs(in, cfg.shape.nproc_per_node, cfg.output);
   resolve_records(in, cfg.output, cfg.records);
+  resolve_snapshots(in, cfg.snapshots);
   resolve_worker(in, script_and_args, cfg.worker);
   resolve_numa(in, cfg.shape, cfg.worker);
   resolve_framework(in, cfg);

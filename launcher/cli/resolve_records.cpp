@@ -1,5 +1,5 @@
 // --timeline, --report and --metrics-port: where node 0 writes the job's records, and where
-// every agent serves its metrics.
+// every agent serves its metrics; and how much memory and storage the snapshots may take.
 #include <fmt/format.h>
 
 #include "basics/usage_error.hpp"
@@ -61,6 +61,20 @@ void resolve_records(const LaunchInputs& in, const OutputConfig& output, Records
         f.report.source()));
   }
   resolve_metrics(f, records);
+}
+
+void resolve_snapshots(const LaunchInputs& in, SnapshotConfig& snapshots) {
+  const SnapshotFlags& f = in.options.snapshots;
+  const auto [bytes, share] = parse_memory_budget(*f.memory, f.memory.source());
+  if (share > 0)
+    snapshots.share = share;
+  else
+    snapshots.bytes = bytes;
+  if (*f.keep < 0 || *f.keep > 1'000'000) {
+    throw UsageError(fmt::format("{} {}: expected a count of files, 0 (keep all) to 1000000",
+                                 f.keep.source(), *f.keep));
+  }
+  snapshots.keep = *f.keep;
 }
 
 }  // namespace npu_run

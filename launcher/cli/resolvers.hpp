@@ -45,6 +45,8 @@ void resolve_health(const LaunchInputs& in, HealthGateSettings& health);
 void resolve_outputs(const LaunchInputs& in, int nproc_per_node, OutputConfig& output);
 // --timeline, --report, --metrics-port (cli/resolve_records.cpp), after resolve_outputs.
 void resolve_records(const LaunchInputs& in, const OutputConfig& output, RecordsConfig& records);
+// --checkpoint-memory, --checkpoint-keep (cli/resolve_records.cpp).
+void resolve_snapshots(const LaunchInputs& in, SnapshotConfig& snapshots);
 // --numa-binding: each local rank's CPUs and memory node, from sysfs (cli/resolve_worker.cpp).
 void resolve_numa(const LaunchInputs& in, const JobShape& shape, WorkerCommand& worker);
 

@@ -96,6 +96,24 @@ struct RecordFlags : FlagGroup {
        .type = "[ADDR:]PORT"}};
 };
 
+struct SnapshotFlags : FlagGroup {
+  explicit SnapshotFlags(OptionSet& set) : FlagGroup(set, "Snapshots in memory") {}
+
+  Flag<std::string> memory{
+      *this,
+      {.name = "--checkpoint-memory",
+       .help = "The memory each node gives its ranks' npu_run_checkpoint snapshots (two per rank "
+               "at most), as SIZE (4G, 512M) or a share of MemAvailable (30%, the default); a "
+               "save that does not fit goes to storage directly. 0: every save does",
+       .type = "SIZE|N%"},
+      "30%"};
+  Flag<int> keep{*this,
+                 {.name = "--checkpoint-keep",
+                  .help = "Each rank's newest K files that npu_run_checkpoint wrote are kept on "
+                          "storage, older ones deleted; 0, the default, keeps every file",
+                  .type = "K"}};
+};
+
 struct AscendFlags : FlagGroup {
   explicit AscendFlags(OptionSet& set) : FlagGroup(set, "Ascend") {}
 

@@ -177,9 +177,8 @@ std::vector<std::string> parse_line_filters(const std::string& text) {
 std::map<std::string, std::string> parse_rdzv_conf(const std::string& text,
                                                    const std::string& source) {
   static const std::set<std::string> kKnown = {
-      "timeout",      "join_timeout",        "last_call_timeout",      "close_timeout",
-      "read_timeout", "keep_alive_interval", "keep_alive_max_attempt", "is_host",
-      "use_libuv",
+      "timeout", "join_timeout", "last_call_timeout", "close_timeout", "read_timeout",
+      "keep_alive_interval", "keep_alive_max_attempt", "is_host", "use_libuv",
       // etcd (both of torchrun's spellings), and npu_run's own
       "etcd_prefix", "protocol", "cacert", "ca_cert", "cert", "ssl_cert", "key", "ssl_cert_key",
       "user", "password", "password_file", "lease_ttl"};
@@ -303,6 +302,51 @@ std::string parse_log_level(const std::string& text, const std::string& source) 
   if (level == spdlog::level::warn) return "warn";
   const auto name = spdlog::level::to_string_view(level);
   return std::string(name.data(), name.size());
+}
+
+}  // namespace npu_run
+
+namespace npu_run {
+
+std::pair<uint64_t, double> parse_memory_budget(const std::string& text,
+                                                const std::string& source) {
+  const auto bad = [&](const char* why) {
+    return UsageError(
+        fmt::format("{} '{}': {}; give a size (4G, 512M, 0 for none) or a share "
+                    "of MemAvailable (30%)",
+                    source, text, why));
+  };
+  if (text.empty()) throw bad("empty");
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  const std::string unit = end == nullptr ? "" : std::string(end);
+  if (end == text.c_str() || !std::isfinite(value) || value < 0) throw bad("not a size");
+  if (unit == "%") {
+    if (value <= 0 || value > 90) throw bad("a share must be above 0% and at most 90%");
+    return {0, value / 100};
+  }
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"K", 1024.0},
+                                                          {"KB", 1e3},
+                                                          {"KIB", 1024.0},
+                                                          {"M", 1048576.0},
+                                                          {"MB", 1e6},
+                                                          {"MIB", 1048576.0},
+                                                          {"G", 1073741824.0},
+                                                          {"GB", 1e9},
+                                                          {"GIB", 1073741824.0},
+                                                          {"T", 1099511627776.0},
+                                                          {"TB", 1e12},
+                                                          {"TIB", 1099511627776.0}};
+  std::string upper = unit;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const auto& [name, scale] : kUnits) {
+    if (upper != name) continue;
+    const double bytes = value * scale;
+    if (bytes >= 1.8e19) throw bad("too large");
+    return {static_cast<uint64_t>(bytes), 0};
+  }
+  throw bad("unknown unit");
 }
 
 }  // namespace npu_run

@@ -36,6 +36,10 @@ HealthRunSettings parse_health_timeout(const std::string& value, const std::stri
 // --hang-timeout: "" or "0" (off), seconds, "auto" or "auto:<floor seconds>".
 HangPolicy parse_hang_timeout(const std::string& value, const std::string& source);
 
+// --checkpoint-memory: "4G", "512M", "1.5T", "1000000" (bytes) -> bytes; "30%" -> a share in
+// (0, 0.9], as {0, share}.
+std::pair<uint64_t, double> parse_memory_budget(const std::string& text, const std::string& source);
+
 // Run ids and role names: letters, digits, '-', '_' and '.' (they name directories).
 void check_name(const std::string& value, const std::string& source, const char* what);
 

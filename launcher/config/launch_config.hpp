@@ -260,6 +260,16 @@ struct RecordsConfig {
   int metrics_port = 0;                      // 0: no metrics
 };
 
+// Snapshots in the agents' memory (npu_run_checkpoint, agent/snapshot_room.cpp).
+struct SnapshotConfig {
+  // --checkpoint-memory: the node's budget for its ranks' snapshots, `bytes` when given, else
+  // `share` of MemAvailable at the agent's start; never more than the shared-memory file system
+  // has free. 0 bytes: every save goes to storage directly.
+  std::optional<uint64_t> bytes;
+  double share = 0.3;
+  int keep = 0;  // --checkpoint-keep: each rank's newest files kept on storage; 0: all
+};
+
 // How the agent itself behaves.
 struct AgentOptions {
   std::string log_level = "info";
@@ -276,6 +286,7 @@ struct LaunchConfig {
   SupervisionConfig supervision;
   OutputConfig output;
   RecordsConfig records;
+  SnapshotConfig snapshots;
   AgentOptions agent;
 
   // Every node's device counts and addresses are needed (topology rules, generated rank tables,

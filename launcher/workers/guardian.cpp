@@ -14,6 +14,7 @@
 
 #include "basics/descriptors.hpp"
 #include "workers/escaped_processes.hpp"
+#include "workers/snapshot_segments.hpp"
 
 namespace npu_run {
 namespace {
@@ -63,6 +64,8 @@ namespace {
     }
   }
   for (size_t i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
+  // The agent's snapshots in memory go with it (an agent that ended removed them already).
+  remove_segment_directory(segment_directory_for(mark));
   // Workers were still registered: the agent died during an attempt, before it could sweep up
   // what left the workers' groups. Those carry its mark (escaped_processes.hpp).
   if (count > 0) (void)stop_escaped_processes(EscapeSweep{mark, false, {}, "/proc"});

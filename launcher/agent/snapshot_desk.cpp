@@ -1,0 +1,191 @@
+#include "agent/snapshot_desk.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rendezvous/snapshot_wire.hpp"
+#include "workers/snapshot_segments.hpp"
+
+namespace npu_run {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxPath = 4096;
+
+json refusal(std::string why) {
+  return {{"ok", false}, {"error", std::move(why)}};
+}
+
+// A field of a request, or nullopt when it is missing or of another type.
+std::optional<int64_t> number(const json& request, const char* key, int64_t min) {
+  const auto it = request.find(key);
+  if (it == request.end() || !it->is_number_integer()) return std::nullopt;
+  const int64_t value = it->get<int64_t>();
+  if (value < min) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+SnapshotDesk::SnapshotDesk(boost::asio::io_context& io, std::string directory, int nproc,
+                           uint64_t budget, int keep)
+    : directory_(std::move(directory)),
+      shelf_(nproc, budget, keep),
+      writer_(
+          std::make_unique<SnapshotWriter>(io, [this](const SnapshotWritten& w) { written(w); })) {}
+
+SnapshotDesk::~SnapshotDesk() {
+  writer_.reset();  // its thread reads the segments
+}
+
+std::string SnapshotDesk::answer(uint64_t conversation, const std::string& line) {
+  const json request = json::parse(line, nullptr, false);
+  if (!request.is_object() || !request.contains("op") || !request["op"].is_string())
+    return refusal("expected a JSON object with an \"op\"").dump();
+  const std::string op = request["op"].get<std::string>();
+  if (op == "begin") return on_begin(conversation, request).dump();
+  if (op == "commit") return on_commit(conversation, request).dump();
+  if (op == "abort") {
+    closed(conversation);
+    return json{{"ok", true}}.dump();
+  }
+  if (op == "restore") return on_restore(request).dump();
+  if (op == "restored") return on_restored(request).dump();
+  return refusal("unknown op '" + op.substr(0, 32) + "'").dump();
+}
+
+json SnapshotDesk::on_begin(uint64_t conversation, const json& request) {
+  const auto rank = number(request, "rank", 0);
+  const auto step = number(request, "step", 0);
+  const auto bytes = number(request, "bytes", 0);
+  if (!rank || !step || !bytes) return refusal("begin needs a rank, a step and bytes");
+  if (writing_.count(conversation)) return refusal("this conversation began a save already");
+  const uint64_t free = free_bytes_under(directory_);
+  if (static_cast<uint64_t>(*bytes) > free) {
+    return refusal(
+        fmt::format("the snapshot of local rank {} at step {} needs about {}, and {} "
+                    "has {} free",
+                    *rank, *step, size_text(*bytes), kSegmentRoot, size_text(free)));
+  }
+  SnapshotShelf::Begun begun =
+      shelf_.begin(static_cast<int>(*rank), *step, static_cast<uint64_t>(*bytes));
+  remove_segments(begun.dropped);
+  if (begun.segment == nullptr) return refusal(begun.refusal);
+  const Segment segment = *begun.segment;
+  const std::string file = file_of(segment.name);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const std::string why = std::strerror(errno);
+    (void)shelf_.abandon(segment.id);
+    return refusal(fmt::format("cannot make {}: {}", file, why));
+  }
+  ::close(fd);
+  writing_[conversation] = segment.id;
+  return {{"ok", true}, {"file", file}};
+}
+
+json SnapshotDesk::on_commit(uint64_t conversation, const json& request) {
+  const auto it = writing_.find(conversation);
+  if (it == writing_.end()) return refusal("commit without a begin");
+  const auto path = request.find("path");
+  if (path == request.end() || !path->is_string() || path->get_ref<const std::string&>().empty() ||
+      path->get_ref<const std::string&>().front() != '/' ||
+      path->get_ref<const std::string&>().size() > kMaxPath)
+    return refusal("commit needs an absolute path");
+  const uint64_t id = it->second;
+  writing_.erase(it);
+  const Segment* segment = shelf_.find(id);
+  struct stat st {};
+  if (segment == nullptr || ::stat(file_of(segment->name).c_str(), &st) != 0)
+    return refusal("the segment is gone");
+  SnapshotShelf::Begun committed =
+      shelf_.commit(id, static_cast<uint64_t>(st.st_size), path->get<std::string>());
+  remove_segments(committed.dropped);
+  if (committed.segment == nullptr) return refusal(committed.refusal);
+  const Segment& done = *committed.segment;
+  writer_->write(SnapshotWrite{done.rank, done.step, file_of(done.name), done.path});
+  return {{"ok", true}};
+}
+
+json SnapshotDesk::on_restore(const json& request) const {
+  const auto rank = number(request, "rank", 0);
+  if (!rank || *rank >= shelf_.nproc()) return refusal("restore needs this node's local rank");
+  json out{{"ok", true},
+           {"source", std::string(rdzv::restore_source_name(restore_.source))},
+           {"step", restore_.step},
+           {"why", restore_.why}};
+  if (restore_.source != rdzv::RestoreSource::kMemory) return out;
+  const Segment* segment = shelf_.complete(static_cast<int>(*rank), restore_.step);
+  if (segment == nullptr) {  // the rendezvous chose it from this agent's word: never, but safe
+    spdlog::error("local rank {} holds no snapshot of step {}, which the round restores", *rank,
+                  restore_.step);
+    return refusal("this agent lost the step the round restores");
+  }
+  out["file"] = file_of(segment->name);
+  return out;
+}
+
+json SnapshotDesk::on_restored(const json& request) {
+  const auto seconds = request.find("seconds");
+  if (seconds != request.end() && seconds->is_number())
+    slowest_restore_ = std::max(slowest_restore_, seconds->get<double>());
+  if (++restored_ranks_ == shelf_.nproc()) {
+    const auto source = request.find("source");
+    spdlog::info("{} ranks restored step {} from {}; the slowest load took {:.2f} s",
+                 restored_ranks_, request.value("step", json(-1)).dump(),
+                 source != request.end() && source->is_string() ? source->get<std::string>() : "?",
+                 slowest_restore_);
+  }
+  return {{"ok", true}};
+}
+
+void SnapshotDesk::closed(uint64_t conversation) {
+  const auto it = writing_.find(conversation);
+  if (it == writing_.end()) return;
+  const std::string name = shelf_.abandon(it->second);
+  writing_.erase(it);
+  if (!name.empty()) remove_segments({name});
+}
+
+void SnapshotDesk::workers_done() {
+  writing_.clear();
+  remove_segments(shelf_.abandon_writing());
+}
+
+void SnapshotDesk::restore(const rdzv::RestorePoint& point) {
+  restore_ = point;
+  restored_ranks_ = 0;
+  slowest_restore_ = 0;
+  remove_segments(shelf_.drop_after(point.source == rdzv::RestoreSource::kNone ? -1 : point.step));
+  if (point.source == rdzv::RestoreSource::kNone && point.why.empty()) return;
+  spdlog::info(
+      "this round restores {}: {}",
+      point.source == rdzv::RestoreSource::kNone
+          ? std::string("nothing npu_run holds; each rank loads its own file")
+          : fmt::format("step {} from {}", point.step, rdzv::restore_source_name(point.source)),
+      point.why);
+}
+
+void SnapshotDesk::written(const SnapshotWritten& w) {
+  if (w.gone) return;  // superseded and dropped before it was written
+  if (!w.error.empty()) {
+    spdlog::warn("the snapshot of local rank {} at step {} is not on storage: {}", w.write.rank,
+                 w.write.step, w.error);
+    return;
+  }
+  spdlog::debug("local rank {}: step {} written to {} ({}, {:.2f} s)", w.write.rank, w.write.step,
+                w.write.path, size_text(w.bytes), w.seconds);
+  writer_->remove(shelf_.persisted(w.write.rank, w.write.step, w.write.path));
+}
+
+void SnapshotDesk::remove_segments(const std::vector<std::string>& names) const {
+  for (const std::string& name : names) (void)::unlink(file_of(name).c_str());
+}
+
+}  // namespace npu_run

@@ -1,0 +1,136 @@
+// The snapshots' room (issue 47): every worker gets NPU_RUN_CHECKPOINT, the node's snapshot socket
+// in the agent's private directory, and python/npu_run_checkpoint.py on its PYTHONPATH (written
+// beside the sitecustomize). The segments are files of the agent's in /dev/shm
+// (workers/snapshot_segments.hpp): a worker that dies leaves its rank's last snapshot intact, and
+// the next round loads the step the rendezvous chose from every agent's join
+// (rendezvous/restore_choice.hpp). What a save begins and ends, and the writes to storage, are the
+// desk's (agent/snapshot_desk.hpp); the room keeps the segments for the agent's life, tells the
+// desk where the rounds are, and ends only once every write to storage has.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/agent_rooms.hpp"
+#include "agent/checkpoint_module_source.hpp"
+#include "agent/snapshot_desk.hpp"
+#include "net/line_socket.hpp"
+#include "workers/escaped_processes.hpp"
+#include "workers/progress_beats.hpp"
+#include "workers/snapshot_segments.hpp"
+
+namespace npu_run {
+namespace {
+
+constexpr size_t kMaxLine = 16384;  // a request: a path and a few numbers
+
+uint64_t snapshot_budget(const SnapshotConfig& cfg, const std::string& directory) {
+  const uint64_t wanted =
+      cfg.bytes ? *cfg.bytes
+                : static_cast<uint64_t>(static_cast<double>(memory_available()) * cfg.share);
+  return std::min(wanted, free_bytes_under(directory));
+}
+
+// <agent directory>/python/npu_run_checkpoint.py; throws when it cannot be written.
+std::string write_module(const std::string& agent_directory) {
+  const std::string directory = agent_directory + "/python";
+  std::filesystem::create_directories(directory);
+  std::ofstream out(directory + "/npu_run_checkpoint.py", std::ios::trunc);
+  out << kCheckpointModule;
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + directory + "/npu_run_checkpoint.py");
+  return directory;
+}
+
+void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
+  spec.env[name] = value;
+  spec.contract_env[name] = value;
+}
+
+class SnapshotRoom final : public AgentRoom {
+ public:
+  explicit SnapshotRoom(const RoomContext& ctx) {
+    if (ctx.beats == nullptr) return;
+    try {
+      directory_ = make_segment_directory(agent_mark());
+      const uint64_t budget = snapshot_budget(ctx.cfg.snapshots, directory_);
+      desk_ = std::make_unique<SnapshotDesk>(ctx.io, directory_, ctx.cfg.shape.nproc_per_node,
+                                             budget, ctx.cfg.snapshots.keep);
+      socket_path_ = ctx.beats->directory() + "/snapshots";
+      socket_ = std::make_unique<net::LineSocket>(
+          ctx.io, socket_path_,
+          [desk = desk_.get()](uint64_t id, const std::string& line) {
+            return desk->answer(id, line);
+          },
+          [desk = desk_.get()](uint64_t id) { desk->closed(id); },
+          4 * static_cast<size_t>(ctx.cfg.shape.nproc_per_node) + 8, kMaxLine);
+      module_directory_ = write_module(ctx.beats->directory());
+      spdlog::debug("snapshots in memory: up to {} in {}", size_text(budget), directory_);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}; npu_run_checkpoint saves go to storage directly", e.what());
+      socket_.reset();
+      desk_.reset();
+    }
+  }
+
+  ~SnapshotRoom() override {
+    socket_.reset();
+    desk_.reset();
+    if (!directory_.empty()) remove_segment_directory(directory_);
+  }
+  SnapshotRoom(const SnapshotRoom&) = delete;
+  SnapshotRoom& operator=(const SnapshotRoom&) = delete;
+
+  void listen(Rendezvous::Handlers& handlers) override {
+    handlers.snapshots = [this]() -> std::optional<rdzv::HeldSnapshots> {
+      if (!desk_ || world_size_ == 0) return std::nullopt;
+      return desk_->held(rank_offset_, world_size_);
+    };
+  }
+
+  void assigned(const Assignment& assignment) override {
+    rank_offset_ = assignment.rank_offset;
+    world_size_ = assignment.world_size;
+    if (desk_) desk_->restore(assignment.restore);
+  }
+
+  void starting(std::vector<WorkerSpec>& specs) override {
+    if (!desk_) return;
+    for (WorkerSpec& spec : specs) {
+      set(spec, "NPU_RUN_CHECKPOINT", socket_path_);
+      const auto user = spec.env.find("PYTHONPATH");
+      const std::string path = user == spec.env.end() ? "" : user->second;
+      if (path == module_directory_ || path.rfind(module_directory_ + ":", 0) == 0) continue;
+      set(spec, "PYTHONPATH", path.empty() ? module_directory_ : module_directory_ + ":" + path);
+    }
+  }
+
+  void done(GroupEnd& /*end*/, Attempt& /*attempt*/) override {
+    if (desk_) desk_->workers_done();
+  }
+
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): kept until the writes end
+  void finishing(std::function<void()> done) override {
+    if (!desk_ || desk_->writes_outstanding() == 0) return done();
+    spdlog::info("writing {} snapshot(s) to storage before npu_run ends",
+                 desk_->writes_outstanding());
+    desk_->when_written(std::move(done));
+  }
+
+ private:
+  std::string directory_;  // the segments'
+  std::unique_ptr<SnapshotDesk> desk_;
+  std::string socket_path_;
+  std::unique_ptr<net::LineSocket> socket_;
+  std::string module_directory_;
+  int rank_offset_ = 0;
+  int world_size_ = 0;  // of the last round assigned; 0 before the first
+};
+
+}  // namespace
+
+std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx) {
+  return std::make_unique<SnapshotRoom>(ctx);
+}
+
+}  // namespace npu_run

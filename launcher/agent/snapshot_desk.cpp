@@ -137,10 +137,12 @@ json SnapshotDesk::on_restored(const json& request) {
     slowest_restore_ = std::max(slowest_restore_, seconds->get<double>());
   if (++restored_ranks_ == shelf_.nproc()) {
     const auto source = request.find("source");
-    spdlog::info("{} ranks restored step {} from {}; the slowest load took {:.2f} s",
-                 restored_ranks_, request.value("step", json(-1)).dump(),
-                 source != request.end() && source->is_string() ? source->get<std::string>() : "?",
-                 slowest_restore_);
+    spdlog::info(
+        "every rank of this node ({}) restored step {} from {}; the slowest load took "
+        "{:.2f} s",
+        restored_ranks_, request.value("step", json(-1)).dump(),
+        source != request.end() && source->is_string() ? source->get<std::string>() : "?",
+        slowest_restore_);
   }
   return {{"ok", true}};
 }

@@ -123,9 +123,10 @@ struct PingReport {
 // A rank's progress beats (NPU_RUN_PROGRESS) as its agent last saw them.
 struct RankBeat {
   int local_rank = 0;
-  uint64_t beats = 0;   // in this attempt
-  std::string text;     // of the last one; empty before the first
-  int64_t age_ms = -1;  // since the last one, when sent; -1: none yet
+  uint64_t beats = 0;                      // in this attempt
+  std::string text;                        // of the last one; empty before the first
+  int64_t age_ms = -1;                     // since the last one, when sent; -1: none yet
+  std::optional<RankSnapshot> snapshot{};  // npu_run_checkpoint's, once the rank saved one
 };
 
 struct Heartbeat {

@@ -37,6 +37,14 @@ struct RestorePoint {
   std::string why;  // "every rank holds step 35 in memory"
 };
 
+// One rank's snapshots as `npu_run status` shows them, carried with its beats: the newest step
+// complete in its agent's memory and on storage (-1: none), and the writes still to come.
+struct RankSnapshot {
+  int64_t memory = -1;
+  int64_t stored = -1;
+  int to_write = 0;
+};
+
 inline constexpr size_t kMaxHeldSteps = 8;  // per range and kind, on the wire
 
 }  // namespace npu_run::rdzv

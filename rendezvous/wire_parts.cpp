@@ -175,7 +175,13 @@ RankStack stack_from(const json& j) {
 }
 
 json to_json(const RankBeat& b) {
-  return {{"local_rank", b.local_rank}, {"beats", b.beats}, {"text", b.text}, {"age_ms", b.age_ms}};
+  json j{{"local_rank", b.local_rank}, {"beats", b.beats}, {"text", b.text}, {"age_ms", b.age_ms}};
+  if (b.snapshot) {
+    j["snapshot"] = {{"memory", b.snapshot->memory},
+                     {"stored", b.snapshot->stored},
+                     {"to_write", b.snapshot->to_write}};
+  }
+  return j;
 }
 
 RankBeat beat_from(const json& j) {
@@ -185,6 +191,12 @@ RankBeat beat_from(const json& j) {
   b.beats = static_cast<uint64_t>(f.integer("beats", 0, INT64_MAX));
   b.text = f.text("text", Limits::kMaxBeatText, false);
   b.age_ms = f.integer("age_ms", -1, INT64_MAX);
+  if (f.find("snapshot") != nullptr) {
+    const Fields s(f.object("snapshot"), "rank snapshot");
+    b.snapshot =
+        RankSnapshot{s.integer("memory", -1, INT64_MAX), s.integer("stored", -1, INT64_MAX),
+                     static_cast<int>(s.integer("to_write", 0, 1'000'000))};
+  }
   return b;
 }
 

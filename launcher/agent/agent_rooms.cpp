@@ -2,6 +2,7 @@
 
 #include "agent/health_room.hpp"
 #include "agent/metrics_room.hpp"
+#include "agent/snapshot_notes.hpp"
 #include "basics/enum_table.hpp"
 
 namespace npu_run {
@@ -36,7 +37,8 @@ void AgentRooms::finishing(std::function<void()> then) {
 void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   auto metrics = std::make_unique<MetricsRoom>(ctx);
   MetricsRoom& kept = *metrics;
-  rooms.add(progress_room(ctx));
+  auto snapshot_notes = std::make_shared<SnapshotNotes>();
+  rooms.add(progress_room(ctx, snapshot_notes));
   rooms.add(python_hooks_room(ctx));
   rooms.add(recorder_room(ctx));
   rooms.add(hang_room(ctx));
@@ -46,7 +48,8 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(records_dump_room(ctx, asked_dumps));
   rooms.add(evidence_room(ctx));
   rooms.add(cann_log_room(ctx));  // after the evidence room: a link fault it finds is evidence
-  rooms.add(snapshot_room(ctx));  // after the Python hooks: it adds its module to their path
+  rooms.add(snapshot_room(
+      ctx, snapshot_notes));  // after the Python hooks: it adds its module to their path
   rooms.add(timeline_room(ctx));
   rooms.add(std::move(metrics));
   rooms.add(health_room(ctx, [&kept](const NodeVerdict& v) { kept.gate_took(v.elapsed_ms); }));

@@ -20,6 +20,7 @@ class io_context;
 namespace npu_run {
 
 class ProgressBeats;
+struct SnapshotNotes;
 
 // What every room may use; each outlives the rooms.
 struct RoomContext {
@@ -32,8 +33,10 @@ struct RoomContext {
 };
 
 // agent/progress_room.cpp: NPU_RUN_PROGRESS in the workers' environment, the beats of each
-// attempt, whether they progressed, and `npu_run status` on this host.
-std::unique_ptr<AgentRoom> progress_room(const RoomContext& ctx);
+// attempt, whether they progressed, and `npu_run status` on this host, with each rank's snapshots
+// (`snapshots`).
+std::unique_ptr<AgentRoom> progress_room(const RoomContext& ctx,
+                                         std::shared_ptr<const SnapshotNotes> snapshots);
 // The sockets behind NPU_RUN_PROGRESS, opened once for every round. Without --hang-timeout or
 // --exit-timeout a failure costs only the beats (null, with a warning); with them, the job
 // cannot do what was asked, so it does not start (a runtime_error naming the option).
@@ -60,7 +63,8 @@ std::unique_ptr<AgentRoom> cann_log_room(const RoomContext& ctx);
 std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx);
 // agent/snapshot_room.cpp: npu_run_checkpoint's snapshots in this agent's memory, written to
 // storage in the background, restored after a failure.
-std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx);
+std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx,
+                                         std::shared_ptr<SnapshotNotes> notes);
 // agent/waiting_room.cpp: what the agent says while it waits for a round.
 std::unique_ptr<AgentRoom> waiting_room(const RoomContext& ctx);
 

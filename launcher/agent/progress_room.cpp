@@ -19,15 +19,17 @@ namespace {
 
 class ProgressRoom final : public AgentRoom {
  public:
-  explicit ProgressRoom(const RoomContext& ctx) : ctx_(ctx) {
+  ProgressRoom(const RoomContext& ctx, std::shared_ptr<const SnapshotNotes> snapshots) : ctx_(ctx) {
     if (ctx.beats == nullptr) return;
     status_ = std::make_unique<StatusService>(
-        ctx.io, ctx.rendezvous, *ctx.beats, [&host = ctx.host]() -> std::optional<Seat> {
+        ctx.io, ctx.rendezvous, *ctx.beats,
+        [&host = ctx.host]() -> std::optional<Seat> {
           const AgentState state = host.state();
           if (state != AgentState::kRunning && state != AgentState::kReporting) return std::nullopt;
           const Attempt* attempt = host.attempt();
           return Seat{attempt->assignment.node_rank, attempt->assignment.host};
-        });
+        },
+        std::move(snapshots));
   }
 
   void listen(Rendezvous::Handlers& handlers) override {
@@ -70,8 +72,9 @@ std::unique_ptr<ProgressBeats> open_progress_sockets(boost::asio::io_context& io
   }
 }
 
-std::unique_ptr<AgentRoom> progress_room(const RoomContext& ctx) {
-  return std::make_unique<ProgressRoom>(ctx);
+std::unique_ptr<AgentRoom> progress_room(const RoomContext& ctx,
+                                         std::shared_ptr<const SnapshotNotes> snapshots) {
+  return std::make_unique<ProgressRoom>(ctx, std::move(snapshots));
 }
 
 }  // namespace npu_run

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -34,9 +35,11 @@ std::optional<int64_t> number(const json& request, const char* key, int64_t min)
 }  // namespace
 
 SnapshotDesk::SnapshotDesk(boost::asio::io_context& io, std::string directory, int nproc,
-                           uint64_t budget, int keep)
+                           uint64_t budget, int keep, std::shared_ptr<SnapshotNotes> notes)
     : directory_(std::move(directory)),
       shelf_(nproc, budget, keep),
+      notes_(std::move(notes)),
+      to_write_(static_cast<size_t>(nproc), 0),
       writer_(
           std::make_unique<SnapshotWriter>(io, [this](const SnapshotWritten& w) { written(w); })) {}
 
@@ -109,7 +112,10 @@ json SnapshotDesk::on_commit(uint64_t conversation, const json& request) {
   remove_segments(committed.dropped);
   if (committed.segment == nullptr) return refusal(committed.refusal);
   const Segment& done = *committed.segment;
-  writer_->write(SnapshotWrite{done.rank, done.step, file_of(done.name), done.path});
+  const int rank = done.rank;
+  if (!writer_->write(SnapshotWrite{rank, done.step, file_of(done.name), done.path}))
+    ++to_write_[static_cast<size_t>(rank)];
+  note(rank);
   return {{"ok", true}};
 }
 
@@ -165,6 +171,7 @@ void SnapshotDesk::restore(const rdzv::RestorePoint& point) {
   restored_ranks_ = 0;
   slowest_restore_ = 0;
   remove_segments(shelf_.drop_after(point.source == rdzv::RestoreSource::kNone ? -1 : point.step));
+  for (int rank = 0; rank < shelf_.nproc(); ++rank) note(rank);
   if (point.source == rdzv::RestoreSource::kNone && point.why.empty()) return;
   spdlog::info(
       "this round restores {}: {}",
@@ -174,16 +181,26 @@ void SnapshotDesk::restore(const rdzv::RestorePoint& point) {
       point.why);
 }
 
+void SnapshotDesk::note(int rank) {
+  notes_->ranks.resize(static_cast<size_t>(shelf_.nproc()));
+  rdzv::RankSnapshot& n = notes_->ranks[static_cast<size_t>(rank)];
+  n = shelf_.note(rank);
+  n.to_write = to_write_[static_cast<size_t>(rank)];
+  ++notes_->changes;
+}
+
 void SnapshotDesk::written(const SnapshotWritten& w) {
-  if (w.gone) return;  // superseded and dropped before it was written
+  int& waiting = to_write_[static_cast<size_t>(w.write.rank)];
+  waiting = std::max(0, waiting - 1);
   if (!w.error.empty()) {
     spdlog::warn("the snapshot of local rank {} at step {} is not on storage: {}", w.write.rank,
                  w.write.step, w.error);
-    return;
+  } else if (!w.gone) {  // gone: superseded and dropped before it was written
+    spdlog::debug("local rank {}: step {} written to {} ({}, {:.2f} s)", w.write.rank, w.write.step,
+                  w.write.path, size_text(w.bytes), w.seconds);
+    writer_->remove(shelf_.persisted(w.write.rank, w.write.step, w.write.path));
   }
-  spdlog::debug("local rank {}: step {} written to {} ({}, {:.2f} s)", w.write.rank, w.write.step,
-                w.write.path, size_text(w.bytes), w.seconds);
-  writer_->remove(shelf_.persisted(w.write.rank, w.write.step, w.write.path));
+  note(w.write.rank);
 }
 
 void SnapshotDesk::remove_segments(const std::vector<std::string>& names) const {

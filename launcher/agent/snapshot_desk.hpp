@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/snapshot_notes.hpp"
 #include "agent/snapshot_shelf.hpp"
 #include "agent/snapshot_writer.hpp"
 #include "rendezvous/snapshot_messages.hpp"
@@ -32,8 +33,9 @@ namespace npu_run {
 class SnapshotDesk {
  public:
   // `directory`: where the segments are (workers/snapshot_segments.hpp), made already.
+  // `notes`: where `npu_run status` reads each rank's snapshots, kept up to date here.
   SnapshotDesk(boost::asio::io_context& io, std::string directory, int nproc, uint64_t budget,
-               int keep);
+               int keep, std::shared_ptr<SnapshotNotes> notes);
   ~SnapshotDesk();
   SnapshotDesk(const SnapshotDesk&) = delete;
   SnapshotDesk& operator=(const SnapshotDesk&) = delete;
@@ -62,9 +64,12 @@ class SnapshotDesk {
   void written(const SnapshotWritten& written);
   void remove_segments(const std::vector<std::string>& names) const;
   std::string file_of(const std::string& name) const { return directory_ + "/" + name; }
+  void note(int rank);
 
   std::string directory_;
   SnapshotShelf shelf_;
+  std::shared_ptr<SnapshotNotes> notes_;
+  std::vector<int> to_write_;  // by local rank: writes waiting or in progress
   rdzv::RestorePoint restore_;
   std::map<uint64_t, uint64_t> writing_;  // conversation -> the segment it began
   int restored_ranks_ = 0;                // this round, for one line once all are in

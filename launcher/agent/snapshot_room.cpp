@@ -49,13 +49,13 @@ void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
 
 class SnapshotRoom final : public AgentRoom {
  public:
-  explicit SnapshotRoom(const RoomContext& ctx) {
+  SnapshotRoom(const RoomContext& ctx, std::shared_ptr<SnapshotNotes> notes) {
     if (ctx.beats == nullptr) return;
     try {
       directory_ = make_segment_directory(agent_mark());
       const uint64_t budget = snapshot_budget(ctx.cfg.snapshots, directory_);
       desk_ = std::make_unique<SnapshotDesk>(ctx.io, directory_, ctx.cfg.shape.nproc_per_node,
-                                             budget, ctx.cfg.snapshots.keep);
+                                             budget, ctx.cfg.snapshots.keep, std::move(notes));
       socket_path_ = ctx.beats->directory() + "/snapshots";
       socket_ = std::make_unique<net::LineSocket>(
           ctx.io, socket_path_,
@@ -129,8 +129,9 @@ class SnapshotRoom final : public AgentRoom {
 
 }  // namespace
 
-std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx) {
-  return std::make_unique<SnapshotRoom>(ctx);
+std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx,
+                                         std::shared_ptr<SnapshotNotes> notes) {
+  return std::make_unique<SnapshotRoom>(ctx, std::move(notes));
 }
 
 }  // namespace npu_run

@@ -181,6 +181,15 @@ std::vector<std::string> SnapshotShelf::persisted(int rank, int64_t step, const 
   return deleted;
 }
 
+rdzv::RankSnapshot SnapshotShelf::note(int rank) const {
+  rdzv::RankSnapshot out;
+  const std::vector<int64_t> memory = memory_steps(rank);
+  if (!memory.empty()) out.memory = memory.back();
+  const std::deque<StoredFile>& files = stored_[static_cast<size_t>(rank)];
+  if (!files.empty()) out.stored = files.back().step;
+  return out;
+}
+
 std::vector<int64_t> SnapshotShelf::memory_steps(int rank) const {
   std::vector<int64_t> steps;
   for (const Segment& s : segments_) {

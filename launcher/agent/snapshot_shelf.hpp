@@ -57,6 +57,8 @@ class SnapshotShelf {
   std::vector<std::string> persisted(int rank, int64_t step, const std::string& path);
 
   const Segment* complete(int rank, int64_t step) const;
+  // The rank's newest steps in memory and on storage, for `npu_run status`; to_write is left 0.
+  rdzv::RankSnapshot note(int rank) const;
   const Segment* find(uint64_t id) const;
   const std::vector<Segment>& segments() const { return segments_; }
   // What a join says: ranks numbered from `rank_offset` in a world of `world_size`; none when no

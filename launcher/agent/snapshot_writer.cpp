@@ -128,12 +128,14 @@ SnapshotWriter::~SnapshotWriter() {
   thread_.join();
 }
 
-void SnapshotWriter::write(SnapshotWrite job) {
+std::optional<int64_t> SnapshotWriter::write(SnapshotWrite job) {
+  std::optional<int64_t> superseded;
   {
     const std::lock_guard lock(mutex_);
     for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
       if (it->removals.empty() && it->write.rank == job.rank) {
-        jobs_.erase(it);  // superseded before it began
+        superseded = it->write.step;
+        jobs_.erase(it);  // before it began
         --outstanding_;
         break;
       }
@@ -142,6 +144,7 @@ void SnapshotWriter::write(SnapshotWrite job) {
     ++outstanding_;
   }
   wake_.notify_one();
+  return superseded;
 }
 
 void SnapshotWriter::remove(std::vector<std::string> paths) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,7 +48,8 @@ class SnapshotWriter {
   SnapshotWriter(const SnapshotWriter&) = delete;
   SnapshotWriter& operator=(const SnapshotWriter&) = delete;
 
-  void write(SnapshotWrite job);
+  // Returns the step of the rank's write it superseded, if one was waiting.
+  std::optional<int64_t> write(SnapshotWrite job);
   void remove(std::vector<std::string> paths);
   // Writes waiting or in progress.
   size_t outstanding() const { return outstanding_; }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/rank_beats.hpp"
+#include "agent/snapshot_notes.hpp"
 #include "net/answer_socket.hpp"
 #include "rendezvous/protocol.hpp"
 #include "workers/agent_directory.hpp"
@@ -18,8 +19,12 @@ std::string frame_of(const rdzv::ServerMessage& message) {
 }  // namespace
 
 StatusService::StatusService(boost::asio::io_context& io, Rendezvous& rendezvous,
-                             const ProgressBeats& beats, SeatSource seat)
-    : rendezvous_(rendezvous), beats_(beats), seat_(std::move(seat)) {
+                             const ProgressBeats& beats, SeatSource seat,
+                             std::shared_ptr<const SnapshotNotes> snapshots)
+    : rendezvous_(rendezvous),
+      beats_(beats),
+      seat_(std::move(seat)),
+      snapshots_(std::move(snapshots)) {
   socket_ = open(io, kStatusSocketName, Rendezvous::StatusAsk::kStatus);
   dump_socket_ = open(io, kDumpSocketName, Rendezvous::StatusAsk::kDump);
 }
@@ -46,9 +51,17 @@ StatusService::~StatusService() = default;
 std::optional<std::vector<rdzv::RankBeat>> StatusService::changed_beats() {
   std::vector<uint64_t> counts;
   for (int r = 0; r < beats_.local_ranks(); ++r) counts.push_back(beats_.rank(r).beats);
-  if (counts == sent_) return std::nullopt;
+  const uint64_t snapshot_changes = snapshots_ ? snapshots_->changes : 0;
+  if (counts == sent_ && snapshot_changes == snapshot_changes_sent_) return std::nullopt;
   sent_ = std::move(counts);
-  return rank_beats(beats_, std::chrono::steady_clock::now());
+  snapshot_changes_sent_ = snapshot_changes;
+  return ranks_now();
+}
+
+std::vector<rdzv::RankBeat> StatusService::ranks_now() const {
+  std::vector<rdzv::RankBeat> ranks = rank_beats(beats_, std::chrono::steady_clock::now());
+  if (snapshots_) snapshots_->add_to(ranks);
+  return ranks;
 }
 
 void StatusService::answer(Rendezvous::StatusAsk ask,
@@ -65,7 +78,7 @@ void StatusService::answer(Rendezvous::StatusAsk ask,
     if (const auto seat = seat_()) {
       for (rdzv::NodeStatus& node : status.nodes) {
         if (node.node_rank == seat->node_rank && node.host == seat->host && node.state != "waiting")
-          node.ranks = rank_beats(beats_, std::chrono::steady_clock::now());
+          node.ranks = ranks_now();
       }
     }
     reply(frame_of(status));

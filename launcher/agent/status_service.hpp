@@ -21,6 +21,7 @@ class io_context;
 namespace npu_run {
 
 class ProgressBeats;
+struct SnapshotNotes;
 namespace net {
 class AnswerSocket;
 }
@@ -37,8 +38,9 @@ class StatusService {
 
   // Listens on `kStatusSocketName` and `kDumpSocketName` in the beats' directory; a socket that
   // cannot be made is logged, and status is then answered elsewhere only.
+  // `snapshots`: each rank's npu_run_checkpoint snapshots, shown with its beats.
   StatusService(boost::asio::io_context& io, Rendezvous& rendezvous, const ProgressBeats& beats,
-                SeatSource seat);
+                SeatSource seat, std::shared_ptr<const SnapshotNotes> snapshots);
   ~StatusService();
   StatusService(const StatusService&) = delete;
   StatusService& operator=(const StatusService&) = delete;
@@ -53,11 +55,14 @@ class StatusService {
   void answer(Rendezvous::StatusAsk ask, const std::function<void(std::string)>& reply);
   std::unique_ptr<net::AnswerSocket> open(boost::asio::io_context& io, const char* name,
                                           Rendezvous::StatusAsk ask);
+  std::vector<rdzv::RankBeat> ranks_now() const;
 
   Rendezvous& rendezvous_;
   const ProgressBeats& beats_;
   SeatSource seat_;
+  std::shared_ptr<const SnapshotNotes> snapshots_;
   std::vector<uint64_t> sent_;  // beat counts in the last changed_beats() answer
+  uint64_t snapshot_changes_sent_ = 0;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // answers arriving after the end
   std::unique_ptr<net::AnswerSocket> socket_;              // kStatusSocketName
   std::unique_ptr<net::AnswerSocket> dump_socket_;         // kDumpSocketName

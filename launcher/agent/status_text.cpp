@@ -47,12 +47,25 @@ std::string health_lines(const NodeVerdict& v) {
   return out;
 }
 
+// "; snapshot: step 50 in memory, 45 on storage, 1 to write"
+std::string snapshot_text(const rdzv::RankSnapshot& s) {
+  std::vector<std::string> parts;
+  if (s.memory >= 0) parts.push_back(fmt::format("step {} in memory", s.memory));
+  if (s.stored >= 0) parts.push_back(fmt::format("{} on storage", s.stored));
+  if (s.to_write > 0) parts.push_back(fmt::format("{} to write", s.to_write));
+  return fmt::format("; snapshot: {}", fmt::join(parts, ", "));
+}
+
 std::string rank_line(const rdzv::NodeStatus& n, const rdzv::RankBeat& b) {
   std::string line =
       fmt::format("    rank {}  local {}  ", n.rank_offset + b.local_rank, b.local_rank);
-  if (b.beats == 0) return line + "no beat yet\n";
-  return line + fmt::format("{} beat{}, last '{}' {} ago\n", b.beats, b.beats == 1 ? "" : "s",
-                            b.text, seconds(b.age_ms));
+  if (b.beats == 0)
+    line += "no beat yet";
+  else
+    line += fmt::format("{} beat{}, last '{}' {} ago", b.beats, b.beats == 1 ? "" : "s", b.text,
+                        seconds(b.age_ms));
+  if (b.snapshot) line += snapshot_text(*b.snapshot);
+  return line + "\n";
 }
 
 }  // namespace

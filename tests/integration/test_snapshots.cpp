@@ -176,20 +176,33 @@ TEST_CASE("snapshots: two nodes, a worker lost on node 1, both restore from memo
   require_no_strays(*n1);
 }
 
-TEST_CASE("snapshots: an agent SIGKILLed leaves no segment in /dev/shm",
-          "[integration][snapshots][pytorch]") {
+TEST_CASE(
+    "snapshots: npu_run status shows each rank's, and an agent SIGKILLed leaves no segment "
+    "in /dev/shm",
+    "[integration][snapshots][status][pytorch]") {
   TempDir dir;
   std::vector<std::string> args = {"--nproc-per-node", "2"};
   for (const std::string& a :
        training(dir, "killed.json", {"--steps", "100000", "--step-seconds", "0.02"}))
     args.push_back(a);
-  NpuRunProcess job(args);
+  fs::create_directory(dir.file("tmp"));
+  const EnvOverrides env{{"TMPDIR", dir.file("tmp")}};  // status asks this job's agent only
+  NpuRunProcess job(args, env);
   const std::string written = dir.file("ckpt_killed.json") + "/rank1_step10.pt";
   for (const auto until = std::chrono::steady_clock::now() + 60s;
        !fs::exists(written) && std::chrono::steady_clock::now() < until;)
     ::usleep(100'000);
   REQUIRE(fs::exists(written));
   CHECK(segments_left(job.pid()) == 1);  // holding the ranks' snapshots
+  const Finished status = run_npu_run({"status"}, env, 30s);
+  INFO(status.out << status.err);
+  CHECK_THAT(status.out, Contains("    rank 1  local 1  ") && Contains("; snapshot: step ") &&
+                             Contains(" in memory, ") && Contains(" on storage"));
+  const Finished json = run_npu_run({"status", "--json"}, env, 30s);
+  const auto ranks = nlohmann::json::parse(json.out)["nodes"][0]["ranks"];
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[1]["snapshot"]["memory"].get<int64_t>() >= 10);
+  CHECK(ranks[1]["snapshot"]["stored"].get<int64_t>() >= 10);
   job.send_signal(SIGKILL);
   job.wait(30s);
   for (const auto until = std::chrono::steady_clock::now() + 5s;

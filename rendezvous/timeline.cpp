@@ -9,7 +9,7 @@ namespace npu_run::rdzv {
 
 namespace {
 
-constexpr std::array<std::pair<TimelinePhase, const char*>, 15> kPhaseNames{{
+constexpr std::array<std::pair<TimelinePhase, const char*>, 16> kPhaseNames{{
     {TimelinePhase::kAgentStart, "agent_start"},
     {TimelinePhase::kContact, "contact"},
     {TimelinePhase::kJoin, "join"},
@@ -21,6 +21,7 @@ constexpr std::array<std::pair<TimelinePhase, const char*>, 15> kPhaseNames{{
     {TimelinePhase::kLastBeat, "last_beat"},
     {TimelinePhase::kFailed, "failed"},
     {TimelinePhase::kRecords, "records"},
+    {TimelinePhase::kRestore, "restore"},
     {TimelinePhase::kExited, "exit"},
     {TimelinePhase::kLost, "lost"},
     {TimelinePhase::kRestart, "restart"},

@@ -29,6 +29,7 @@ enum class TimelinePhase {
   kLastBeat,    // a rank's last beat of the round
   kFailed,      // a rank (or the whole node: rank -1) failed; detail: what happened
   kRecords,     // a hang's records of a rank were kept (detail: its files, on the node's host)
+  kRestore,     // the node's ranks loaded the round's snapshot (step; detail: source, time, lost)
   kExited,      // the node's workers were all done
   kLost,        // the rendezvous lost the node
   kRestart,     // the job's decision: another round (node -1; detail: why)

@@ -50,7 +50,7 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(cann_log_room(ctx));  // after the evidence room: a link fault it finds is evidence
   rooms.add(snapshot_room(
       ctx, snapshot_notes));  // after the Python hooks: it adds its module to their path
-  rooms.add(timeline_room(ctx));
+  rooms.add(timeline_room(ctx, snapshot_notes));
   rooms.add(std::move(metrics));
   rooms.add(health_room(ctx, [&kept](const NodeVerdict& v) { kept.gate_took(v.elapsed_ms); }));
   rooms.add(waiting_room(ctx));

@@ -60,7 +60,8 @@ std::unique_ptr<AgentRoom> evidence_room(const RoomContext& ctx);
 // agent/cann_log_room.cpp: each attempt's CANN logs in its run directory, read after a failure.
 std::unique_ptr<AgentRoom> cann_log_room(const RoomContext& ctx);
 // agent/timeline_room.cpp: this node's part of the job's timeline, sent with its report.
-std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx);
+std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx,
+                                         std::shared_ptr<const SnapshotNotes> snapshots);
 // agent/snapshot_room.cpp: npu_run_checkpoint's snapshots in this agent's memory, written to
 // storage in the background, restored after a failure.
 std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx,

@@ -46,10 +46,12 @@ void AgentTimeline::new_round(int rank_offset) {
   for (RankSamples& r : ranks_) r = RankSamples{};
 }
 
-void AgentTimeline::note(rdzv::TimelinePhase phase, int rank, std::string detail, int64_t at_ms) {
+void AgentTimeline::note(rdzv::TimelinePhase phase, int rank, std::string detail, int64_t at_ms,
+                         int64_t step) {
   if (events_.size() >= kMaxNodeEvents) return;
   rdzv::TimelineEvent& e = events_.emplace_back();
   e.rank = rank;
+  e.step = step;
   e.phase = phase;
   e.time_ms = at_ms > 0 ? at_ms : wall_ms(std::chrono::system_clock::now());
   if (detail.size() > rdzv::kMaxDetail) detail.resize(rdzv::kMaxDetail);

@@ -26,7 +26,8 @@ class AgentTimeline {
   // A new round: what was not sent is dropped, and the sampling starts fast again.
   void new_round(int rank_offset);
   // An event of the node (rank -1) or of a global rank, at `at_ms` (0: now).
-  void note(rdzv::TimelinePhase phase, int rank = -1, std::string detail = "", int64_t at_ms = 0);
+  void note(rdzv::TimelinePhase phase, int rank = -1, std::string detail = "", int64_t at_ms = 0,
+            int64_t step = -1);
   // Looks at the ranks' beats: a rank that beat since the last look gets a sample. Returns the
   // time until the next look is due.
   std::chrono::milliseconds sample(const ProgressBeats& beats);

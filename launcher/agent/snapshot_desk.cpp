@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "rendezvous/snapshot_wire.hpp"
@@ -141,16 +142,26 @@ json SnapshotDesk::on_restored(const json& request) {
   const auto seconds = request.find("seconds");
   if (seconds != request.end() && seconds->is_number())
     slowest_restore_ = std::max(slowest_restore_, seconds->get<double>());
-  if (++restored_ranks_ == shelf_.nproc()) {
-    const auto source = request.find("source");
-    spdlog::info(
-        "every rank of this node ({}) restored step {} from {}; the slowest load took "
-        "{:.2f} s",
-        restored_ranks_, request.value("step", json(-1)).dump(),
-        source != request.end() && source->is_string() ? source->get<std::string>() : "?",
-        slowest_restore_);
-  }
+  if (const auto step = number(request, "step", 0)) loaded_step_ = std::max(loaded_step_, *step);
+  const auto source = request.find("source");
+  if (source != request.end() && source->is_string())
+    loaded_from_ = source->get<std::string>().substr(0, 16);
+  if (++restored_ranks_ == shelf_.nproc()) restored_all();
   return {{"ok", true}};
+}
+
+// Every local rank loaded: one line, and the timeline's event.
+void SnapshotDesk::restored_all() {
+  std::string detail = fmt::format("from {} in {:.2f} s", loaded_from_, slowest_restore_);
+  if (reached_ && loaded_step_ >= 0) {
+    detail += fmt::format("; {} steps redone (the round before reached {})",
+                          std::max<int64_t>(0, *reached_ - loaded_step_), *reached_);
+  }
+  spdlog::info("every rank of this node ({}) restored step {} {}", restored_ranks_, loaded_step_,
+               detail);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  notes_->restored = RestoreRecord{
+      loaded_step_, detail, std::chrono::duration_cast<std::chrono::milliseconds>(now).count()};
 }
 
 void SnapshotDesk::closed(uint64_t conversation) {
@@ -170,6 +181,9 @@ void SnapshotDesk::restore(const rdzv::RestorePoint& point) {
   restore_ = point;
   restored_ranks_ = 0;
   slowest_restore_ = 0;
+  loaded_step_ = -1;
+  loaded_from_.clear();
+  notes_->restored.reset();
   remove_segments(shelf_.drop_after(point.source == rdzv::RestoreSource::kNone ? -1 : point.step));
   for (int rank = 0; rank < shelf_.nproc(); ++rank) note(rank);
   if (point.source == rdzv::RestoreSource::kNone && point.why.empty()) return;

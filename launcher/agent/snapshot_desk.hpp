@@ -11,6 +11,7 @@
 // drops its segment, so the rank's last complete one stays what it holds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,6 +47,11 @@ class SnapshotDesk {
   void workers_done();
   // This round restores `point`: segments of later steps are dropped (their future is redone).
   void restore(const rdzv::RestorePoint& point);
+  // The step this round's ranks loaded (0 before any): what automatic beats count from.
+  int64_t loaded_step() const { return std::max<int64_t>(loaded_step_, 0); }
+  // The round that ended reached `step` (from its ranks' beats): the next restore says how many
+  // steps it costs.
+  void round_reached(std::optional<int64_t> step) { reached_ = step; }
   std::optional<rdzv::HeldSnapshots> held(int rank_offset, int world_size) const {
     return shelf_.held(rank_offset, world_size);
   }
@@ -61,6 +67,7 @@ class SnapshotDesk {
   json on_commit(uint64_t conversation, const json& request);
   json on_restore(const json& request) const;
   json on_restored(const json& request);
+  void restored_all();
   void written(const SnapshotWritten& written);
   void remove_segments(const std::vector<std::string>& names) const;
   std::string file_of(const std::string& name) const { return directory_ + "/" + name; }
@@ -74,6 +81,9 @@ class SnapshotDesk {
   std::map<uint64_t, uint64_t> writing_;  // conversation -> the segment it began
   int restored_ranks_ = 0;                // this round, for one line once all are in
   double slowest_restore_ = 0;
+  int64_t loaded_step_ = -1;  // what this round's ranks said they loaded
+  std::string loaded_from_;
+  std::optional<int64_t> reached_;          // by the round before
   std::unique_ptr<SnapshotWriter> writer_;  // last: its thread ends before the rest goes
 };
 

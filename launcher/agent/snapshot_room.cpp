@@ -49,7 +49,7 @@ void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
 
 class SnapshotRoom final : public AgentRoom {
  public:
-  SnapshotRoom(const RoomContext& ctx, std::shared_ptr<SnapshotNotes> notes) {
+  SnapshotRoom(const RoomContext& ctx, std::shared_ptr<SnapshotNotes> notes) : beats_(ctx.beats) {
     if (ctx.beats == nullptr) return;
     try {
       directory_ = make_segment_directory(agent_mark());
@@ -106,7 +106,9 @@ class SnapshotRoom final : public AgentRoom {
   }
 
   void done(GroupEnd& /*end*/, Attempt& /*attempt*/) override {
-    if (desk_) desk_->workers_done();
+    if (!desk_) return;
+    desk_->workers_done();
+    desk_->round_reached(reached());
   }
 
   // NOLINTNEXTLINE(performance-unnecessary-value-param): kept until the writes end
@@ -118,6 +120,21 @@ class SnapshotRoom final : public AgentRoom {
   }
 
  private:
+  // The step the round's ranks reached: the number in a script's own beats, or the optimizer
+  // steps the automatic beats counted on top of the step the round loaded.
+  std::optional<int64_t> reached() const {
+    if (beats_ == nullptr) return std::nullopt;
+    std::optional<int64_t> step;
+    for (int r = 0; r < beats_->local_ranks(); ++r) {
+      const RankProgress& p = beats_->rank(r);
+      if (p.beats == 0) continue;
+      const int64_t v = progress_value(p) + (p.beats_itself ? 0 : desk_->loaded_step());
+      step = std::max(step.value_or(v), v);
+    }
+    return step;
+  }
+
+  const ProgressBeats* beats_ = nullptr;
   std::string directory_;  // the segments'
   std::unique_ptr<SnapshotDesk> desk_;
   std::string socket_path_;

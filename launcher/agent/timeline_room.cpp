@@ -7,6 +7,7 @@
 #include "agent/agent_rooms.hpp"
 #include "agent/agent_timeline.hpp"
 #include "agent/beat_sampler.hpp"
+#include "agent/snapshot_notes.hpp"
 
 namespace npu_run {
 namespace {
@@ -30,8 +31,11 @@ std::string files_text(const std::vector<std::string>& files) {
 
 class TimelineRoom final : public AgentRoom {
  public:
-  explicit TimelineRoom(const RoomContext& ctx)
-      : ctx_(ctx), timeline_(ctx.cfg.shape.nproc_per_node), sampler_(ctx.io) {}
+  TimelineRoom(const RoomContext& ctx, std::shared_ptr<const SnapshotNotes> snapshots)
+      : ctx_(ctx),
+        snapshots_(std::move(snapshots)),
+        timeline_(ctx.cfg.shape.nproc_per_node),
+        sampler_(ctx.io) {}
 
   void assigned(const Assignment& assignment) override {
     timeline_.new_round(assignment.rank_offset);
@@ -66,20 +70,24 @@ class TimelineRoom final : public AgentRoom {
       if (w->record_files.empty() || noted++ == kMaxRecordEvents) continue;
       timeline_.note(rdzv::TimelinePhase::kRecords, w->global_rank, files_text(w->record_files));
     }
+    if (const auto& r = snapshots_->restored)
+      timeline_.note(rdzv::TimelinePhase::kRestore, -1, r->detail, r->time_ms, r->step);
     timeline_.note(rdzv::TimelinePhase::kExited);
     report.timeline = timeline_.take(ctx_.beats);
   }
 
  private:
   RoomContext ctx_;
+  std::shared_ptr<const SnapshotNotes> snapshots_;  // the round's restore
   AgentTimeline timeline_;
   BeatSampler sampler_;  // after the timeline it samples into: it stops first
 };
 
 }  // namespace
 
-std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx) {
-  return std::make_unique<TimelineRoom>(ctx);
+std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx,
+                                         std::shared_ptr<const SnapshotNotes> snapshots) {
+  return std::make_unique<TimelineRoom>(ctx, std::move(snapshots));
 }
 
 }  // namespace npu_run

@@ -108,6 +108,18 @@ std::string records_list(const RunTimeline& run, uint64_t round, int cause_rank)
   return items.empty() ? "" : "<p>Records kept by the hang's dump:</p><ul>" + items + "</ul>";
 }
 
+// What the round after a failure loaded through npu_run_checkpoint (the nodes' kRestore events):
+// the step, from where, how long, and the steps the failure cost.
+std::string restores_after(const RunTimeline& run, uint64_t round) {
+  std::string items;
+  for (const rdzv::TimelineEvent& e : run.events) {
+    if (e.round != round + 1 || e.phase != rdzv::TimelinePhase::kRestore) continue;
+    items += fmt::format("<li>node {} ({}): step {} {}</li>", e.node, html_escape(e.host), e.step,
+                         html_escape(e.detail));
+  }
+  return items.empty() ? "" : fmt::format("<p>Round {} restored:</p><ul>{}</ul>", round + 1, items);
+}
+
 std::string cause_block(const RunTimeline& run, const RoundRecord& r) {
   const json c = r.decision.value("root_cause", json::object());
   std::string out = fmt::format("<h3>Round {}: node {} ({}), rank {}</h3><p>{}</p>", r.round,
@@ -123,7 +135,7 @@ std::string cause_block(const RunTimeline& run, const RoundRecord& r) {
   if (!stack.empty()) out += "<pre>" + html_escape(stack) + "</pre>";
   const std::string reason = r.decision.value("class_reason", "");
   if (!reason.empty()) out += "<p>" + html_escape(reason) + "</p>";
-  return out + records_list(run, r.round, c.value("rank", -1));
+  return out + records_list(run, r.round, c.value("rank", -1)) + restores_after(run, r.round);
 }
 
 std::string root_causes(const RunTimeline& run) {

@@ -77,7 +77,8 @@ TEST_CASE("snapshots: a worker SIGKILLed at step 37 resumes at 35 from memory, a
           "[integration][snapshots][pytorch]") {
   TempDir dir;
   const std::string clean = uninterrupted(dir);
-  std::vector<std::string> args = {"--nproc-per-node", "2", "--max-restarts", "1"};
+  std::vector<std::string> args = {
+      "--nproc-per-node", "2", "--max-restarts", "1", "--log-dir", dir.file("logs"), "--report"};
   for (const std::string& a : training(dir, "hit.json", {"--kill-rank", "1", "--kill-step", "37"}))
     args.push_back(a);
   NpuRunProcess job(args);
@@ -86,7 +87,26 @@ TEST_CASE("snapshots: a worker SIGKILLed at step 37 resumes at 35 from memory, a
   REQUIRE(f.exit_code == 0);
   CHECK_THAT(f.err, Contains("this round restores step 35 from memory: every rank holds step 35 "
                              "in memory"));
-  CHECK_THAT(f.err, Contains("every rank of this node (2) restored step 35 from memory"));
+  // Both ranks reached step 37 (rank 0's 38th waits for rank 1's gradients): 36 and 37 are redone.
+  CHECK_THAT(f.err, Contains("every rank of this node (2) restored step 35 from memory in ") &&
+                        Contains(" s; 2 steps redone (the round before reached 37)"));
+  // The timeline and the report say so too.
+  const fs::path run = fs::directory_iterator(dir.file("logs"))->path();
+  std::ifstream timeline(run / "timeline.json");
+  const auto events = nlohmann::json::parse(timeline)["events"];
+  size_t restores = 0;
+  for (const auto& e : events) {
+    if (e["phase"] != "restore") continue;
+    ++restores;
+    CHECK(e["round"] == 1);
+    CHECK(e["step"] == 35);
+    CHECK_THAT(e["detail"].get<std::string>(), Contains("from memory in "));
+  }
+  CHECK(restores == 1);
+  std::ifstream page(run / "report.html");
+  const std::string html((std::istreambuf_iterator<char>(page)), {});
+  CHECK_THAT(html, Contains("Round 1 restored:</p><ul><li>node 0 (") &&
+                       Contains("): step 35 from memory in "));
   const auto r = result(dir, "hit.json");
   CHECK(r["start"] == 36);
   CHECK(r["loaded"]["source"] == "memory");
@@ -219,7 +239,8 @@ TEST_CASE("snapshots: outside npu_run the module saves and loads the path itself
   const Finished f =
       python("import sys, os; sys.path.insert(0, '" + module +
                  "'); import torch, npu_run_checkpoint as c\n"
-                 "os.environ['RANK'] = '3'\n"
+                 "os.environ.pop('NPU_RUN_CHECKPOINT')  # run by npu_run, to be without it\n"
+          "os.environ['RANK'] = '3'\n"
                  "assert c.load('ck/r{rank}_s{step}.pt') is None\n"
                  "os.mkdir('ck')\n"
                  "for step in (5, 10, 15): c.save({'w': torch.ones(3) * step, 'step': step}, step, "

@@ -83,6 +83,13 @@ json SnapshotDesk::on_begin(uint64_t conversation, const json& request) {
   if (begun.segment == nullptr) return refusal(begun.refusal);
   const Segment segment = *begun.segment;
   const std::string file = file_of(segment.name);
+  if (!begun.recycled.empty()) {
+    if (::rename(file_of(begun.recycled).c_str(), file.c_str()) == 0) {
+      writing_[conversation] = segment.id;
+      return {{"ok", true}, {"file", file}};
+    }
+    remove_segments({begun.recycled});
+  }
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     const std::string why = std::strerror(errno);

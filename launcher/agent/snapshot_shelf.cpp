@@ -107,7 +107,12 @@ SnapshotShelf::Begun SnapshotShelf::begin(int rank, int64_t step, uint64_t estim
         size_text(budget_));
     return out;
   }
+  for (const uint64_t old : displaced) {
+    const Segment* s = find(old);
+    if (s->persisted && out.recycled.empty()) out.recycled = s->name;
+  }
   out.dropped = remove_if_dropped(displaced);
+  std::erase(out.dropped, out.recycled);
   const uint64_t id = next_id_++;
   segments_.push_back(Segment{id, rank, step, estimate, false,
                               fmt::format("rank{}_step{}_{}", rank, step, id), "", false});

@@ -42,6 +42,9 @@ class SnapshotShelf {
     const Segment* segment = nullptr;  // null: refused
     std::string refusal;
     std::vector<std::string> dropped;  // segment files to remove
+    // A dropped segment already on storage, to rename to the new one's name: its memory is
+    // faulted in already, which makes the copy into it about twice as fast. Empty: none.
+    std::string recycled;
   };
   Begun begin(int rank, int64_t step, uint64_t estimate);
   // The segment was written: `bytes` is its size. Refused (and gone: remove `dropped`) when it

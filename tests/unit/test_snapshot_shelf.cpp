@@ -45,8 +45,21 @@ TEST_CASE("shelf: two complete snapshots per rank, the oldest dropped by a new s
   // While 15 is written: 10 complete, 15 not.
   CHECK(memory_of(shelf, 0) == std::vector<int64_t>{10});
   CHECK(shelf.used() == 200);
+  CHECK(begun.recycled.empty());  // step 5 was never written to storage: not reused
   // A second save of the rank while one is written is refused.
   CHECK_THAT(shelf.begin(0, 20, 100).refusal, Contains("rank 0 is still saving step 15"));
+}
+
+TEST_CASE("shelf: a new save reuses a dropped segment once it is on storage, never before",
+          "[unit][snapshots]") {
+  SnapshotShelf shelf(1, 10'000, 0);
+  save(shelf, 0, 5);
+  save(shelf, 0, 10);
+  shelf.persisted(0, 5, "/ckpt/r0");
+  const SnapshotShelf::Begun begun = shelf.begin(0, 15, 100);
+  REQUIRE(begun.segment != nullptr);
+  CHECK(begun.recycled == "rank0_step5_1");
+  CHECK(begun.dropped.empty());
 }
 
 TEST_CASE("shelf: a save that dies in the middle leaves the rank's last complete one",

@@ -354,3 +354,10 @@ npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost
   ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1 --nodes 64
   TIMEOUT 180
   PASS "\\| beating, metrics scraped 10/s, report written \\([0-9]+ scrapes\\) \\| [0-9.]+ %.*\\| [0-9.]+ MB \\| [0-9.]+ MB \\| [0-9.]+ s \\|")
+
+# Smoke run of the snapshots' cost (torch 1.13, 10 MB, one save of each kind), so the script and
+# the module's restore path never rot.
+npu_run_bench_smoke("a checkpoint's cost: snapshots in memory against torch.save" snapshot_cost.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 10 --repeats 1
+  TIMEOUT 120
+  PASS "\\| \\*\\*200 MB/s shared FS \\+ fsync / npu_run\\*\\* \\| \\*\\*[0-9.]+x\\*\\* \\|")

@@ -100,6 +100,7 @@ def digest(model):
 
 def main():
     args = parse_args()
+    os.makedirs(os.path.dirname(os.path.abspath(args.path)), exist_ok=True)
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
     torch.manual_seed(0)

@@ -18,13 +18,13 @@
 namespace npu_run::net {
 
 namespace asio = boost::asio;
-using Local = asio::local::stream_protocol;
+using UnixStream = asio::local::stream_protocol;
 
 namespace {
 
 struct Conversation {
-  Conversation(Local::socket s, size_t max_line) : stream(std::move(s)), input(max_line + 1) {}
-  Local::socket stream;
+  Conversation(UnixStream::socket s, size_t max_line) : stream(std::move(s)), input(max_line + 1) {}
+  UnixStream::socket stream;
   asio::streambuf input;  // bounded: a line past max_line fails the read
   std::string output;
 };
@@ -43,20 +43,20 @@ struct LineSocket::Impl : std::enable_shared_from_this<Impl> {
     if (path.size() >= sizeof(sockaddr_un::sun_path))
       throw std::runtime_error(fmt::format("{}: too long for a socket's path", path));
     boost::system::error_code ec;
-    open_cloexec(listener, Local(), ec);
-    if (!ec) listener.bind(Local::endpoint(path), ec);
-    if (!ec) listener.listen(Local::acceptor::max_listen_connections, ec);
+    open_cloexec(listener, UnixStream(), ec);
+    if (!ec) listener.bind(UnixStream::endpoint(path), ec);
+    if (!ec) listener.listen(UnixStream::acceptor::max_listen_connections, ec);
     if (ec) throw std::runtime_error(fmt::format("{}: {}", path, ec.message()));
   }
 
   void start() {
     accepting = LocalAcceptLoop::start(listener, "npu_run snapshot socket",
-                                       [weak = weak_from_this()](Local::socket socket) {
+                                       [weak = weak_from_this()](UnixStream::socket socket) {
                                          if (auto self = weak.lock()) self->take(std::move(socket));
                                        });
   }
 
-  void take(Local::socket socket) {
+  void take(UnixStream::socket socket) {
     if (open.size() >= max_connections) return;  // busy: closed as it goes out of scope
     const uint64_t id = next_id++;
     auto conversation = std::make_shared<Conversation>(std::move(socket), max_line);
@@ -113,7 +113,7 @@ struct LineSocket::Impl : std::enable_shared_from_this<Impl> {
   Closed closed;
   size_t max_connections;
   size_t max_line;
-  Local::acceptor listener;
+  UnixStream::acceptor listener;
   std::shared_ptr<LocalAcceptLoop> accepting;
   std::map<uint64_t, std::shared_ptr<Conversation>> open;
   uint64_t next_id = 1;

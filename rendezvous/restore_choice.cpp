@@ -40,19 +40,18 @@ bool contains(const std::vector<int64_t>& steps, int64_t step) {
   return std::find(steps.begin(), steps.end(), step) != steps.end();
 }
 
-// The newest step every rank holds in the memory of its seat's agent, or -1.
-int64_t memory_step(const std::vector<SeatHolding>& seats, int world_size) {
-  const StepsOf memory = [](const SnapshotRange& r) -> const std::vector<int64_t>& {
-    return r.memory;
-  };
-  for (const int64_t step : candidates(seats, memory)) {
+// The newest step of `steps_of` that every rank of a world of `world_size` has, or -1. Memory
+// counts only where the seat's own agent holds the rank (`in_seat`); storage is anyone's to read.
+int64_t newest_common(const std::vector<SeatHolding>& seats, int world_size,
+                      const StepsOf& steps_of, bool in_seat) {
+  for (const int64_t step : candidates(seats, steps_of)) {
     std::vector<Interval> held;
     for (const SeatHolding& seat : seats) {
       if (seat.held == nullptr || seat.held->world_size != world_size) continue;
-      const int64_t lo = seat.rank_offset;
-      const int64_t hi = int64_t{seat.rank_offset} + seat.nproc - 1;
+      const int64_t lo = in_seat ? seat.rank_offset : 0;
+      const int64_t hi = in_seat ? int64_t{seat.rank_offset} + seat.nproc - 1 : world_size - 1;
       for (const SnapshotRange& range : seat.held->ranges) {
-        if (!contains(range.memory, step)) continue;
+        if (!contains(steps_of(range), step)) continue;
         const int64_t first = std::max<int64_t>(lo, range.first_rank);
         const int64_t last = std::min<int64_t>(hi, range.last_rank);
         if (first <= last) held.emplace_back(first, last);
@@ -63,23 +62,16 @@ int64_t memory_step(const std::vector<SeatHolding>& seats, int world_size) {
   return -1;
 }
 
-// The newest step that every rank of a world of `world_size` had written to storage by some
-// agent, or -1.
+int64_t memory_step(const std::vector<SeatHolding>& seats, int world_size) {
+  return newest_common(
+      seats, world_size,
+      [](const SnapshotRange& r) -> const std::vector<int64_t>& { return r.memory; }, true);
+}
+
 int64_t stored_step(const std::vector<SeatHolding>& seats, int world_size) {
-  const StepsOf stored = [](const SnapshotRange& r) -> const std::vector<int64_t>& {
-    return r.stored;
-  };
-  for (const int64_t step : candidates(seats, stored)) {
-    std::vector<Interval> held;
-    for (const SeatHolding& seat : seats) {
-      if (seat.held == nullptr || seat.held->world_size != world_size) continue;
-      for (const SnapshotRange& range : seat.held->ranges) {
-        if (contains(range.stored, step)) held.emplace_back(range.first_rank, range.last_rank);
-      }
-    }
-    if (covers(std::move(held), world_size)) return step;
-  }
-  return -1;
+  return newest_common(
+      seats, world_size,
+      [](const SnapshotRange& r) -> const std::vector<int64_t>& { return r.stored; }, false);
 }
 
 // The world the snapshots were taken in: the first seat's that holds any.

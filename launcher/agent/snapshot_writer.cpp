@@ -82,8 +82,7 @@ std::string publish(Descriptor& file, const std::string& temporary, const std::s
   return "";
 }
 
-}  // namespace
-
+// One write, as the thread does it; `stop` is read between chunks.
 SnapshotWritten write_snapshot(const SnapshotWrite& job, const std::atomic<bool>& stop) {
   SnapshotWritten out{job, "", false, 0, 0};
   const auto began = std::chrono::steady_clock::now();
@@ -109,6 +108,8 @@ SnapshotWritten write_snapshot(const SnapshotWrite& job, const std::atomic<bool>
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return out;
 }
+
+}  // namespace
 
 SnapshotWriter::SnapshotWriter(boost::asio::io_context& io,
                                std::function<void(const SnapshotWritten&)> done)

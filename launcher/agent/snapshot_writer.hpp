@@ -77,7 +77,4 @@ class SnapshotWriter {
   std::thread thread_;
 };
 
-// One write, as the thread does it; `stop` is read between chunks. Exposed for tests.
-SnapshotWritten write_snapshot(const SnapshotWrite& job, const std::atomic<bool>& stop);
-
 }  // namespace npu_run

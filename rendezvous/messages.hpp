@@ -56,7 +56,9 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 11: `npu_run status --dump`: status may ask for a dump, "collect" and "records".
 // 12: snapshots in the agents' memory: joins say what the agent holds, assignments the step the
 //     round restores.
-inline constexpr int kProtocolVersion = 12;
+// 13: copies of the snapshots on the next node's agent: joins say which copies an agent holds
+//     and its copy port, assignments where to copy and which ranks to fetch before loading.
+inline constexpr int kProtocolVersion = 13;
 
 // ---- agent -> server ----
 
@@ -228,6 +230,9 @@ struct Assigned {
   std::vector<std::string> health_notes{};
   // The step every rank of the round loads through npu_run_checkpoint.load, and from where.
   RestorePoint restore{};
+  // The next node's agent in the ring of node ranks, which keeps copies of this node's snapshots
+  // (port 0: none: one node, or an agent without a copy port).
+  CopyPeer copy_to{};
 };
 
 // A failure elsewhere: stop this node's workers, then Report.

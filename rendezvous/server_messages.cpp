@@ -27,7 +27,8 @@ json assigned_json(const Assigned& m) {
                              {"master_port", m.master_port},
                              {"peers", peers},
                              {"health_notes", m.health_notes},
-                             {"restore", restore_json(m.restore)}});
+                             {"restore", restore_json(m.restore)},
+                             {"copy_to", copy_peer_json(m.copy_to)}});
 }
 
 Assigned assigned_from(const Fields& f) {
@@ -52,6 +53,7 @@ Assigned assigned_from(const Fields& f) {
     m.health_notes.push_back(note.get<std::string>());
   }
   if (const json* restore = f.find("restore")) m.restore = restore_from(*restore);
+  if (const json* copy_to = f.find("copy_to")) m.copy_to = copy_peer_from(*copy_to);
   return m;
 }
 

@@ -24,6 +24,26 @@ struct SnapshotRange {
 struct HeldSnapshots {
   int world_size = 0;  // of the round the snapshots were taken in
   std::vector<SnapshotRange> ranges;
+  // Another node's ranks whose snapshots this agent holds copies of (the ring of copies,
+  // agent/snapshot_copy_server.hpp): only `memory` is used. Any rank of the world.
+  std::vector<SnapshotRange> copies{};
+  int copy_port =
+      0;  // where this agent takes copies and serves them (on its node's address); 0: none
+};
+
+// An agent's copy port, as its peers reach it.
+struct CopyPeer {
+  std::string host;  // for people
+  std::string addr;
+  int port = 0;  // 0: none
+};
+
+// Ranks of this node's seat that restore from a copy another agent holds: it fetches them
+// before its workers load (the seat's own agent lost them: a spare, or the node back anew).
+struct RestoreFetch {
+  int first_rank = 0;
+  int last_rank = 0;
+  CopyPeer from;
 };
 
 enum class RestoreSource { kNone, kMemory, kStorage };
@@ -34,15 +54,18 @@ enum class RestoreSource { kNone, kMemory, kStorage };
 struct RestorePoint {
   RestoreSource source = RestoreSource::kNone;
   int64_t step = -1;
-  std::string why;  // "every rank holds step 35 in memory"
+  std::string why;                    // "every rank holds step 35 in memory"
+  std::vector<RestoreFetch> fetch{};  // this node's ranks to fetch first (per node)
 };
 
 // One rank's snapshots as `npu_run status` shows them, carried with its beats: the newest step
-// complete in its agent's memory and on storage (-1: none), and the writes still to come.
+// complete in its agent's memory, on storage and copied to another node (-1: none), and the
+// writes still to come.
 struct RankSnapshot {
   int64_t memory = -1;
   int64_t stored = -1;
   int to_write = 0;
+  int64_t copied = -1;  // the newest step the next node's agent confirmed it holds a copy of
 };
 
 inline constexpr size_t kMaxHeldSteps = 8;  // per range and kind, on the wire

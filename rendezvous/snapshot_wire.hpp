@@ -11,6 +11,8 @@ json held_json(const HeldSnapshots& held);
 HeldSnapshots held_from(const json& j);
 json restore_json(const RestorePoint& point);
 RestorePoint restore_from(const json& j);
+json copy_peer_json(const CopyPeer& peer);
+CopyPeer copy_peer_from(const json& j);
 std::string_view restore_source_name(RestoreSource source);
 
 }  // namespace npu_run::rdzv

@@ -63,6 +63,7 @@
 #include "rendezvous/job_memory.hpp"
 #include "rendezvous/live_dumps.hpp"
 #include "rendezvous/messages.hpp"
+#include "rendezvous/restore_choice.hpp"
 #include "rendezvous/round_blame.hpp"
 #include "rendezvous/state_io.hpp"
 #include "rendezvous/timeline.hpp"
@@ -189,7 +190,8 @@ class RendezvousState {
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
   // The step the round's seats restore (rendezvous/restore_choice.hpp), from their joins.
-  RestorePoint restore_point(const std::vector<const Joiner*>& by_rank, int world_size) const;
+  RestoreChoice restore_point(const std::vector<const Joiner*>& by_rank, int world_size) const;
+  static CopyPeer copy_peer(const std::vector<const Joiner*>& by_rank, int node_rank);
   // ---- seats and spares (state_spares.cpp) ----
   // The ready joiners for `seats` node ranks: held seats kept, explicit ranks next, vacated
   // seats to the best spare, the rest by (host, arrival).

@@ -195,7 +195,9 @@ std::vector<Outgoing> RendezvousState::start_round() {
     offset += j.join.node.nproc;
     peers_wanted = peers_wanted || j.join.want_peers;
   }
-  const RestorePoint restore = restore_point(by_rank, offset);
+  const RestoreChoice restore = restore_point(by_rank, offset);
+  std::vector<CopyPeer> copy_ports;  // by node rank (before the loop below erases the joiners)
+  for (int rank = 0; rank < n; ++rank) copy_ports.push_back(copy_peer(by_rank, rank));
   std::vector<PeerInfo> peers;
   if (peers_wanted) {
     for (const Member& m : members_) peers.push_back(PeerInfo{m.node_rank, m.rank_offset, m.node});
@@ -205,11 +207,14 @@ std::vector<Outgoing> RendezvousState::start_round() {
   out.reserve(members_.size());
   for (const Member& m : members_) {
     const bool wants = by_rank[m.node_rank]->join.want_peers;
+    RestorePoint point = restore.point;
+    point.fetch = restore.fetch[static_cast<size_t>(m.node_rank)];
     out.push_back(
         Outgoing{{m.id},
                  Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
                           members_[0].node.addr, members_[0].node.worker_port,
-                          wants ? peers : std::vector<PeerInfo>{}, health_notes_, restore},
+                          wants ? peers : std::vector<PeerInfo>{}, health_notes_, std::move(point),
+                          copy_ports[static_cast<size_t>((m.node_rank + 1) % n)]},
                  false});
     pending_.erase(m.id);
   }
@@ -230,17 +235,25 @@ std::vector<Outgoing> RendezvousState::start_round() {
   return out;
 }
 
-RestorePoint RendezvousState::restore_point(const std::vector<const Joiner*>& by_rank,
-                                            int world_size) const {
+RestoreChoice RendezvousState::restore_point(const std::vector<const Joiner*>& by_rank,
+                                             int world_size) const {
   std::vector<SeatHolding> seats;
   int offset = 0;
   for (size_t rank = 0; rank < by_rank.size(); ++rank) {
     const Join& join = by_rank[rank]->join;
     seats.push_back(SeatHolding{static_cast<int>(rank), offset, join.node.nproc, join.node.host,
-                                join.snapshots ? &*join.snapshots : nullptr});
+                                join.snapshots ? &*join.snapshots : nullptr, join.node.addr});
     offset += join.node.nproc;
   }
   return choose_restore(seats, world_size);
+}
+
+// The copy port of the seat `node_rank`'s agent: the next one in the ring keeps a node's copies.
+// None for a node alone (it would be its own), or an agent without one.
+CopyPeer RendezvousState::copy_peer(const std::vector<const Joiner*>& by_rank, int node_rank) {
+  const Join& join = by_rank[static_cast<size_t>(node_rank)]->join;
+  if (by_rank.size() < 2 || !join.snapshots || join.snapshots->copy_port == 0) return {};
+  return CopyPeer{join.node.host, join.node.addr, join.snapshots->copy_port};
 }
 
 std::vector<int> RendezvousState::missing_node_ranks() const {

@@ -179,7 +179,8 @@ json to_json(const RankBeat& b) {
   if (b.snapshot) {
     j["snapshot"] = {{"memory", b.snapshot->memory},
                      {"stored", b.snapshot->stored},
-                     {"to_write", b.snapshot->to_write}};
+                     {"to_write", b.snapshot->to_write},
+                     {"copied", b.snapshot->copied}};
   }
   return j;
 }
@@ -195,7 +196,8 @@ RankBeat beat_from(const json& j) {
     const Fields s(f.object("snapshot"), "rank snapshot");
     b.snapshot =
         RankSnapshot{s.integer("memory", -1, INT64_MAX), s.integer("stored", -1, INT64_MAX),
-                     static_cast<int>(s.integer("to_write", 0, 1'000'000))};
+                     static_cast<int>(s.integer("to_write", 0, 1'000'000)),
+                     s.find("copied") ? s.integer("copied", -1, INT64_MAX) : -1};
   }
   return b;
 }

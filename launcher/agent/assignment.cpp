@@ -16,6 +16,7 @@ Assignment to_assignment(const rdzv::Assigned& a, const std::string& host) {
   out.peers = a.peers;
   out.health_notes = a.health_notes;
   out.restore = a.restore;
+  out.copy_to = a.copy_to;
   return out;
 }
 

@@ -32,6 +32,7 @@ struct Assignment {
   std::string socket_ifname;
   // The step npu_run_checkpoint.load restores this round, and from where (the same on every node).
   rdzv::RestorePoint restore;
+  rdzv::CopyPeer copy_to{};  // the ring's next agent, for copies of the snapshots
 };
 
 // Turns the server's answer into the agent's Assignment.

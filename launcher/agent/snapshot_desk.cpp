@@ -36,19 +36,31 @@ std::optional<int64_t> number(const json& request, const char* key, int64_t min)
 }  // namespace
 
 SnapshotDesk::SnapshotDesk(boost::asio::io_context& io, std::string directory, int nproc,
-                           uint64_t budget, int keep, std::shared_ptr<SnapshotNotes> notes)
+                           uint64_t budget, int keep, std::shared_ptr<SnapshotNotes> notes,
+                           std::optional<CopySettings> copies)
     : directory_(std::move(directory)),
       shelf_(nproc, budget, keep),
       notes_(std::move(notes)),
       to_write_(static_cast<size_t>(nproc), 0),
+      io_(io),
+      fetching_(static_cast<size_t>(nproc)),
+      copied_(static_cast<size_t>(nproc), -1),
       writer_(
-          std::make_unique<SnapshotWriter>(io, [this](const SnapshotWritten& w) { written(w); })) {}
+          std::make_unique<SnapshotWriter>(io, [this](const SnapshotWritten& w) { written(w); })) {
+  if (!copies || budget == 0) return;
+  copy_server_ = std::make_unique<SnapshotCopyServer>(io, *this, copies->key, copies->run_id);
+  copy_client_ = std::make_unique<SnapshotCopyClient>(
+      io, copies->key, copies->run_id,
+      [this](const SnapshotCopyClient::Copy& c, const std::string& error) { copy_sent(c, error); });
+}
 
 SnapshotDesk::~SnapshotDesk() {
+  copy_client_.reset();  // no callback after this
+  copy_server_.reset();
   writer_.reset();  // its thread reads the segments
 }
 
-std::string SnapshotDesk::answer(uint64_t conversation, const std::string& line) {
+std::optional<std::string> SnapshotDesk::answer(uint64_t conversation, const std::string& line) {
   const json request = json::parse(line, nullptr, false);
   if (!request.is_object() || !request.contains("op") || !request["op"].is_string())
     return refusal("expected a JSON object with an \"op\"").dump();
@@ -59,7 +71,10 @@ std::string SnapshotDesk::answer(uint64_t conversation, const std::string& line)
     closed(conversation);
     return json{{"ok", true}}.dump();
   }
-  if (op == "restore") return on_restore(request).dump();
+  if (op == "restore") {
+    const std::optional<json> now = on_restore(conversation, request);
+    return now ? std::optional<std::string>(now->dump()) : std::nullopt;
+  }
   if (op == "restored") return on_restored(request).dump();
   return refusal("unknown op '" + op.substr(0, 32) + "'").dump();
 }
@@ -79,12 +94,16 @@ json SnapshotDesk::on_begin(uint64_t conversation, const json& request) {
   }
   SnapshotShelf::Begun begun =
       shelf_.begin(static_cast<int>(*rank), *step, static_cast<uint64_t>(*bytes));
+  // The node's own snapshots come first: other nodes' copies make room for them.
+  while (begun.segment == nullptr && begun.dropped.empty() && make_room(*bytes))
+    begun = shelf_.begin(static_cast<int>(*rank), *step, static_cast<uint64_t>(*bytes));
   remove_segments(begun.dropped);
   if (begun.segment == nullptr) return refusal(begun.refusal);
   const Segment segment = *begun.segment;
   const std::string file = file_of(segment.name);
   if (!begun.recycled.empty()) {
-    if (::rename(file_of(begun.recycled).c_str(), file.c_str()) == 0) {
+    // One still being sent to another node keeps its bytes: it is removed, not reused.
+    if (!pinned(begun.recycled) && ::rename(file_of(begun.recycled).c_str(), file.c_str()) == 0) {
       writing_[conversation] = segment.id;
       return {{"ok", true}, {"file", file}};
     }
@@ -123,21 +142,35 @@ json SnapshotDesk::on_commit(uint64_t conversation, const json& request) {
   const int rank = done.rank;
   if (!writer_->write(SnapshotWrite{rank, done.step, file_of(done.name), done.path}))
     ++to_write_[static_cast<size_t>(rank)];
+  copy_out(done);
   note(rank);
   return {{"ok", true}};
 }
 
-json SnapshotDesk::on_restore(const json& request) const {
+std::optional<json> SnapshotDesk::on_restore(uint64_t conversation, const json& request) {
   const auto rank = number(request, "rank", 0);
   if (!rank || *rank >= shelf_.nproc()) return refusal("restore needs this node's local rank");
+  Fetching& fetch = fetching_[static_cast<size_t>(*rank)];
+  if (fetch.pending) {  // answered once the copy is here (fetched())
+    fetch.waiting.push_back(conversation);
+    return std::nullopt;
+  }
+  return restore_answer(static_cast<int>(*rank));
+}
+
+json SnapshotDesk::restore_answer(int rank) const {
+  const std::string& failed = fetching_[static_cast<size_t>(rank)].failed;
+  if (!failed.empty()) {  // the step is the round's; its file is the one left to read
+    return {{"ok", true}, {"source", "storage"}, {"step", restore_.step}, {"why", failed}};
+  }
   json out{{"ok", true},
            {"source", std::string(rdzv::restore_source_name(restore_.source))},
            {"step", restore_.step},
            {"why", restore_.why}};
   if (restore_.source != rdzv::RestoreSource::kMemory) return out;
-  const Segment* segment = shelf_.complete(static_cast<int>(*rank), restore_.step);
+  const Segment* segment = shelf_.complete(rank, restore_.step);
   if (segment == nullptr) {  // the rendezvous chose it from this agent's word: never, but safe
-    spdlog::error("local rank {} holds no snapshot of step {}, which the round restores", *rank,
+    spdlog::error("local rank {} holds no snapshot of step {}, which the round restores", rank,
                   restore_.step);
     return refusal("this agent lost the step the round restores");
   }
@@ -207,6 +240,7 @@ void SnapshotDesk::note(int rank) {
   rdzv::RankSnapshot& n = notes_->ranks[static_cast<size_t>(rank)];
   n = shelf_.note(rank);
   n.to_write = to_write_[static_cast<size_t>(rank)];
+  n.copied = copied_[static_cast<size_t>(rank)];
   ++notes_->changes;
 }
 

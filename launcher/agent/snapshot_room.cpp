@@ -13,6 +13,8 @@
 
 #include "agent/agent_rooms.hpp"
 #include "agent/checkpoint_module_source.hpp"
+#include "agent/copy_stream.hpp"
+#include "agent/rendezvous_settings.hpp"
 #include "agent/snapshot_desk.hpp"
 #include "net/line_socket.hpp"
 #include "workers/escaped_processes.hpp"
@@ -42,6 +44,13 @@ std::string write_module(const std::string& agent_directory) {
   return directory;
 }
 
+// The ring of copies needs other nodes; its key comes from the job's token (agent/copy_stream.hpp).
+std::optional<SnapshotDesk::CopySettings> copy_settings(const LaunchConfig& cfg) {
+  if (!cfg.shape.multi_node()) return std::nullopt;
+  return SnapshotDesk::CopySettings{copy_key(token_value(cfg.rendezvous.token)),
+                                    cfg.rendezvous.run_id};
+}
+
 void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
   spec.env[name] = value;
   spec.contract_env[name] = value;
@@ -55,7 +64,8 @@ class SnapshotRoom final : public AgentRoom {
       directory_ = make_segment_directory(agent_mark());
       const uint64_t budget = snapshot_budget(ctx.cfg.snapshots, directory_);
       desk_ = std::make_unique<SnapshotDesk>(ctx.io, directory_, ctx.cfg.shape.nproc_per_node,
-                                             budget, ctx.cfg.snapshots.keep, std::move(notes));
+                                             budget, ctx.cfg.snapshots.keep, std::move(notes),
+                                             copy_settings(ctx.cfg));
       socket_path_ = ctx.beats->directory() + "/snapshots";
       socket_ = std::make_unique<net::LineSocket>(
           ctx.io, socket_path_,
@@ -64,6 +74,9 @@ class SnapshotRoom final : public AgentRoom {
           },
           [desk = desk_.get()](uint64_t id) { desk->closed(id); },
           4 * static_cast<size_t>(ctx.cfg.shape.nproc_per_node) + 8, kMaxLine);
+      desk_->set_reply([socket = socket_.get()](uint64_t id, const std::string& line) {
+        socket->reply(id, line);
+      });
       module_directory_ = write_module(ctx.beats->directory());
       spdlog::debug("snapshots in memory: up to {} in {}", size_text(budget), directory_);
     } catch (const std::exception& e) {
@@ -83,15 +96,16 @@ class SnapshotRoom final : public AgentRoom {
 
   void listen(Rendezvous::Handlers& handlers) override {
     handlers.snapshots = [this]() -> std::optional<rdzv::HeldSnapshots> {
-      if (!desk_ || world_size_ == 0) return std::nullopt;
-      return desk_->held(rank_offset_, world_size_);
+      if (!desk_) return std::nullopt;
+      return desk_->held();
     };
   }
 
   void assigned(const Assignment& assignment) override {
-    rank_offset_ = assignment.rank_offset;
-    world_size_ = assignment.world_size;
-    if (desk_) desk_->restore(assignment.restore);
+    if (desk_) {
+      desk_->assigned(assignment.rank_offset, assignment.world_size, assignment.restore,
+                      assignment.copy_to);
+    }
   }
 
   void starting(std::vector<WorkerSpec>& specs) override {
@@ -140,8 +154,6 @@ class SnapshotRoom final : public AgentRoom {
   std::string socket_path_;
   std::unique_ptr<net::LineSocket> socket_;
   std::string module_directory_;
-  int rank_offset_ = 0;
-  int world_size_ = 0;  // of the last round assigned; 0 before the first
 };
 
 }  // namespace

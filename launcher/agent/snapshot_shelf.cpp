@@ -99,11 +99,12 @@ SnapshotShelf::Begun SnapshotShelf::begin(int rank, int64_t step, uint64_t estim
   uint64_t freed = 0;
   for (const uint64_t id : displaced) freed += find(id)->bytes;
   const uint64_t in_use = used() - freed;
-  if (estimate > budget_ || in_use > budget_ - estimate) {
+  const uint64_t budget = own_budget();
+  if (estimate > budget || in_use > budget - estimate) {
     out.refusal = fmt::format(
         "the snapshot of local rank {} at step {} needs about {}, and the node's snapshot memory "
         "has {} free of {} (--checkpoint-memory)",
-        rank, step, size_text(estimate), size_text(budget_ - std::min(in_use, budget_)),
+        rank, step, size_text(estimate), size_text(budget - std::min(in_use, budget)),
         size_text(budget_));
     return out;
   }
@@ -129,11 +130,12 @@ SnapshotShelf::Begun SnapshotShelf::commit(uint64_t id, uint64_t bytes, std::str
     return out;
   }
   const uint64_t others = used() - it->bytes;
-  if (bytes > budget_ || others > budget_ - bytes) {
+  const uint64_t budget = own_budget();
+  if (bytes > budget || others > budget - bytes) {
     out.refusal = fmt::format(
         "the snapshot of local rank {} at step {} came to {}, more than the node's snapshot "
         "memory has free ({} of {}, --checkpoint-memory)",
-        it->rank, it->step, size_text(bytes), size_text(budget_ - std::min(others, budget_)),
+        it->rank, it->step, size_text(bytes), size_text(budget - std::min(others, budget)),
         size_text(budget_));
     out.dropped = remove_if_dropped({id});
     return out;

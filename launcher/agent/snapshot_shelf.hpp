@@ -9,6 +9,7 @@
 // does not fit is refused (the worker then writes the path itself) and drops nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -69,6 +70,10 @@ class SnapshotShelf {
   std::optional<rdzv::HeldSnapshots> held(int rank_offset, int world_size) const;
   uint64_t used() const;
   uint64_t budget() const { return budget_; }
+  // Bytes of the budget other nodes' copies take (agent/copy_ledger.hpp): not the ranks' own.
+  void lend(uint64_t bytes) { lent_ = bytes; }
+  // What is left for another segment or copy.
+  uint64_t room() const { return budget_ - std::min(budget_, used() + lent_); }
   int nproc() const { return nproc_; }
 
  private:
@@ -81,8 +86,11 @@ class SnapshotShelf {
   std::vector<std::string> remove_if_dropped(const std::vector<uint64_t>& ids);
   std::vector<uint64_t> displaced_by(int rank, int64_t step) const;
 
+  uint64_t own_budget() const { return budget_ - std::min(lent_, budget_); }
+
   int nproc_;
   uint64_t budget_;
+  uint64_t lent_ = 0;
   int keep_;
   uint64_t next_id_ = 1;
   std::vector<Segment> segments_;

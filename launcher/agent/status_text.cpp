@@ -47,10 +47,11 @@ std::string health_lines(const NodeVerdict& v) {
   return out;
 }
 
-// "; snapshot: step 50 in memory, 45 on storage, 1 to write"
+// "; snapshot: step 50 in memory, 50 copied to the next node, 45 on storage, 1 to write"
 std::string snapshot_text(const rdzv::RankSnapshot& s) {
   std::vector<std::string> parts;
   if (s.memory >= 0) parts.push_back(fmt::format("step {} in memory", s.memory));
+  if (s.copied >= 0) parts.push_back(fmt::format("{} copied to the next node", s.copied));
   if (s.stored >= 0) parts.push_back(fmt::format("{} on storage", s.stored));
   if (s.to_write > 0) parts.push_back(fmt::format("{} to write", s.to_write));
   return fmt::format("; snapshot: {}", fmt::join(parts, ", "));

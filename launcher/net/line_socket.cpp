@@ -74,8 +74,9 @@ struct LineSocket::Impl : std::enable_shared_from_this<Impl> {
           std::string line(asio::buffers_begin(c->input.data()),
                            asio::buffers_begin(c->input.data()) + static_cast<long>(length) - 1);
           c->input.consume(length);
-          c->output = self->answer(id, line) + "\n";
-          if (!self->open.count(id)) return;  // the handler ended it
+          std::optional<std::string> reply = self->answer(id, line);
+          if (!self->open.count(id) || !reply) return;  // the handler ended it, or answers later
+          c->output = std::move(*reply) + "\n";
           self->write(id, c);
         });
   }
@@ -132,6 +133,13 @@ LineSocket::~LineSocket() {
 
 size_t LineSocket::connections() const {
   return impl_->open.size();
+}
+
+void LineSocket::reply(uint64_t id, const std::string& line) {
+  const auto it = impl_->open.find(id);
+  if (it == impl_->open.end()) return;
+  it->second->output = line + "\n";
+  impl_->write(id, it->second);
 }
 
 }  // namespace npu_run::net

@@ -1,8 +1,9 @@
 // A Unix stream socket that converses: each connection sends request lines and gets one answer
-// line for each, from a handler on the loop, until it closes; the handler hears the close too, so
-// that what a connection began can be undone when its process dies in the middle (a worker's
-// snapshot, agent/snapshot_room.cpp). Bounded: at most `max_connections` at a time (more are
-// closed at once) and lines of at most `max_line` bytes (a longer one closes its connection).
+// line for each, from a handler on the loop (at once, or later through reply() when the answer
+// waits on something, such as a copy still being fetched), until it closes; the handler hears the
+// close too, so that what a connection began can be undone when its process dies in the middle (a
+// worker's snapshot, agent/snapshot_room.cpp). Bounded: at most `max_connections` at a time (more
+// are closed at once) and lines of at most `max_line` bytes (a longer one closes its connection).
 // Every descriptor is close-on-exec; connections are taken by net::LocalAcceptLoop.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace boost::asio {
@@ -20,8 +22,9 @@ namespace npu_run::net {
 
 class LineSocket {
  public:
-  // The answer to one line of connection `id` (without its newline; one is added).
-  using Answer = std::function<std::string(uint64_t id, const std::string& line)>;
+  // The answer to one line of connection `id` (without its newline; one is added); nullopt: it
+  // comes later, through reply(), and the connection reads nothing more until then.
+  using Answer = std::function<std::optional<std::string>(uint64_t id, const std::string& line)>;
   // Connection `id` is gone (closed by its peer, cut for a bad line, or by the destructor).
   using Closed = std::function<void(uint64_t id)>;
 
@@ -33,6 +36,8 @@ class LineSocket {
   LineSocket& operator=(const LineSocket&) = delete;
 
   size_t connections() const;
+  // The answer held back for connection `id`; nothing if it is gone.
+  void reply(uint64_t id, const std::string& line);
 
  private:
   struct Impl;

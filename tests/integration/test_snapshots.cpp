@@ -196,6 +196,50 @@ TEST_CASE("snapshots: two nodes, a worker lost on node 1, both restore from memo
   require_no_strays(*n1);
 }
 
+TEST_CASE("snapshots: a node lost, the spare in its seat restores its rank from the copy",
+          "[integration][snapshots][pytorch][multi-node][spares]") {
+  TempDir dir;
+  // Slow steps, so that the copy of a snapshot is on node 0 well before the next one begins.
+  const std::vector<std::string> pace = {"--steps", "40", "--step-seconds", "0.2"};
+  std::vector<std::string> clean_args = {"--nproc-per-node", "2"};
+  for (const std::string& a : training(dir, "clean.json", {"--steps", "40"}))
+    clean_args.push_back(a);
+  REQUIRE(run_npu_run(clean_args, {}, 120s).exit_code == 0);
+  const std::string clean = result(dir, "clean.json")["digest"].get<std::string>();
+  const int port = unused_port();
+  std::string command = "exec " + test_python();
+  for (const std::string& a : training(dir, "spare.json", pace)) command += " '" + a + "'";
+  const auto node = [&](int rank, const std::string& host) {
+    return start_node(port, 2, 1, command,
+                      {"--node-rank", std::to_string(rank), "--spares", "1", "--max-restarts", "0"},
+                      {{kHostNameVariable, host}});
+  };
+  auto n0 = node(0, "host-a");
+  n0->wait_for_output("rendezvous server on", 1, 20s, true);
+  auto n1 = node(1, "host-b");
+  auto spare = node(2, "host-c");
+  spare->wait_for_output("standing by as a spare", 1, 30s, true);
+  const std::string written = dir.file("ckpt_spare.json") + "/rank1_step10.pt";
+  for (const auto until = std::chrono::steady_clock::now() + 60s;
+       !fs::exists(written) && std::chrono::steady_clock::now() < until;)
+    ::usleep(20'000);
+  REQUIRE(fs::exists(written));
+  n1->send_signal(SIGKILL);  // its worker dies with it; its memory is gone
+  const auto done = NpuRunProcess::wait_all({n0.get(), spare.get()}, 120s);
+  INFO(done[0].err << "\n---- spare ----\n" << done[1].err);
+  for (const Finished& f : done) CHECK(f.exit_code == 0);
+  CHECK_THAT(done[1].err, Contains("local rank 0 fetches step 10 from the copy on host-a"));
+  CHECK_THAT(done[1].err, Contains("every rank of this node (1) restored step 10 from memory"));
+  CHECK_THAT(done[0].err, Contains("this round restores step 10 from memory: every rank holds "
+                                   "step 10 in memory, 1 of them as a copy on another node"));
+  const auto r = result(dir, "spare.json");
+  CHECK(r["loaded"]["source"] == "memory");
+  CHECK(r["loaded"]["step"] == 10);
+  CHECK(r["digest"] == clean);
+  require_no_strays(*n0);
+  require_no_strays(*spare);
+}
+
 TEST_CASE(
     "snapshots: npu_run status shows each rank's, and an agent SIGKILLed leaves no segment "
     "in /dev/shm",
@@ -240,7 +284,7 @@ TEST_CASE("snapshots: outside npu_run the module saves and loads the path itself
       python("import sys, os; sys.path.insert(0, '" + module +
                  "'); import torch, npu_run_checkpoint as c\n"
                  "os.environ.pop('NPU_RUN_CHECKPOINT')  # run by npu_run, to be without it\n"
-          "os.environ['RANK'] = '3'\n"
+                 "os.environ['RANK'] = '3'\n"
                  "assert c.load('ck/r{rank}_s{step}.pt') is None\n"
                  "os.mkdir('ck')\n"
                  "for step in (5, 10, 15): c.save({'w': torch.ones(3) * step, 'step': step}, step, "

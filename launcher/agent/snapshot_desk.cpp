@@ -193,6 +193,11 @@ json SnapshotDesk::on_restored(const json& request) {
 // Every local rank loaded: one line, and the timeline's event.
 void SnapshotDesk::restored_all() {
   std::string detail = fmt::format("from {} in {:.2f} s", loaded_from_, slowest_restore_);
+  if (fetched_ranks_ > 0) {
+    detail += fmt::format(" after {} fetched from another node's copy in {:.2f} s",
+                          fetched_ranks_ == 1 ? "1 rank" : fmt::format("{} ranks", fetched_ranks_),
+                          slowest_fetch_);
+  }
   if (reached_ && loaded_step_ >= 0) {
     detail += fmt::format("; {} steps redone (the round before reached {})",
                           std::max<int64_t>(0, *reached_ - loaded_step_), *reached_);
@@ -221,6 +226,8 @@ void SnapshotDesk::restore(const rdzv::RestorePoint& point) {
   restore_ = point;
   restored_ranks_ = 0;
   slowest_restore_ = 0;
+  fetched_ranks_ = 0;
+  slowest_fetch_ = 0;
   loaded_step_ = -1;
   loaded_from_.clear();
   notes_->restored.reset();

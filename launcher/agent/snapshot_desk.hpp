@@ -17,6 +17,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -97,6 +98,7 @@ class SnapshotDesk final : public CopyKeeper {
     bool pending = false;
     std::string failed;             // why it failed: the rank loads the step from storage
     std::vector<uint64_t> waiting;  // restore conversations answered when it ends
+    std::chrono::steady_clock::time_point began{};
   };
   json on_begin(uint64_t conversation, const json& request);
   json on_commit(uint64_t conversation, const json& request);
@@ -128,6 +130,8 @@ class SnapshotDesk final : public CopyKeeper {
   std::map<uint64_t, uint64_t> writing_;  // conversation -> the segment it began
   int restored_ranks_ = 0;                // this round, for one line once all are in
   double slowest_restore_ = 0;
+  int fetched_ranks_ = 0;  // this round, from other nodes' copies
+  double slowest_fetch_ = 0;
   int64_t loaded_step_ = -1;  // what this round's ranks said they loaded
   std::string loaded_from_;
   std::optional<int64_t> reached_;  // by the round before

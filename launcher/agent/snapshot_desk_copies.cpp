@@ -140,6 +140,7 @@ void SnapshotDesk::fetch_one(const rdzv::CopyPeer& from, int rank) {
   if (begun.segment == nullptr) return give_up(begun.refusal);
   const uint64_t id = begun.segment->id;
   state.pending = true;
+  state.began = std::chrono::steady_clock::now();
   spdlog::info("local rank {} fetches step {} from the copy on {} ({}:{})", rank, restore_.step,
                from.host, from.addr, from.port);
   copy_client_->fetch(from, rank_offset_ + rank, restore_.step,
@@ -166,7 +167,11 @@ void SnapshotDesk::fetched(int rank, uint64_t id, const std::string& error, uint
     state.failed = fmt::format("its step {} could not be fetched: {}", restore_.step, state.failed);
     spdlog::warn("local rank {}: {}; it loads that step from storage", rank, state.failed);
   } else {
-    spdlog::info("local rank {} fetched step {} ({})", rank, restore_.step, size_text(bytes));
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - state.began;
+    ++fetched_ranks_;
+    slowest_fetch_ = std::max(slowest_fetch_, took.count());
+    spdlog::info("local rank {} fetched step {} ({}, {:.2f} s)", rank, restore_.step,
+                 size_text(bytes), took.count());
   }
   note(rank);
   const std::string answer = restore_answer(rank).dump();

@@ -210,9 +210,12 @@ TEST_CASE("snapshots: a node lost, the spare in its seat restores its rank from 
   std::string command = "exec " + test_python();
   for (const std::string& a : training(dir, "spare.json", pace)) command += " '" + a + "'";
   const auto node = [&](int rank, const std::string& host) {
+    // A TMPDIR of its own: `npu_run status` asks node 0's agent only.
+    const std::string tmp = dir.file("tmp" + std::to_string(rank));
+    fs::create_directories(tmp);
     return start_node(port, 2, 1, command,
                       {"--node-rank", std::to_string(rank), "--spares", "1", "--max-restarts", "0"},
-                      {{kHostNameVariable, host}});
+                      {{kHostNameVariable, host}, {"TMPDIR", tmp}});
   };
   auto n0 = node(0, "host-a");
   n0->wait_for_output("rendezvous server on", 1, 20s, true);
@@ -224,12 +227,19 @@ TEST_CASE("snapshots: a node lost, the spare in its seat restores its rank from 
        !fs::exists(written) && std::chrono::steady_clock::now() < until;)
     ::usleep(20'000);
   REQUIRE(fs::exists(written));
+  // Node 0's status: its rank's snapshot is on node 1 too.
+  const Finished status = run_npu_run({"status", "--json"}, {{"TMPDIR", dir.file("tmp0")}}, 30s);
+  INFO(status.out << status.err);
+  const auto ranks = nlohmann::json::parse(status.out)["nodes"][0]["ranks"];
+  REQUIRE(ranks.size() == 1);
+  CHECK(ranks[0]["snapshot"]["copied"].get<int64_t>() >= 5);
   n1->send_signal(SIGKILL);  // its worker dies with it; its memory is gone
   const auto done = NpuRunProcess::wait_all({n0.get(), spare.get()}, 120s);
   INFO(done[0].err << "\n---- spare ----\n" << done[1].err);
   for (const Finished& f : done) CHECK(f.exit_code == 0);
   CHECK_THAT(done[1].err, Contains("local rank 0 fetches step 10 from the copy on host-a"));
-  CHECK_THAT(done[1].err, Contains("every rank of this node (1) restored step 10 from memory"));
+  CHECK_THAT(done[1].err, Contains("every rank of this node (1) restored step 10 from memory") &&
+                              Contains("after 1 rank fetched from another node's copy in "));
   CHECK_THAT(done[0].err, Contains("this round restores step 10 from memory: every rank holds "
                                    "step 10 in memory, 1 of them as a copy on another node"));
   const auto r = result(dir, "spare.json");

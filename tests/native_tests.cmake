@@ -105,7 +105,8 @@ function(npu_run_e2e_test title script timeout lock)
 endfunction()
 npu_run_e2e_test("PyTorch DDP across two network namespaces" netns_ddp.sh 300 netns)
 npu_run_e2e_test("Slurm jobs on a real two-node test cluster" slurm_e2e.sh 400 slurm)
-# Hot spares: a node of a DDP job killed and cut off, its seat taken by the spare.
+# Hot spares: a node of a DDP job killed and cut off, its seat taken by the spare, which restores
+# the lost node's ranks from the copy of their snapshots on node 0.
 npu_run_e2e_test("a spare takes a lost node's seat in DDP across network namespaces"
                  netns_spare_ddp.sh 300 netns)
 # The etcd rendezvous: the leader etcd elected is killed and cut off, another leads, DDP goes on.

@@ -358,6 +358,13 @@ npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost
 
 # Smoke run of the snapshots' cost (torch 1.13, 10 MB, one save of each kind), so the script and
 # the module's restore path never rot.
+# Goodput under faults (torch 1.13 here; the benchmark's figures are 2.14's): a few seconds each.
+npu_run_bench_smoke("goodput under faults: snapshots in memory against torchrun's torch.save"
+  goodput.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --torch 1.13 --duration 12 --fault-every 5 --state-mb 5
+       --ideal-seconds 3
+  TIMEOUT 180
+  PASS "\\| npu_run, npu_run_checkpoint in memory \\| [0-9]+ steps \\| [0-9.]+ s \\| [1-9]")
 npu_run_bench_smoke("a checkpoint's cost: snapshots in memory against torch.save" snapshot_cost.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 10 --repeats 1
   TIMEOUT 120

@@ -42,7 +42,6 @@ SnapshotDesk::SnapshotDesk(boost::asio::io_context& io, std::string directory, i
       shelf_(nproc, budget, keep),
       notes_(std::move(notes)),
       to_write_(static_cast<size_t>(nproc), 0),
-      io_(io),
       fetching_(static_cast<size_t>(nproc)),
       copied_(static_cast<size_t>(nproc), -1),
       writer_(

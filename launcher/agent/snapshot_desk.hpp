@@ -135,7 +135,6 @@ class SnapshotDesk final : public CopyKeeper {
   int64_t loaded_step_ = -1;  // what this round's ranks said they loaded
   std::string loaded_from_;
   std::optional<int64_t> reached_;  // by the round before
-  boost::asio::io_context& io_;
   int rank_offset_ = 0;
   int world_size_ = 0;  // of the last round assigned; 0 before the first
   CopyLedger copies_;

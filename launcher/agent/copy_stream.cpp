@@ -62,20 +62,34 @@ void CopyStream::connect(
     std::function<void(const std::string&, std::shared_ptr<CopyStream>)> done) {
   auto resolver = std::make_shared<tcp::resolver>(io);
   auto socket = std::make_shared<tcp::socket>(io);
+  // A peer whose packets are dropped would keep a connect waiting for the kernel's SYN retries
+  // (minutes): the stall bounds the resolve and the connect together.
+  auto deadline = std::make_shared<asio::steady_timer>(io, stall);
+  deadline->async_wait([resolver, socket](boost::system::error_code ec) {
+    if (ec) return;
+    resolver->cancel();
+    boost::system::error_code ignored;
+    socket->close(ignored);
+  });
   const std::string where = fmt::format("{}:{}", addr, port);
+  auto fail = [deadline, where](const auto& finish, const boost::system::error_code& ec) {
+    deadline->cancel();
+    finish(where + ": " + ec.message(), nullptr);
+  };
   resolver->async_resolve(
       addr, std::to_string(port),
-      [resolver, socket, stall, where, done = std::move(done)](
+      [resolver, socket, deadline, fail, stall, done = std::move(done)](
           boost::system::error_code ec, const tcp::resolver::results_type& results) mutable {
-        if (ec || results.empty()) return done(where + ": " + ec.message(), nullptr);
+        if (ec || results.empty()) return fail(done, ec);
         const tcp::endpoint endpoint = *results.begin();
         net::open_cloexec(*socket, endpoint.protocol(), ec);
-        if (ec) return done(where + ": " + ec.message(), nullptr);
-        socket->async_connect(
-            endpoint, [socket, stall, where, done = std::move(done)](boost::system::error_code e) {
-              if (e) return done(where + ": " + e.message(), nullptr);
-              done("", std::make_shared<CopyStream>(std::move(*socket), stall));
-            });
+        if (ec) return fail(done, ec);
+        socket->async_connect(endpoint, [socket, deadline, fail, stall,
+                                         done = std::move(done)](boost::system::error_code e) {
+          if (e) return fail(done, e);
+          deadline->cancel();
+          done("", std::make_shared<CopyStream>(std::move(*socket), stall));
+        });
       });
 }
 
@@ -192,7 +206,7 @@ void CopyStream::close() {
   socket_.close(ignored);
 }
 
-void CopyStream::offer_proof(const std::string& key, const std::string& run_id, Done done) {
+void CopyStream::offer_proof(const std::string& key, const std::string& run_id, const Done& done) {
   const std::string mine = rdzv::random_nonce();
   send({{"op", "hello"}, {"run_id", run_id}, {"nonce", mine}},
        [self = shared_from_this(), key, run_id, mine, done](const std::string& e) {
@@ -218,7 +232,7 @@ void CopyStream::offer_proof(const std::string& key, const std::string& run_id, 
        });
 }
 
-void CopyStream::demand_proof(const std::string& key, const std::string& run_id, Done done) {
+void CopyStream::demand_proof(const std::string& key, const std::string& run_id, const Done& done) {
   receive([self = shared_from_this(), key, run_id, done](const std::string& e, const json& hello) {
     if (!e.empty()) return done(e);
     if (text_of(hello, "op") != "hello" || text_of(hello, "run_id") != run_id)

@@ -48,8 +48,8 @@ class CopyStream : public std::enable_shared_from_this<CopyStream> {
   std::string peer() const { return peer_; }
 
   // The two ends of the proof: the connecting agent offers, the listening one demands.
-  void offer_proof(const std::string& key, const std::string& run_id, Done done);
-  void demand_proof(const std::string& key, const std::string& run_id, Done done);
+  void offer_proof(const std::string& key, const std::string& run_id, const Done& done);
+  void demand_proof(const std::string& key, const std::string& run_id, const Done& done);
 
  private:
   void arm(const char* what);

@@ -64,8 +64,8 @@ struct SnapshotCopyClient::Impl : std::enable_shared_from_this<Impl> {
   void connect() {
     connecting = true;
     CopyStream::connect(io, target.addr, target.port, kCopyStall,
-                        [weak = weak_from_this(), gen = generation](const std::string& error,
-                                                                    std::shared_ptr<CopyStream> s) {
+                        [weak = weak_from_this(), gen = generation](
+                            const std::string& error, const std::shared_ptr<CopyStream>& s) {
                           auto self = weak.lock();
                           if (!self || gen != self->generation) {
                             if (s) s->close();
@@ -249,7 +249,7 @@ void SnapshotCopyClient::fetch(const rdzv::CopyPeer& from, int rank, int64_t ste
   };
   CopyStream::connect(impl_->io, from.addr, from.port, kCopyStall,
                       [weak = std::weak_ptr<Impl>(impl_), job, where](
-                          const std::string& error, std::shared_ptr<CopyStream> s) {
+                          const std::string& error, const std::shared_ptr<CopyStream>& s) {
                         auto self = weak.lock();
                         if (!self) {
                           if (s) s->close();

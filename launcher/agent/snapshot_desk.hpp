@@ -141,6 +141,7 @@ class SnapshotDesk final : public CopyKeeper {
   std::map<std::string, int> pinned_;  // segment and copy files being sent: not to be reused
   std::vector<Fetching> fetching_;     // by local rank
   std::vector<int64_t> copied_;        // by local rank: the newest step the next node holds
+  rdzv::CopyPeer copy_to_;
   std::function<void(uint64_t, const std::string&)> reply_;
   std::unique_ptr<SnapshotCopyServer> copy_server_;
   std::unique_ptr<SnapshotCopyClient> copy_client_;

@@ -14,8 +14,11 @@ namespace npu_run {
 
 void SnapshotDesk::assigned(int rank_offset, int world_size, const rdzv::RestorePoint& point,
                             const rdzv::CopyPeer& copy_to) {
-  if (world_size != world_size_ || rank_offset != rank_offset_)
-    std::fill(copied_.begin(), copied_.end(), -1);  // the copies the next node holds are of others
+  // The copies the next node holds are of other ranks, or that node is another one now.
+  if (world_size != world_size_ || rank_offset != rank_offset_ || copy_to.addr != copy_to_.addr ||
+      copy_to.port != copy_to_.port)
+    std::fill(copied_.begin(), copied_.end(), -1);
+  copy_to_ = copy_to;
   rank_offset_ = rank_offset;
   world_size_ = world_size;
   remove_segments(copies_.drop_unless_world(world_size));

@@ -6,33 +6,33 @@
 #   torch2     the PyTorch tests, the store's peer suites and the DDP end-to-end tests of build/
 #              again with torch 2.6 and 2.14 (label integration-e2e-torch2; their chroots are
 #              made the first time, cached outside the checkout)
+#   reruns     linux310 and torch2 in one ctest run (the default): mostly waiting on processes
+#              and timers, the two fill each other's gaps, where one after the other each waits
+#              out its own slowest tests
 #   aarch64    the aarch64 unit tests and the binary's smoke test under qemu-aarch64-static
 #   bullseye   the static x86_64 binary inside a Debian 11 chroot (glibc 2.31, host lookups as on a
 #              systemd server), then its .deb installed there with dpkg
 #   packages   every .deb, .rpm and .tar.gz names its architecture and holds a binary of it, the
 #              man page (every subcommand in it), the bash and zsh completions; SHA256SUMS verify
-# Usage: scripts/portability.sh [linux310] [torch2] [release] [aarch64] [bullseye] [packages]
-#        (default: all)
+# Usage: scripts/portability.sh [linux310] [torch2] [reruns] [release] [aarch64] [bullseye]
+#        [packages]   (default: reruns release aarch64 bullseye packages)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dist=${NPU_RUN_DIST_DIR:-$root/dist}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(linux310 torch2 release aarch64 bullseye packages)
+[ ${#stages[@]} -gt 0 ] || stages=(reruns release aarch64 bullseye packages)
 version=$(sed -n 's/^project(npu_run VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 
-stage_linux310() {
+rerun() {  # label regex
   bash "$root/scripts/build.sh" >/dev/null  # built by the test stage
   (cd "${NPU_RUN_BUILD_DIR:-$root/build}" &&
     PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3} ctest --output-on-failure --timeout 600 \
-      -j "${NPU_RUN_TEST_JOBS:-3}" -L old-kernel)
+      -j "${NPU_RUN_TEST_JOBS:-3}" -L "$1")
 }
 
-stage_torch2() {
-  bash "$root/scripts/build.sh" >/dev/null  # built by the test stage
-  (cd "${NPU_RUN_BUILD_DIR:-$root/build}" &&
-    PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3} ctest --output-on-failure --timeout 600 \
-      -j "${NPU_RUN_TEST_JOBS:-3}" -L torch2)
-}
+stage_linux310() { rerun old-kernel; }
+stage_torch2() { rerun torch2; }
+stage_reruns() { rerun "old-kernel|torch2"; }
 
 stage_release() { bash "$root/scripts/release.sh"; }
 

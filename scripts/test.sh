@@ -23,7 +23,7 @@ cd "$build_dir"
 # Every test once, on this machine's kernel and Debian 12's torch 1.13. Their second run as Linux
 # 3.10 (label integration-old-kernel) and their runs with torch 2.6 and 2.14 from chroots (label
 # integration-e2e-torch2, with the two DDP tests that need 2.6) are CI's portability stage
-# (scripts/portability.sh linux310 torch2), unless the arguments ask for them.
+# (scripts/portability.sh reruns: both in one ctest run), unless the arguments ask for them.
 select=(-LE "old-kernel|torch2")
 [[ " $* " == *old-kernel* || " $* " == *torch2* ]] && select=()
 start=$SECONDS

@@ -44,8 +44,9 @@ def launchers(args):
 
 def start(args, work, name, mode, every, python, torchrun):
     """One run in a session of its own; its rank 0 logs each step to <work>/<name>.steps."""
-    env = dict(os.environ, **{MARKER: name + str(os.getpid()), "PYTHON_EXEC": python,
-                              "OMP_NUM_THREADS": "1"})
+    # torchrun starts its workers with PYTHON_EXEC too: inside the 2.14 chroot, its own python.
+    env = dict(os.environ, **{MARKER: name + str(os.getpid()), "OMP_NUM_THREADS": "1",
+                              "PYTHON_EXEC": python if torchrun is None else "/usr/bin/python3"})
     script = [TRAIN, "--mode", mode, "--every", str(every), "--state-mb", str(args.state_mb),
               "--step-seconds", str(args.step_seconds), "--storage-mbps", str(args.storage_mbps),
               "--work", f"{work}/{name}"]

@@ -35,12 +35,17 @@ std::string write_all(int fd, const char* data, size_t size) {
   return "";
 }
 
-std::string text_of(const json& message, const char* key) {
+}  // namespace
+
+bool copy_ok(const json& answer) {
+  const auto it = answer.find("ok");
+  return it != answer.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string copy_text(const json& message, const char* key) {
   const auto it = message.find(key);
   return it != message.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
-
-}  // namespace
 
 std::string copy_key(const std::string& token) {
   return rdzv::hmac_sha256_hex(token, "npu_run snapshot copies");
@@ -211,33 +216,33 @@ void CopyStream::offer_proof(const std::string& key, const std::string& run_id, 
   send({{"op", "hello"}, {"run_id", run_id}, {"nonce", mine}},
        [self = shared_from_this(), key, run_id, mine, done](const std::string& e) {
          if (!e.empty()) return done(e);
-         self->receive(
-             [self, key, run_id, mine, done](const std::string& e2, const json& challenge) {
-               if (!e2.empty()) return done(e2);
-               const std::string theirs = text_of(challenge, "nonce");
-               if (!rdzv::proofs_match(rdzv::server_proof(key, run_id, mine, theirs),
-                                       text_of(challenge, "proof")))
-                 return done(self->peer_ + " does not know this job's key: not one of its agents");
-               self->send({{"op", "auth"}, {"proof", rdzv::agent_proof(key, run_id, theirs, mine)}},
-                          [self, done](const std::string& e3) {
-                            if (!e3.empty()) return done(e3);
-                            self->receive([self, done](const std::string& e4, const json& welcome) {
-                              if (!e4.empty()) return done(e4);
-                              if (welcome.value("ok", false) != true)
-                                return done(self->peer_ + " refused: " + text_of(welcome, "error"));
-                              done("");
-                            });
-                          });
-             });
+         self->receive([self, key, run_id, mine, done](const std::string& e2,
+                                                       const json& challenge) {
+           if (!e2.empty()) return done(e2);
+           const std::string theirs = copy_text(challenge, "nonce");
+           if (!rdzv::proofs_match(rdzv::server_proof(key, run_id, mine, theirs),
+                                   copy_text(challenge, "proof")))
+             return done(self->peer_ + " does not know this job's key: not one of its agents");
+           self->send({{"op", "auth"}, {"proof", rdzv::agent_proof(key, run_id, theirs, mine)}},
+                      [self, done](const std::string& e3) {
+                        if (!e3.empty()) return done(e3);
+                        self->receive([self, done](const std::string& e4, const json& welcome) {
+                          if (!e4.empty()) return done(e4);
+                          if (!copy_ok(welcome))
+                            return done(self->peer_ + " refused: " + copy_text(welcome, "error"));
+                          done("");
+                        });
+                      });
+         });
        });
 }
 
 void CopyStream::demand_proof(const std::string& key, const std::string& run_id, const Done& done) {
   receive([self = shared_from_this(), key, run_id, done](const std::string& e, const json& hello) {
     if (!e.empty()) return done(e);
-    if (text_of(hello, "op") != "hello" || text_of(hello, "run_id") != run_id)
+    if (copy_text(hello, "op") != "hello" || copy_text(hello, "run_id") != run_id)
       return done(self->peer_ + " is not an agent of this job (its hello names another)");
-    const std::string theirs = text_of(hello, "nonce");
+    const std::string theirs = copy_text(hello, "nonce");
     const std::string mine = rdzv::random_nonce();
     self->send({{"nonce", mine}, {"proof", rdzv::server_proof(key, run_id, theirs, mine)}},
                [self, key, run_id, theirs, mine, done](const std::string& e2) {
@@ -246,7 +251,7 @@ void CopyStream::demand_proof(const std::string& key, const std::string& run_id,
                                                                        const json& auth) {
                    if (!e3.empty()) return done(e3);
                    if (!rdzv::proofs_match(rdzv::agent_proof(key, run_id, mine, theirs),
-                                           text_of(auth, "proof"))) {
+                                           copy_text(auth, "proof"))) {
                      self->send({{"ok", false}, {"error", "bad proof"}}, [](const std::string&) {});
                      return done(self->peer_ + " does not know this job's key");
                    }

@@ -68,6 +68,12 @@ class CopyStream : public std::enable_shared_from_this<CopyStream> {
   std::string stalled_;  // what the deadline cut, for the handler's error
 };
 
+// Whether a peer's answer says {"ok": true}; anything else, of any type, is not (a peer's JSON is
+// never trusted to hold the types asked for).
+bool copy_ok(const nlohmann::json& answer);
+// A peer's text field, or "" when it is missing or not text.
+std::string copy_text(const nlohmann::json& message, const char* key);
+
 // The key both ends prove they know: from the job's rendezvous token (HMAC-SHA256 with a label of
 // its own, so that a copy proof is never a rendezvous proof); without a token, only the run id
 // binds, as it does for the rendezvous itself.

@@ -98,7 +98,7 @@ struct SnapshotCopyClient::Impl : std::enable_shared_from_this<Impl> {
           auto self = weak.lock();
           if (!self || gen != self->generation) return;
           if (!error.empty()) return self->broken(error);
-          if (answer.value("ok", false) != true) return self->finish(answer_error(answer));
+          if (!copy_ok(answer)) return self->finish(answer_error(answer));
           self->stream->send_from(self->file, self->current->bytes,
                                   self->guard([](const auto& me) { me->put_done(); }));
         });
@@ -110,7 +110,7 @@ struct SnapshotCopyClient::Impl : std::enable_shared_from_this<Impl> {
           auto self = weak.lock();
           if (!self || gen != self->generation) return;
           if (!error.empty()) return self->broken(error);
-          self->finish(answer.value("ok", false) == true ? "" : answer_error(answer));
+          self->finish(copy_ok(answer) ? "" : answer_error(answer));
         });
   }
 
@@ -208,7 +208,7 @@ struct CopyFetch : std::enable_shared_from_this<CopyFetch> {
   }
 
   void receive(const json& answer) {
-    if (answer.value("ok", false) != true) return end(answer_error(answer));
+    if (!copy_ok(answer)) return end(answer_error(answer));
     const auto size = answer.find("bytes");
     if (size == answer.end() || !size->is_number_unsigned() || size->get<uint64_t>() > max_bytes)
       return end(

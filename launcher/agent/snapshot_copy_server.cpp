@@ -94,7 +94,7 @@ struct SnapshotCopyServer::Impl : std::enable_shared_from_this<Impl> {
       auto self = weak.lock();
       if (!self) return;
       if (!error.empty()) return self->end(id, error);
-      const std::string op = ask.value("op", std::string());
+      const std::string op = copy_text(ask, "op");
       if (op == "put") return self->put(id, ask);
       if (op == "get") return self->get(id, ask);
       self->end(id, "an unknown request");

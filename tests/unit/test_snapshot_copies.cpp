@@ -234,4 +234,36 @@ TEST_CASE("copy port: a peer that breaks the protocol loses its connection, no o
   CHECK(results[0].empty());
 }
 
+TEST_CASE("copy port: an agent's answers of the wrong types are refusals, never a crash",
+          "[unit][snapshots][hostile]") {
+  // A peer that knows the key (a job's agent gone wrong) and answers {"ok": "yes"}.
+  using tcp = boost::asio::ip::tcp;
+  boost::asio::io_context io;
+  TempDir dir;
+  tcp::acceptor acceptor(io, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  std::shared_ptr<CopyStream> peer;
+  acceptor.async_accept([&](boost::system::error_code ec, tcp::socket socket) {
+    REQUIRE(!ec);
+    peer = std::make_shared<CopyStream>(std::move(socket), kCopyStall);
+    peer->demand_proof(copy_key("token"), "job", [&](const std::string& error) {
+      REQUIRE(error.empty());
+      peer->receive([&](const std::string&, const nlohmann::json& put) {
+        CHECK(copy_text(put, "op") == "put");
+        peer->send({{"ok", "yes"}, {"error", 7}}, [](const std::string&) {});
+      });
+    });
+  });
+  const std::string segment = dir.write("segment", "weights");
+  std::vector<std::string> results;
+  SnapshotCopyClient client(
+      io, copy_key("token"), "job",
+      [&](const SnapshotCopyClient::Copy&, const std::string& error) { results.push_back(error); });
+  client.send_to({"peer", "127.0.0.1", acceptor.local_endpoint().port()});
+  client.copy({0, 1, 2, segment, 7});
+  run_until(io, [&] { return !results.empty(); });
+  CHECK(results[0] == "refused");
+  CHECK(!copy_ok(nlohmann::json{{"ok", 1}}));
+  CHECK(copy_ok(nlohmann::json{{"ok", true}}));
+}
+
 }  // namespace test_snapshot_copies

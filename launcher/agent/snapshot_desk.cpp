@@ -47,7 +47,13 @@ SnapshotDesk::SnapshotDesk(boost::asio::io_context& io, std::string directory, i
       writer_(
           std::make_unique<SnapshotWriter>(io, [this](const SnapshotWritten& w) { written(w); })) {
   if (!copies || budget == 0) return;
-  copy_server_ = std::make_unique<SnapshotCopyServer>(io, *this, copies->key, copies->run_id);
+  try {
+    copy_server_ = std::make_unique<SnapshotCopyServer>(io, *this, copies->key, copies->run_id);
+  } catch (const std::exception& e) {  // the node's own snapshots still serve its restarts
+    spdlog::warn("{}: this node keeps no copies of other nodes' snapshots, nor sends its own",
+                 e.what());
+    return;
+  }
   copy_client_ = std::make_unique<SnapshotCopyClient>(
       io, copies->key, copies->run_id,
       [this](const SnapshotCopyClient::Copy& c, const std::string& error) { copy_sent(c, error); });

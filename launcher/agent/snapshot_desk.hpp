@@ -49,8 +49,8 @@ class SnapshotDesk final : public CopyKeeper {
   };
   // `directory`: where the segments are (workers/snapshot_segments.hpp), made already.
   // `notes`: where `npu_run status` reads each rank's snapshots, kept up to date here.
-  // `copies`: none for a job of one node (no ring); otherwise the copy port opens here (throws
-  // std::runtime_error when it cannot).
+  // `copies`: none for a job of one node (no ring); otherwise the copy port opens here (when it
+  // cannot, a warning, and the node's own snapshots work without copies).
   SnapshotDesk(boost::asio::io_context& io, std::string directory, int nproc, uint64_t budget,
                int keep, std::shared_ptr<SnapshotNotes> notes,
                std::optional<CopySettings> copies = std::nullopt);

@@ -230,9 +230,7 @@ struct Assigned {
   std::vector<std::string> health_notes{};
   // The step every rank of the round loads through npu_run_checkpoint.load, and from where.
   RestorePoint restore{};
-  // The next node's agent in the ring of node ranks, which keeps copies of this node's snapshots
-  // (port 0: none: one node, or an agent without a copy port).
-  CopyPeer copy_to{};
+  CopyPeer copy_to{};  // the next node's agent in the ring, for snapshot copies (port 0: none)
 };
 
 // A failure elsewhere: stop this node's workers, then Report.

@@ -92,26 +92,30 @@ struct SnapshotCopyClient::Impl : std::enable_shared_from_this<Impl> {
                  guard([](const auto& me) { me->put_answer(); }));
   }
 
+  using Answered = std::function<void(const std::shared_ptr<Impl>&, const json&)>;
+  // As guard(), for an answer the next agent sends.
+  auto guard_answer(Answered step) {
+    return [weak = weak_from_this(), gen = generation, step = std::move(step)](
+               const std::string& error, const json& answer) {
+      auto self = weak.lock();
+      if (!self || gen != self->generation) return;
+      if (!error.empty()) return self->broken(error);
+      step(self, answer);
+    };
+  }
+
   void put_answer() {
-    stream->receive(
-        [weak = weak_from_this(), gen = generation](const std::string& error, const json& answer) {
-          auto self = weak.lock();
-          if (!self || gen != self->generation) return;
-          if (!error.empty()) return self->broken(error);
-          if (!copy_ok(answer)) return self->finish(answer_error(answer));
-          self->stream->send_from(self->file, self->current->bytes,
-                                  self->guard([](const auto& me) { me->put_done(); }));
-        });
+    stream->receive(guard_answer([](const auto& self, const json& answer) {
+      if (!copy_ok(answer)) return self->finish(answer_error(answer));
+      self->stream->send_from(self->file, self->current->bytes,
+                              self->guard([](const auto& me) { me->put_done(); }));
+    }));
   }
 
   void put_done() {
-    stream->receive(
-        [weak = weak_from_this(), gen = generation](const std::string& error, const json& answer) {
-          auto self = weak.lock();
-          if (!self || gen != self->generation) return;
-          if (!error.empty()) return self->broken(error);
-          self->finish(copy_ok(answer) ? "" : answer_error(answer));
-        });
+    stream->receive(guard_answer([](const auto& self, const json& answer) {
+      self->finish(copy_ok(answer) ? "" : answer_error(answer));
+    }));
   }
 
   void finish(const std::string& error) {

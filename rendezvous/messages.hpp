@@ -31,34 +31,11 @@
 #include "health/verdict.hpp"
 #include "rendezvous/dump_messages.hpp"
 #include "rendezvous/message_parts.hpp"
+#include "rendezvous/protocol_version.hpp"
 #include "rendezvous/snapshot_messages.hpp"
 #include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
-
-inline constexpr const char* kMagic = "npu_run-rdzv";
-// 2: the token is proven by an HMAC challenge (challenge/auth) instead of sent in the hello.
-// 3: an elastic job re-forms with "reform", no longer with a "stop" that is not a failure.
-// 4: the join carries the job's command.
-// 5: a session survives a broken connection: "resume"/"resumed", and heartbeats and their acks
-//    say how many sequenced messages arrived (see Sequenced below).
-// 6: hung workers: "hang", reports with each rank's stack, heartbeats with the ranks' progress,
-//    and "status" (npu_run status).
-// 7: the health gate: joins say whether the agent gates on its node checks, "health" carries
-//    its verdict, and a round forms only once every gating joiner's verdict is in.
-// 8: verdicts carry the device addresses; "pings", "ping_report" and "ping_verdict" check the
-//    device plane between the nodes before the round forms.
-// 9: failures carry what the node saw (FailureEvidence, lost), decisions the restart
-//    classification (FailureClass, why, the restarts charged); spares: joins carry --spares
-//    and an affinity, "standby" and "dismissed".
-// 10: the timeline: joins say when the agent started and dialled, reports carry the node's
-//     events of the round, and status the blame of the last round formed.
-// 11: `npu_run status --dump`: status may ask for a dump, "collect" and "records".
-// 12: snapshots in the agents' memory: joins say what the agent holds, assignments the step the
-//     round restores.
-// 13: copies of the snapshots on the next node's agent: joins say which copies an agent holds
-//     and its copy port, assignments where to copy and which ranks to fetch before loading.
-inline constexpr int kProtocolVersion = 13;
 
 // ---- agent -> server ----
 
@@ -231,6 +208,9 @@ struct Assigned {
   // The step every rank of the round loads through npu_run_checkpoint.load, and from where.
   RestorePoint restore{};
   CopyPeer copy_to{};  // the next node's agent in the ring, for snapshot copies (port 0: none)
+  // --sp-block: the logical SuperPoD of this node's ranks (rendezvous/node_order.hpp), which its
+  // workers get as HCCL_LOGIC_SUPERPOD_ID. Empty: none cut.
+  std::string block{};
 };
 
 // A failure elsewhere: stop this node's workers, then Report.
@@ -309,6 +289,7 @@ struct NodeStatus {
   std::vector<RankBeat> ranks;  // age_ms as of the answer; empty: no beats heard
   // Its last health verdict (compact: passes counted); none without the health gate.
   std::optional<NodeVerdict> health{};
+  std::string place{};  // where it sits in the network (TopologyPath::describe); empty: unknown
 };
 
 struct JobStatus {

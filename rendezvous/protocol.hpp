@@ -45,6 +45,7 @@ struct Limits {
   static constexpr size_t kMaxPingFindings = 256;  // PingVerdict: pairs of a node, both ends
   static constexpr size_t kMaxEvidenceText = 256;  // each text of a FailureEvidence
   static constexpr size_t kMaxReportEvents = 512;  // Report::timeline, within a client frame
+  static constexpr size_t kMaxTopologyLevels = 8;  // TopologyPath::switches, ::sources
 };
 
 // The frames are net's; a bad frame or message is a ProtocolError with a stable code

@@ -17,18 +17,20 @@ json assigned_json(const Assigned& m) {
     peers.push_back(
         {{"node_rank", p.node_rank}, {"rank_offset", p.rank_offset}, {"node", to_json(p.node)}});
   }
-  return answer("assigned", {{"round", m.round},
-                             {"restart_count", m.restart_count},
-                             {"node_rank", m.node_rank},
-                             {"nnodes", m.nnodes},
-                             {"world_size", m.world_size},
-                             {"rank_offset", m.rank_offset},
-                             {"master_addr", m.master_addr},
-                             {"master_port", m.master_port},
-                             {"peers", peers},
-                             {"health_notes", m.health_notes},
-                             {"restore", restore_json(m.restore)},
-                             {"copy_to", copy_peer_json(m.copy_to)}});
+  json j = answer("assigned", {{"round", m.round},
+                               {"restart_count", m.restart_count},
+                               {"node_rank", m.node_rank},
+                               {"nnodes", m.nnodes},
+                               {"world_size", m.world_size},
+                               {"rank_offset", m.rank_offset},
+                               {"master_addr", m.master_addr},
+                               {"master_port", m.master_port},
+                               {"peers", peers},
+                               {"health_notes", m.health_notes},
+                               {"restore", restore_json(m.restore)},
+                               {"copy_to", copy_peer_json(m.copy_to)}});
+  if (!m.block.empty()) j["block"] = m.block;
+  return j;
 }
 
 Assigned assigned_from(const Fields& f) {
@@ -54,6 +56,7 @@ Assigned assigned_from(const Fields& f) {
   }
   if (const json* restore = f.find("restore")) m.restore = restore_from(*restore);
   if (const json* copy_to = f.find("copy_to")) m.copy_to = copy_peer_from(*copy_to);
+  m.block = f.text("block", Limits::kMaxName, false);
   return m;
 }
 

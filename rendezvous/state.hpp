@@ -15,7 +15,8 @@
 //
 // The rules, in detail:
 // - Seats: explicit --node-ranks keep their seat (those beyond the round's size count as
-//   automatic); the others fill the free ranks ordered by (host name, arrival). Rank offsets
+//   automatic); the others fill the free ranks in --node-order (rendezvous/node_order.hpp:
+//   topology path, host name in natural order, arrival). Rank offsets
 //   are prefix sums of the nodes' worker counts; node 0's address and store port are every
 //   worker's store.
 // - The root cause: the first failed report, or a lost node (its connection closed, or nothing
@@ -150,7 +151,8 @@ class RendezvousState {
     std::string host;
     std::string affinity;
     int nproc = 1;
-    std::string agent{};  // Join::agent: the job's memory keeps it for a new leader
+    std::string agent{};   // Join::agent: the job's memory keeps it for a new leader
+    TopologyPath place{};  // its holder's; a spare near it is preferred (not kept by a new leader)
   };
   // The device-plane pings among the joiners about to form a round (state_pings.cpp).
   struct PingRun {
@@ -190,6 +192,10 @@ class RendezvousState {
   std::vector<Outgoing> on_report(ClientId from, const Report& report);
   std::vector<Outgoing> start_round();
   // The step the round's seats restore (rendezvous/restore_choice.hpp), from their joins.
+  // --sp-block's logical SuperPoDs of the seats (rendezvous/node_order.hpp), and the end of a
+  // job whose nodes cannot be cut into them.
+  Blocks seat_blocks(const std::vector<const Joiner*>& by_rank) const;
+  std::vector<Outgoing> refuse_placement(const std::string& why);
   RestoreChoice restore_point(const std::vector<const Joiner*>& by_rank, int world_size) const;
   static CopyPeer copy_peer(const std::vector<const Joiner*>& by_rank, int node_rank);
   // ---- seats and spares (state_spares.cpp) ----

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rendezvous/messages.hpp"
+#include "rendezvous/node_order.hpp"
 
 namespace npu_run::rdzv {
 
@@ -60,6 +61,10 @@ struct JobSettings {
   int spares = 0;
   // The ledger of bad nodes: host -> what its entry says. Agents on these hosts are refused.
   std::map<std::string, std::string> ledger;
+  // The order of free seats (--node-order) and the logical SuperPoD blocks (--sp-block, devices
+  // per block; 0: none cut): rendezvous/node_order.hpp.
+  NodeOrder node_order = NodeOrder::kTopology;
+  int sp_block = 0;
 };
 
 // A node taken out of the job (lost, a failed health gate, a device fault): what the ledger of

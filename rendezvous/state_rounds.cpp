@@ -178,6 +178,8 @@ std::vector<Outgoing> RendezvousState::start_round() {
   pinged_.clear();  // the next round's joiners are pinged again
   const int n = round_seats();
   const std::vector<const Joiner*> by_rank = seat_joiners(n);
+  const Blocks blocks = seat_blocks(by_rank);
+  if (!blocks.error.empty()) return refuse_placement(blocks.error);
   note_formed(by_rank);
   members_.clear();
   member_rank_.clear();
@@ -209,13 +211,20 @@ std::vector<Outgoing> RendezvousState::start_round() {
     const bool wants = by_rank[m.node_rank]->join.want_peers;
     RestorePoint point = restore.point;
     point.fetch = restore.fetch[static_cast<size_t>(m.node_rank)];
-    out.push_back(
-        Outgoing{{m.id},
-                 Assigned{round_, restart_count_, m.node_rank, n, offset, m.rank_offset,
-                          members_[0].node.addr, members_[0].node.worker_port,
-                          wants ? peers : std::vector<PeerInfo>{}, health_notes_, std::move(point),
-                          copy_ports[static_cast<size_t>((m.node_rank + 1) % n)]},
-                 false});
+    Assigned assigned{round_,
+                      restart_count_,
+                      m.node_rank,
+                      n,
+                      offset,
+                      m.rank_offset,
+                      members_[0].node.addr,
+                      members_[0].node.worker_port,
+                      wants ? peers : std::vector<PeerInfo>{},
+                      health_notes_,
+                      std::move(point),
+                      copy_ports[static_cast<size_t>((m.node_rank + 1) % n)]};
+    if (settings_.sp_block > 0) assigned.block = blocks.ids[static_cast<size_t>(m.node_rank)];
+    out.push_back(Outgoing{{m.id}, std::move(assigned), false});
     pending_.erase(m.id);
   }
   // Those left wait for the next round: spares, and (elastic) joiners their health gate kept
@@ -233,6 +242,32 @@ std::vector<Outgoing> RendezvousState::start_round() {
   phase_ = Phase::kRunning;
   tell_spares(out);
   return out;
+}
+
+Blocks RendezvousState::seat_blocks(const std::vector<const Joiner*>& by_rank) const {
+  std::vector<const NodeInfo*> seats;
+  seats.reserve(by_rank.size());
+  for (const Joiner* j : by_rank) seats.push_back(&j->join.node);
+  return cut_blocks(seats, settings_.sp_block);
+}
+
+// Nodes that cannot be cut into --sp-block's blocks: no round can form, and none will while
+// they stay; the job ends before any worker starts, every agent told why.
+std::vector<Outgoing> RendezvousState::refuse_placement(const std::string& why) {
+  Outgoing refusal{{}, ErrorReply{"sp_block", why}, true};
+  for (const auto& [id, joiner] : pending_) refusal.to.push_back(id);
+  note_unseated();
+  pending_.clear();
+  claimed_ranks_.clear();
+  phase_ = Phase::kFinished;
+  FailureReport root;
+  root.exit_code = kExitRendezvous;
+  root.description = why;
+  root.time_ms = now_.wall_ms;
+  root_cause_ = root;
+  final_ = Decision{round_, Action::kFinish, restart_count_, kExitRendezvous, root};
+  note_decision(*final_);
+  return {std::move(refusal)};
 }
 
 RestoreChoice RendezvousState::restore_point(const std::vector<const Joiner*>& by_rank,

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "rendezvous/state.hpp"
 
@@ -42,13 +43,14 @@ std::vector<const RendezvousState::Joiner*> RendezvousState::seat_joiners(int se
         free.push_back(&joiner);
     }
   }
-  // Named spares (--node-rank at or beyond --nnodes) last, the others in (host, arrival) order,
-  // so the same cluster gives the same ranks every time.
+  // Named spares (--node-rank at or beyond --nnodes) last, the others in --node-order, so the
+  // same cluster gives the same ranks every time.
   std::sort(free.begin(), free.end(), [&](const Joiner* a, const Joiner* b) {
     const bool a_spare = a->join.node_rank && *a->join.node_rank >= settings_.max_nodes;
     const bool b_spare = b->join.node_rank && *b->join.node_rank >= settings_.max_nodes;
-    return std::tie(a_spare, a->join.node.host, a->arrival) <
-           std::tie(b_spare, b->join.node.host, b->arrival);
+    if (a_spare != b_spare) return b_spare;
+    return seated_before(settings_.node_order, {&a->join.node, a->arrival},
+                         {&b->join.node, b->arrival});
   });
   for (int seat = 0; seat < seats; ++seat) {
     if (by_rank[seat] != nullptr || free.empty()) continue;
@@ -62,18 +64,27 @@ std::vector<const RendezvousState::Joiner*> RendezvousState::seat_joiners(int se
 std::vector<const RendezvousState::Joiner*>::iterator RendezvousState::best_spare_for(
     int seat, std::vector<const Joiner*>& free) const {
   if (seat >= static_cast<int>(last_seats_.size())) return free.begin();
-  // The seat's last holder: a spare with its affinity and worker count keeps the rank table's
-  // shape (the same rank ids, the same SuperPoD); failing that its worker count; then anyone.
+  // The seat's last holder: a spare with its worker count keeps the rank table's shape; among
+  // those, one with its affinity (the user's word), then the one nearest it in the network (the
+  // most levels of its topology path in common: its SuperPoD, block, switches); failing all, the
+  // first in order.
   const SeatMemory& last = last_seats_[seat];
-  const auto fits = [&](bool same_affinity) {
-    return std::find_if(free.begin(), free.end(), [&](const Joiner* j) {
-      return j->join.node.nproc == last.nproc &&
-             (!same_affinity || (!last.affinity.empty() && j->join.affinity == last.affinity));
-    });
+  const std::vector<std::string> lost_levels = last.place.levels();
+  const auto nearness = [&](const Joiner* j) {
+    const std::vector<std::string> levels = j->join.node.topology.levels();
+    size_t common = 0;
+    for (size_t i = 0; i < levels.size() && i < lost_levels.size(); ++i) {
+      if (levels[i] != lost_levels[i]) break;
+      common += levels[i].empty() ? 0 : 1;  // a level neither knows says nothing
+    }
+    const bool affine = !last.affinity.empty() && j->join.affinity == last.affinity;
+    return std::tuple(j->join.node.nproc == last.nproc, affine, common);
   };
-  if (auto it = fits(true); it != free.end()) return it;
-  if (auto it = fits(false); it != free.end()) return it;
-  return free.begin();
+  auto best = free.begin();
+  for (auto it = free.begin(); it != free.end(); ++it) {
+    if (nearness(*best) < nearness(*it)) best = it;
+  }
+  return best;
 }
 
 int RendezvousState::seat_candidates() const {
@@ -110,7 +121,8 @@ void RendezvousState::remember_seats() {
   last_seats_.clear();
   remembered_seat_.clear();
   for (const Member& m : members_) {
-    last_seats_.push_back(SeatMemory{m.node.host, m.affinity, m.node.nproc, m.agent});
+    last_seats_.push_back(
+        SeatMemory{m.node.host, m.affinity, m.node.nproc, m.agent, m.node.topology});
     if (!m.lost && !m.left && !m.taken_out) remembered_seat_.emplace(m.id, m.node_rank);
   }
 }

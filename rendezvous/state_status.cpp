@@ -70,6 +70,7 @@ JobStatus RendezvousState::status(Now now) const {
       n.silent_ms = m.lost ? 0 : silent(m.id);
       n.ranks = m.beats;
       n.health = m.health;
+      if (!m.node.topology.empty()) n.place = m.node.topology.describe();
       const int64_t since = ms_between(m.beats_at, now.steady);
       for (RankBeat& b : n.ranks) {
         if (b.age_ms >= 0) b.age_ms += since;
@@ -92,6 +93,7 @@ JobStatus RendezvousState::status(Now now) const {
               : j->told_standby       ? "spare"
                                       : "waiting";
     n.health = j->verdict;
+    if (!j->join.node.topology.empty()) n.place = j->join.node.topology.describe();
     n.silent_ms = silent(j->id);
   }
   if (phase_ == Phase::kJoining) {

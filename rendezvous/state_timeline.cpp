@@ -54,6 +54,9 @@ NodeArrival RendezvousState::note_arrival(const Joiner& j, int node) {
   }
   TimelineEvent join = job_event(TimelinePhase::kJoin, node, host);
   join.time_ms = j.joined_ms;
+  // Where it sits: why it got this seat (rendezvous/node_order.hpp).
+  if (!j.join.node.topology.empty())
+    join.detail = ("at " + j.join.node.topology.describe()).substr(0, kMaxDetail);
   timeline_.add(std::move(join));
   NodeArrival a{node, host, j.join.started_ms, j.join.dialled_ms, j.join.dials, j.joined_ms};
   if (j.verdict && j.verdict_ms > 0) {

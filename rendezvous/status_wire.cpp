@@ -18,6 +18,7 @@ json status_json(const JobStatus& s) {
                  {"silent_ms", n.silent_ms},
                  {"ranks", to_json(n.ranks)}};
     if (n.health) node["health"] = verdict_json(*n.health);
+    if (!n.place.empty()) node["place"] = n.place;
     nodes.push_back(std::move(node));
   }
   json j = answer("status", {{"query_id", s.query_id},
@@ -59,6 +60,7 @@ JobStatus status_from(const Fields& f) {
     n.silent_ms = nf.integer("silent_ms", 0, INT64_MAX);
     n.ranks = beats_from(nf.array("ranks", Limits::kMaxWorkersPerNode, false));
     if (nf.find("health") != nullptr) n.health = verdict_from(nf.object("health"));
+    n.place = nf.text("place", Limits::kMaxText, false);
     s.nodes.push_back(std::move(n));
   }
   s.missing_nodes = static_cast<int>(f.integer("missing_nodes", 0, Limits::kMaxNodes));

@@ -3,6 +3,7 @@
 #include "basics/enum_table.hpp"
 #include "basics/text.hpp"
 #include "rendezvous/json_fields.hpp"
+#include "rendezvous/topology_wire.hpp"
 
 namespace npu_run::rdzv {
 
@@ -13,12 +14,15 @@ json answer(const char* type, json fields) {
 }
 
 json to_json(const NodeInfo& n) {
-  return {{"host", n.host},
-          {"addr", n.addr},
-          {"nproc", n.nproc},
-          {"devices", n.devices},
-          {"device_ips", n.device_ips},
-          {"worker_port", n.worker_port}};
+  json j = {{"host", n.host},
+            {"addr", n.addr},
+            {"nproc", n.nproc},
+            {"devices", n.devices},
+            {"device_ips", n.device_ips},
+            {"worker_port", n.worker_port}};
+  if (!n.topology.empty() || !n.topology.super_device_ids.empty())
+    j["topology"] = to_json(n.topology);
+  return j;
 }
 
 NodeInfo node_from(const json& j) {
@@ -39,6 +43,7 @@ NodeInfo node_from(const json& j) {
     n.device_ips.push_back(ip.get<std::string>());
   }
   n.worker_port = static_cast<int>(f.integer("worker_port", 1, 65535));
+  if (const json* t = f.find("topology")) n.topology = topology_from(*t);
   if (static_cast<int>(n.devices.size()) != n.nproc) {
     f.fail(fmt::format("lists {} devices for {} workers", n.devices.size(), n.nproc));
   }

@@ -17,6 +17,7 @@ Assignment to_assignment(const rdzv::Assigned& a, const std::string& host) {
   out.health_notes = a.health_notes;
   out.restore = a.restore;
   out.copy_to = a.copy_to;
+  out.block = a.block;
   return out;
 }
 

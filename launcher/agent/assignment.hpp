@@ -33,6 +33,7 @@ struct Assignment {
   // The step npu_run_checkpoint.load restores this round, and from where (the same on every node).
   rdzv::RestorePoint restore;
   rdzv::CopyPeer copy_to{};  // the ring's next agent, for copies of the snapshots
+  std::string block{};       // --sp-block: HCCL_LOGIC_SUPERPOD_ID of this node's workers
 };
 
 // Turns the server's answer into the agent's Assignment.

@@ -6,16 +6,34 @@
 
 namespace npu_run {
 
+namespace {
+
+// Version 1.2 where every node is on a SuperPoD and knows each device's SDID (Atlas A3).
+bool on_superpods(const std::vector<rdzv::PeerInfo>& peers) {
+  return !peers.empty() && std::all_of(peers.begin(), peers.end(), [](const rdzv::PeerInfo& p) {
+    return !p.node.topology.superpod.empty() &&
+           p.node.topology.super_device_ids.size() == p.node.devices.size();
+  });
+}
+
+}  // namespace
+
 RankTable rank_table_from_peers(const std::vector<rdzv::PeerInfo>& peers) {
+  const bool superpods = on_superpods(peers);
   std::vector<ServerDevices> servers;
   for (const rdzv::PeerInfo& peer : peers) {
     ServerDevices s{peer.node.addr, peer.node.devices, {}, {}};
     for (size_t i = 0; i < peer.node.devices.size() && i < peer.node.device_ips.size(); ++i) {
       s.device_ips[peer.node.devices[i]] = peer.node.device_ips[i];
     }
+    if (superpods) {
+      s.super_pod_id = peer.node.topology.superpod;
+      for (size_t i = 0; i < peer.node.devices.size(); ++i)
+        s.super_device_ids[peer.node.devices[i]] = peer.node.topology.super_device_ids[i];
+    }
     servers.push_back(std::move(s));
   }
-  return build_rank_table(servers);
+  return build_rank_table(servers, superpods ? "1.2" : "1.0");
 }
 
 std::string rank_table_mismatch(const RankTable& table, const std::string& path,

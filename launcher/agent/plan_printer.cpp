@@ -12,6 +12,7 @@
 #include "devices/device_list.hpp"
 #include "etcd/member_probe.hpp"
 #include "net/host_address.hpp"
+#include "rendezvous/node_order.hpp"
 
 namespace npu_run {
 namespace {
@@ -126,6 +127,19 @@ std::string records_text(const LaunchConfig& cfg, const std::string& run_dir) {
 
 }  // namespace
 
+namespace {
+
+// "placement: nodes in topology order; this node: superpod 1 / switch leaf3 (npu-smi, lldp)".
+std::string placement_text(const LaunchConfig& cfg) {
+  const Placement& p = cfg.placement;
+  std::string text = fmt::format("placement: nodes in {} order; this node: {}",
+                                 rdzv::node_order_name(p.order), p.path.describe());
+  if (p.sp_block > 0) text += fmt::format("; logical SuperPoDs of {} devices", p.sp_block);
+  return text;
+}
+
+}  // namespace
+
 std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir) {
   std::string out = "npu_run dry run: the plan below is resolved; nothing is started.\n";
@@ -146,6 +160,7 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
         "Shown here "
         "assuming node rank {} and {} workers on every node.\n",
         rendezvous_text(cfg), a.node_rank, cfg.shape.nproc_per_node);
+    out += placement_text(cfg) + "\n";
     // Where the token comes from; the token itself is never printed.
     out += fmt::format("rendezvous token: {}\n", token_source(cfg.rendezvous.token).empty()
                                                      ? "none"
@@ -216,6 +231,8 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
             // Multi-node: ranks and the store come from the rendezvous; these are assumptions.
             {"assumed", a.nnodes > 1},
             {"rendezvous", rendezvous_text(cfg)},
+            {"node_order", rdzv::node_order_name(cfg.placement.order)},
+            {"topology", a.nnodes > 1 ? json(cfg.placement.path.describe()) : json(nullptr)},
             {"devices", cfg.shape.devices},
             {"health_check", health_mode_text(cfg.health)},
             {"records", records_text(cfg, run_dir)},

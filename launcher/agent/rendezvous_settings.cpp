@@ -46,6 +46,8 @@ rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
   s.max_no_progress_restarts = cfg.supervision.max_no_progress_restarts;
   s.strict_consistency = cfg.health.strict_consistency;
   s.spares = cfg.shape.spares;
+  s.node_order = cfg.placement.order;
+  s.sp_block = cfg.placement.sp_block;
   return s;
 }
 
@@ -90,6 +92,7 @@ rdzv::NodeInfo this_node(const LaunchConfig& cfg, const std::string& host, const
   node.devices = cfg.shape.devices;
   node.device_ips = cfg.ascend.device_ips();
   node.worker_port = worker_port;
+  node.topology = cfg.placement.path;
   return node;
 }
 
@@ -97,10 +100,21 @@ std::vector<PortRange> worker_ports_to_avoid(const EnvMap& env, int rendezvous_p
   return {hccl_ports(env), PortRange{rendezvous_port, rendezvous_port}};
 }
 
+std::optional<int> claimed_node_rank(const LaunchConfig& cfg) {
+  const JobShape& shape = cfg.shape;
+  // The scheduler's node rank (SLURM_NODEID) only numbers the allocation's nodes: where this
+  // node's place is known, or --node-order asks for another order, it is no claim on a seat
+  // (its node 0 still hosts the rendezvous). A spare's rank stays one: it names a spare.
+  if (shape.node_rank_from_scheduler && shape.node_rank && *shape.node_rank < shape.max_nodes &&
+      (cfg.placement.order != NodeOrder::kTopology || !cfg.placement.path.empty()))
+    return std::nullopt;
+  return shape.node_rank;
+}
+
 rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node) {
   rdzv::Join join;
   join.node = std::move(node);
-  join.node_rank = cfg.shape.node_rank;
+  join.node_rank = claimed_node_rank(cfg);
   join.min_nodes = cfg.shape.min_nodes;
   join.max_nodes = cfg.shape.max_nodes;
   join.max_restarts = cfg.supervision.max_restarts;

@@ -49,6 +49,9 @@ rdzv::NodeInfo this_node(const LaunchConfig& cfg, const std::string& host, const
 std::vector<PortRange> worker_ports_to_avoid(const EnvMap& env, int rendezvous_port);
 
 // The join of this node: its info, --node-rank, and what every node must agree on.
+// The node rank the join claims: --node-rank, or the scheduler's unless the job orders nodes by
+// their place (rendezvous/node_order.hpp).
+std::optional<int> claimed_node_rank(const LaunchConfig& cfg);
 rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node);
 
 }  // namespace npu_run

@@ -82,6 +82,7 @@ std::string format_job_status(const rdzv::JobStatus& s) {
                                  : fmt::format(" ({}..{} wanted)", s.min_nodes, s.max_nodes));
   for (const auto& n : s.nodes) {
     out += node_line(n);
+    if (!n.place.empty()) out += "    place: " + n.place + "\n";
     if (n.health) out += health_lines(*n.health);
     if (n.state == "waiting" || n.state == "checking" || n.state == "excluded") continue;
     if (n.ranks.empty() && n.state == "running") out += "    (no beats heard from its ranks yet)\n";

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -53,10 +54,13 @@ RankTable build_rank_table(const std::vector<ServerDevices>& servers, const std:
     }
     table.servers.push_back(std::move(server));
   }
-  if (version == "1.2") {
-    SuperPod pod{super_pod_id, {}};
-    for (const auto& s : table.servers) pod.server_ids.push_back(s.server_id);
-    table.super_pods.push_back(std::move(pod));
+  if (version != "1.2") return table;
+  for (const ServerDevices& s : servers) {
+    const std::string& id = s.super_pod_id.empty() ? super_pod_id : s.super_pod_id;
+    auto pod = std::find_if(table.super_pods.begin(), table.super_pods.end(),
+                            [&](const SuperPod& p) { return p.super_pod_id == id; });
+    if (pod == table.super_pods.end()) pod = table.super_pods.insert(pod, SuperPod{id, {}});
+    pod->server_ids.push_back(s.server_id);
   }
   return table;
 }

@@ -45,10 +45,12 @@ struct ServerDevices {
   std::vector<int> devices;
   std::map<int, std::string> device_ips;  // by device id
   std::map<int, int> super_device_ids;    // by device id; version 1.2 only
+  std::string super_pod_id{};             // version 1.2: its SuperPoD (empty: the table's one)
 };
 
 // Numbers rank ids 0..N-1 through the servers in order. Throws UsageError naming the device
-// whose address (or, for 1.2, super device id) is missing, and duplicate devices.
+// whose address (or, for 1.2, super device id) is missing, and duplicate devices. A 1.2 table's
+// super_pod_list names each server under its own SuperPoD, else under `super_pod_id`.
 RankTable build_rank_table(const std::vector<ServerDevices>& servers,
                            const std::string& version = "1.0",
                            const std::string& super_pod_id = "0");

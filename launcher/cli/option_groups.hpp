@@ -123,6 +123,27 @@ struct ShapeFlags : FlagGroup {
                "with the lost node's label is preferred for its seat (default: "
                "superpod-$HCCL_LOGIC_SUPERPOD_ID where that is set, else none)",
        .type = "LABEL"}};
+  Flag<std::string> node_order{
+      *this,
+      {.name = "--node-order",
+       .help = "How the rendezvous orders nodes, and so ranks: topology (by SuperPoD, block, "
+               "switch and server index where any is known, then host name; the default), host "
+               "(host names in natural order: node2 before node10) or arrival",
+       .type = "{topology,host,arrival}"},
+      "topology"};
+  Flag<std::string> topology{
+      *this,
+      {.name = "--topology",
+       .help = "A file of 'HOST PATH' lines, PATH's levels from the top (pod1/spine0/leaf3): "
+               "where each node sits, for networks npu_run cannot read",
+       .type = "FILE"}};
+  Flag<int> sp_block{
+      *this,
+      {.name = "--sp-block",
+       .help = "Atlas A3: devices per logical SuperPoD (MindCluster's sp-block); each block is "
+               "a run of adjacent ranks inside one SuperPoD, given to HCCL as "
+               "HCCL_LOGIC_SUPERPOD_ID",
+       .type = "N"}};
   Flag<std::string> master_addr{
       *this,
       {.name = "--master-addr",

@@ -46,6 +46,7 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   ParsedLaunch parsed{LaunchConfig{}, cluster.facts};
   LaunchConfig& cfg = parsed.config;
   resolve_shape(in, cfg.shape);
+  resolve_placement(in, cfg.shape, cfg.placement);
   resolve_rendezvous(in, cfg.shape, cfg.rendezvous, parsed.cluster.warnings);
   resolve_supervision(in, cfg.supervision, cfg.agent);
   resolve_ascend(in, cfg.shape, cfg.ascend);

@@ -145,6 +145,7 @@ void resolve_node_rank(const LaunchInputs& in, JobShape& shape) {
           in.cluster.facts.description, *in.cluster.node_rank, shape.max_nodes));
     }
     shape.node_rank = in.cluster.node_rank;
+    shape.node_rank_from_scheduler = true;
   } else if (o.shape.node_rank.given()) {
     const int rank = *o.shape.node_rank;
     if (rank < 0 || rank >= ranks) {

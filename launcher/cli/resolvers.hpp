@@ -25,6 +25,8 @@ struct LaunchInputs {
 
 // Nodes, node rank, workers per node and their devices (cli/resolve_shape.cpp).
 void resolve_shape(const LaunchInputs& in, JobShape& shape);
+// --node-order, --topology, --sp-block (cli/resolve_placement.cpp).
+void resolve_placement(const LaunchInputs& in, const JobShape& shape, Placement& placement);
 // Master, endpoint, backend, --rdzv-conf, timing, run id and token (cli/resolve_rendezvous.cpp).
 // A missing secret for a Slurm step's token is a warning, added to `warnings`.
 void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, RendezvousConfig& rdzv,

@@ -22,6 +22,7 @@
 #include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
 #include "agent/service_metrics.hpp"
+#include "agent/topology_probe.hpp"
 #include "basics/kernel_features.hpp"
 #include "commands/commands.hpp"
 #include "net/address_probe.hpp"
@@ -89,10 +90,16 @@ void keep_records(const LaunchConfig& cfg, const std::string& run_dir,
 }  // namespace
 
 int launch(const ParsedLaunch& parsed, const EnvMap& env, const LaunchHooks& hooks) {
-  const LaunchConfig cfg = with_derived_token(parsed.config);
+  LaunchConfig cfg = with_derived_token(parsed.config);
   const std::string host = asio::ip::host_name();
   configure_agent_logging(cfg.agent.log_level, host, cfg.shape.node_rank);
   log_launch_facts(cfg, parsed.cluster);
+  // Before the first join, which carries it: where this node sits orders the job's ranks.
+  if (cfg.shape.multi_node() || cfg.rendezvous.etcd) {
+    cfg.placement.path = find_topology(cfg, env, host);
+    if (!cfg.placement.path.empty())
+      spdlog::info("this node's place in the network: {}", cfg.placement.path.describe());
+  }
   if (cfg.agent.dry_run) {
     std::cout << format_plan(cfg, env, host);
     return 0;

@@ -13,6 +13,7 @@
 
 #include "ascend/rank_table.hpp"
 #include "ascend/topology.hpp"
+#include "basics/topology_path.hpp"
 #include "config/rank_stream_map.hpp"
 #include "devices/numa_binding.hpp"
 #include "health/gate_settings.hpp"
@@ -77,8 +78,22 @@ struct JobShape {
   int spares = 0;                // --spares: agents beyond max_nodes that wait as spares
   std::string spare_affinity;    // --spare-affinity
 
+  // The node rank came from the scheduler's variables (SLURM_NODEID), not --node-rank: where
+  // the node's place in the network is known, the rendezvous seats it by that instead.
+  bool node_rank_from_scheduler = false;
+
   // A spare makes even a one-node job a rendezvous of several agents.
   bool multi_node() const { return max_nodes + spares > 1; }
+};
+
+// Where this node sits in the network, and how the rendezvous orders nodes by it (--node-order,
+// --topology, --sp-block). `path` is found when the agent starts (agent/topology_probe.hpp).
+struct Placement {
+  NodeOrder order = NodeOrder::kTopology;
+  std::map<std::string, std::vector<std::string>> file;  // --topology: host -> levels
+  std::string file_source;                               // "--topology /etc/npu_run/topo"
+  int sp_block = 0;  // devices per logical SuperPoD; 0: none cut
+  TopologyPath path;
 };
 
 // The times and queue of a rendezvous: the same options, checks and defaults for the agents and
@@ -280,6 +295,7 @@ struct AgentOptions {
 struct LaunchConfig {
   WorkerCommand worker;
   JobShape shape;
+  Placement placement;
   RendezvousConfig rendezvous;
   AscendConfig ascend;
   HealthGateSettings health;

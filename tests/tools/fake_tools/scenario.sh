@@ -12,6 +12,10 @@ fake_a3=0
 fake_style=narrow
 fake_busy_once=0
 fake_ip_base=10.0.0
+fake_superpod=
+fake_server_index=
+fake_switch=
+fake_chassis=
 
 # Whether PID runs: a zombie has let go of its devices already.
 fake_alive() {
@@ -31,6 +35,9 @@ if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
       a3) fake_a3=1 ;;
       busy_once) fake_busy_once=1 ;;
       ip_base) fake_ip_base=$a ;;
+      superpod) fake_superpod=$a; fake_server_index=$b ;;
+      switch) fake_switch=$a ;;
+      chassis) fake_chassis=$a ;;
       link_down) fake_link[$a]=DOWN ;;
       net_health) fake_netlth[$a]="$b${rest:+ $rest}" ;;
       no_ip) fake_noip[$a]=1 ;;

@@ -278,6 +278,16 @@ npu_run_bench_smoke("figures and targets from docs/BENCHMARKS.md" plots.py
   TIMEOUT 60
   PASS "launch.png")
 
+# Smoke run of the node-order benchmark: 4 namespaces behind two bridges and a shaped spine, one
+# tiny all_reduce each way (root; skipped otherwise).
+set(gain "bench smoke: all_reduce bus bandwidth by node order across a shaped spine")
+add_test(NAME "${gain}"
+         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/bench/topology_gain.sh $<TARGET_FILE:npu_run>
+                 --nodes 4 --mb 1 --iters 1)
+set_tests_properties("${gain}" PROPERTIES LABELS bench TIMEOUT 180 RESOURCE_LOCK bench
+                                          SKIP_RETURN_CODE 77
+                                          PASS_REGULAR_EXPRESSION "\\| 4 \\| \\| topology / host \\| \\*\\*[0-9.]+x")
+
 # Smoke run of the spare take-over benchmark (2 nodes and a spare, one run, npu_run only).
 npu_run_bench_smoke("a spare taking a lost node's seat" spare_takeover.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1

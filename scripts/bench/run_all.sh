@@ -46,6 +46,7 @@ if [ "$smoke" = --smoke ]; then
   train=(--runs 1)
   startup=(--runs 3)
   ssh_hosts=(--hosts 4 --runs 1)
+  gain=(--nodes 4 --mb 1 --iters 1)
 else
   out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
   single=(--nproc 1,8,32 --runs 5)
@@ -55,6 +56,7 @@ else
   train=(--runs 3)
   startup=(--runs 200)
   ssh_hosts=(--hosts 16,64 --runs 3)
+  gain=(--nodes 4,8)
 fi
 
 {
@@ -82,6 +84,10 @@ fi
   "$py" "$bench/spare_takeover.py" --npu-run "$bin/npu_run"
   echo
   "$py" "$bench/etcd_failover.py" --npu-run "$bin/npu_run"
+  echo
+  echo "## All-reduce bus bandwidth by node order (scripts/bench/topology_gain.sh)"
+  echo
+  bash "$bench/topology_gain.sh" "$bin/npu_run" "${gain[@]}"
   for delay in 0 0.2; do
     echo
     "$py" "$bench/ssh_start.py" --npu-run "$bin/npu_run" --login-delay "$delay" "${ssh_hosts[@]}"

@@ -77,27 +77,70 @@ struct HealthGate::Impl {
   void run() {
     if (!exits) exits = std::make_unique<ChildExits>(io);
     runner = std::make_shared<HealthRunner>(io, *exits, checks(), cfg.health.run);
-    runner->start([this](NodeVerdict verdict) {
-      verdict.settings = consistency_settings(cfg, env);
-      if (cfg.shape.multi_node()) {
-        if (auto finding = host_name_finding())
-          verdict.findings.insert(verdict.findings.begin(), *finding);
-      }
-      log_findings(verdict.findings);
-      log_summary(verdict);
-      last = verdict;
-      report(verdict);
-      if (verdict.failed()) recheck_if_kept_out();
-    });
+    reported_early = false;
+    runner->start([this](NodeVerdict verdict) { judged(std::move(verdict)); },
+                  [this](NodeVerdict verdict) { judged_early(std::move(verdict)); });
   }
 
+  void complete(NodeVerdict& verdict) const {
+    verdict.settings = consistency_settings(cfg, env);
+    if (!cfg.shape.multi_node()) return;
+    if (auto finding = host_name_finding())
+      verdict.findings.insert(verdict.findings.begin(), *finding);
+  }
+
+  // Every check that can fail the node answered: the verdict goes now, and the warning-only
+  // checks go on behind it (unless it failed: a recheck runs them all again).
+  void judged_early(NodeVerdict verdict) {
+    complete(verdict);
+    log_findings(verdict.findings);
+    log_summary(verdict, " (warning-only checks still running)");
+    last = verdict;
+    reported_early = true;
+    report(verdict);
+    if (!verdict.failed()) return;
+    runner->cancel();
+    recheck_if_kept_out();
+  }
+
+  // Every check answered. After an early verdict only what the warning-only checks added is
+  // logged, and the whole verdict goes to `late` (the rendezvous shows it in npu_run status).
+  void judged(NodeVerdict verdict) {
+    complete(verdict);
+    if (reported_early) {
+      const size_t known = last ? last->findings.size() : 0;
+      if (verdict.findings.size() > known) {
+        log_findings({verdict.findings.begin() + static_cast<std::ptrdiff_t>(known),
+                      verdict.findings.end()});
+      }
+      last = verdict;
+      if (late) late(verdict);
+      return;
+    }
+    log_findings(verdict.findings);
+    log_summary(verdict, "");
+    last = verdict;
+    report(verdict);
+    if (verdict.failed()) recheck_if_kept_out();
+  }
+
+  // The pings go first on the node's tools: warning-only checks still running wait for them.
   void ping(std::vector<DevicePing> pings, std::function<void(std::vector<PingResult>)> done) {
     if (!exits) exits = std::make_unique<ChildExits>(io);
     NodeCheckSettings settings = checks();
     settings.pings = std::move(pings);
     pinger = std::make_shared<HealthRunner>(io, *exits, std::move(settings), cfg.health.run);
-    pinger->start(
-        [done = std::move(done)](NodeVerdict verdict) { done(std::move(verdict.pings)); });
+    auto start = [this, pinging = pinger, done = std::move(done)]() mutable {
+      pinging->start([this, done = std::move(done)](NodeVerdict verdict) {
+        if (runner) runner->resume();
+        done(std::move(verdict.pings));
+      });
+    };
+    if (runner && runner->busy()) {
+      runner->hold(std::move(start));
+    } else {
+      start();
+    }
   }
 
   // An elastic job's gate keeps a failed node out: it checks again after --health-recheck.
@@ -126,14 +169,15 @@ struct HealthGate::Impl {
     }
   }
 
-  void log_summary(const NodeVerdict& verdict) const {
+  void log_summary(const NodeVerdict& verdict, const char* more) const {
     const size_t passed = verdict.with_status(HealthStatus::kPass).size();
-    spdlog::info("health checks: {} of {} passed in {:.1f} s{}", passed, verdict.findings.size(),
+    spdlog::info("health checks: {} of {} passed in {:.1f} s{}{}", passed, verdict.findings.size(),
                  static_cast<double>(verdict.elapsed_ms) / 1000.0,
                  verdict.failed() ? (cfg.health.mode == HealthMode::kGate
                                          ? "; this node fails its health gate"
                                          : "; --health-check warn: the node runs anyway")
-                                  : "");
+                                  : "",
+                 more);
   }
 
   asio::io_context& io;
@@ -147,6 +191,8 @@ struct HealthGate::Impl {
   std::set<std::shared_ptr<NpuInfoSnapshot>> snapshots;
   std::vector<std::function<void()>> after_snapshots;
   Report report;  // check()'s, for the rechecks
+  Report late;    // check()'s: the whole verdict after an early one
+  bool reported_early = false;
   std::optional<NodeVerdict> last;
 };
 
@@ -161,11 +207,19 @@ bool HealthGate::enabled() const {
   return impl_->cfg.health.mode != HealthMode::kOff;
 }
 
-void HealthGate::check(const Report& report) {
+void HealthGate::check(const Report& report, const Report& late) {
   if (!enabled()) return;
   stop();
   impl_->report = report;
+  impl_->late = late;
   impl_->run();
+}
+
+void HealthGate::settle() {
+  impl_->recheck.cancel();
+  if (impl_->pinger) impl_->pinger->cancel();
+  impl_->pinger.reset();
+  if (impl_->runner) impl_->runner->resume();
 }
 
 void HealthGate::ping(std::vector<DevicePing> pings,

@@ -29,9 +29,14 @@ class HealthGate {
 
   bool enabled() const;
   // Runs the checks for the next round; `report` gets the verdict (whole; the rendezvous is
-  // sent compact()). An elastic job's failed gate runs them again every --health-recheck
-  // seconds, reporting each verdict, until stop().
-  void check(const Report& report);
+  // sent compact()) as soon as every check that can fail the node is in, and `late` the whole
+  // verdict once the warning-only checks (optics, link flaps) are in too, if they came after.
+  // An elastic job's failed gate runs them again every --health-recheck seconds, reporting
+  // each verdict, until stop().
+  void check(const Report& report, const Report& late = {});
+  // The round formed: no more pings or rechecks, but the warning-only checks still running end
+  // and reach `late`.
+  void settle();
   // Runs the device-plane pings the rendezvous asked for (hccn_tool -ping, one call at a time
   // like every hccn_tool call, each under the per-call timeout, all within the budget); `done`
   // gets an answer for each.

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "agent/health_gate.hpp"
 #include "rendezvous/protocol.hpp"
@@ -31,20 +32,33 @@ class HealthRoom final : public AgentRoom {
     };
   }
 
-  // The checks run while the rendezvous waits for the others; their verdict follows the join.
+  // The checks run while the rendezvous waits for the others; their verdict follows the join
+  // once the checks that can fail the node are in. The whole verdict, with the warning-only
+  // checks, follows once the round formed (before it, a second verdict would count as a recheck
+  // and be pinged again), for npu_run status.
   void joining() override {
-    gate_.check([this](const NodeVerdict& verdict) {
-      heard_(verdict);
-      const AgentState state = ctx_.host.state();
-      if (state == AgentState::kRendezvous || state == AgentState::kRunning)
-        ctx_.rendezvous.send_health(rdzv::HealthReport{compact(verdict)});
-    });
+    assigned_ = false;
+    whole_.reset();
+    gate_.check(
+        [this](const NodeVerdict& verdict) {
+          heard_(verdict);
+          const AgentState state = ctx_.host.state();
+          if (state == AgentState::kRendezvous || state == AgentState::kRunning)
+            ctx_.rendezvous.send_health(rdzv::HealthReport{compact(verdict)});
+        },
+        [this](const NodeVerdict& verdict) {
+          whole_ = compact(verdict);
+          if (assigned_) send_whole();
+        });
   }
 
   void assigned(const Assignment& assigned) override {
-    // A gating node was assigned once its verdict passed; no recheck is due. (One that only
-    // warns may still be checking: its verdict is still shown.)
-    if (ctx_.cfg.health.mode == HealthMode::kGate) gate_.stop();
+    // A gating node was assigned once its verdict passed; no recheck is due, and warning-only
+    // checks still running end. (One that only warns may still be checking: its verdict is
+    // still shown.)
+    assigned_ = true;
+    if (ctx_.cfg.health.mode == HealthMode::kGate) gate_.settle();
+    if (whole_) send_whole();
     for (const std::string& note : assigned.health_notes) spdlog::warn("health gate: {}", note);
   }
 
@@ -88,9 +102,18 @@ class HealthRoom final : public AgentRoom {
     gate_.npu_info(folder + "/" + name);
   }
 
+  void send_whole() {
+    const AgentState state = ctx_.host.state();
+    if (state == AgentState::kRendezvous || state == AgentState::kRunning)
+      ctx_.rendezvous.send_health(rdzv::HealthReport{std::move(*whole_)});
+    whole_.reset();
+  }
+
   RoomContext ctx_;
   HealthGate gate_;
   std::function<void(const NodeVerdict&)> heard_;
+  bool assigned_ = false;               // this round's assignment came
+  std::optional<NodeVerdict> whole_{};  // the whole verdict, held until then
 };
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <utility>
 
 #include "agent/tool_call.hpp"
 
@@ -27,8 +29,9 @@ HealthRunner::HealthRunner(asio::io_context& io, ChildExits& exits, NodeCheckSet
 
 HealthRunner::~HealthRunner() = default;
 
-void HealthRunner::start(Done done) {
+void HealthRunner::start(Done done, Done early) {
   done_ = std::move(done);
+  early_ = std::move(early);
   started_ = std::chrono::steady_clock::now();
   timers_->budget.expires_after(settings_.budget);
   timers_->budget.async_wait([weak = weak_from_this()](boost::system::error_code cancelled) {
@@ -40,6 +43,8 @@ void HealthRunner::start(Done done) {
 
 void HealthRunner::cancel() {
   done_ = nullptr;
+  early_ = nullptr;
+  idle_ = nullptr;
   timers_->budget.cancel();
   for (auto& [tool, queue] : queues_) {
     queue.waiting.clear();
@@ -55,9 +60,31 @@ void HealthRunner::enqueue(std::vector<PlannedCall> calls) {
   }
 }
 
+void HealthRunner::hold(std::function<void()> idle) {
+  held_ = true;
+  idle_ = std::move(idle);
+  for (const auto& [tool, queue] : queues_) {
+    if (queue.running) return;  // answered() runs `idle` once the last one ends
+  }
+  asio::post(io_, [weak = weak_from_this()] {
+    if (auto self = weak.lock(); self && self->idle_) std::exchange(self->idle_, nullptr)();
+  });
+}
+
+void HealthRunner::resume() {
+  held_ = false;
+  idle_ = nullptr;
+  for (auto& [tool, queue] : queues_) next(tool);
+}
+
+bool HealthRunner::busy() const {
+  return std::any_of(queues_.begin(), queues_.end(),
+                     [](const auto& q) { return q.second.running || !q.second.waiting.empty(); });
+}
+
 void HealthRunner::next(HealthTool tool) {
   Queue& queue = queues_[tool];
-  if (queue.running || queue.waiting.empty() || !done_) return;
+  if (queue.running || queue.waiting.empty() || !done_ || held_) return;
   if (out_of_budget_) {
     for (const PlannedCall& call : queue.waiting) {
       plan_.never_ran(call, fmt::format("not run: the health checks' budget of {:.1f} s ran out",
@@ -79,6 +106,13 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
   Queue& queue = queues_[tool];
   queue.running.reset();
   if (!done_) return;
+  if (held_ && idle_ && std::none_of(queues_.begin(), queues_.end(), [](const auto& q) {
+        return q.second.running != nullptr;
+      })) {
+    asio::post(io_, [weak = weak_from_this()] {
+      if (auto self = weak.lock(); self && self->idle_) std::exchange(self->idle_, nullptr)();
+    });
+  }
   if (run.busy() && queue.tries < settings_.busy_tries && !out_of_budget_) {
     auto& pause = timers_->pauses[tool];
     if (!pause) pause = std::make_unique<asio::steady_timer>(io_);
@@ -120,21 +154,34 @@ void HealthRunner::budget_ran_out() {
   maybe_done();
 }
 
-void HealthRunner::maybe_done() {
-  if (!done_) return;
-  for (const auto& [tool, queue] : queues_) {
-    if (queue.running || !queue.waiting.empty()) return;
-  }
-  timers_->budget.cancel();
+bool HealthRunner::gating_calls_left() const {
+  return std::any_of(queues_.begin(), queues_.end(), [](const auto& q) {
+    return std::any_of(q.second.waiting.begin(), q.second.waiting.end(),
+                       [](const PlannedCall& call) { return !call.warn_only; });
+  });
+}
+
+NodeVerdict HealthRunner::verdict_so_far() const {
   NodeVerdict verdict = plan_.verdict();
   verdict.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - started_)
                            .count();
   verdict.slowest_call = slowest_call_;
   verdict.slowest_ms = slowest_ms_;
-  auto done = std::move(done_);
-  done_ = nullptr;
-  done(std::move(verdict));
+  return verdict;
+}
+
+void HealthRunner::maybe_done() {
+  if (!done_) return;
+  if (!busy()) {
+    timers_->budget.cancel();
+    early_ = nullptr;  // the whole verdict is in: no early one
+    std::exchange(done_, nullptr)(verdict_so_far());
+    return;
+  }
+  // A call that answers stays first in its queue until then: a waiting gating call is one that
+  // runs or will.
+  if (early_ && !gating_calls_left()) std::exchange(early_, nullptr)(verdict_so_far());
 }
 
 }  // namespace npu_run

@@ -2,6 +2,8 @@
 // one at a time (hccn_tool answers "busy" to a second one, exit 11: such a call is run again
 // after a pause), different tools side by side, every call under its own timeout and the whole
 // under a budget; what the budget cuts off is reported as not run. Never blocks the loop.
+// The verdict can come in two steps: once every call that can fail the node answered, and once
+// the warning-only ones did too; and another runner's calls (the pings) can go first.
 #pragma once
 
 #include <chrono>
@@ -30,10 +32,19 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
                HealthRunSettings settings);
   ~HealthRunner();
 
-  // Runs the checks; `done` is called once from the loop with the verdict.
-  void start(Done done);
+  // Runs the checks; `done` is called once from the loop with the whole verdict. `early`, when
+  // given, is called before it, with the verdict so far, as soon as every call that can fail
+  // the node answered while warning-only calls (PlannedCall::warn_only) still run; never when
+  // none is left by then.
+  void start(Done done, Done early = {});
   // Kills what runs; `done` is not called.
   void cancel();
+  // Starts no new call until resume(); `idle` runs once no call is running (posted at once if
+  // none is), so that another runner's calls go first on the node's tools.
+  void hold(std::function<void()> idle);
+  void resume();
+  // Whether calls are still waiting or running.
+  bool busy() const;
 
  private:
   struct Queue {
@@ -46,6 +57,8 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
   void answered(HealthTool tool, const PlannedCall& call, ToolRun run);
   void budget_ran_out();
   void maybe_done();
+  bool gating_calls_left() const;
+  NodeVerdict verdict_so_far() const;
 
   boost::asio::io_context& io_;
   ChildExits& exits_;
@@ -59,6 +72,9 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
   std::string slowest_call_;  // the call that took longest, for the blame of a slow round
   int64_t slowest_ms_ = 0;
   Done done_;
+  Done early_;
+  std::function<void()> idle_;  // hold()'s, until nothing runs
+  bool held_ = false;
 };
 
 }  // namespace npu_run

@@ -13,9 +13,17 @@ namespace npu_run {
 namespace {
 
 // hccn_tool's per-device commands, in the order FaultDiag's collector runs them.
-constexpr std::pair<const char*, const char*> kHccnChecks[] = {
-    {"link", "-link"}, {"net_health", "-net_health"}, {"ip", "-ip"},
-    {"tls", "-tls"},   {"optical", "-optical"},       {"link_stat", "-link_stat"},
+// The checks that can fail a node (or its job: the TLS switch) first, for every device; then
+// those that only warn, which the gate's verdict does not wait for (agent/health_runner.hpp).
+struct HccnCheck {
+  const char* check;
+  const char* flag;
+  bool warn_only;
+};
+constexpr HccnCheck kHccnChecks[] = {
+    {"link", "-link", false},      {"net_health", "-net_health", false},
+    {"ip", "-ip", false},          {"tls", "-tls", false},
+    {"optical", "-optical", true}, {"link_stat", "-link_stat", true},
 };
 
 const char* const kGpuQuery = "--query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total";
@@ -68,10 +76,16 @@ std::vector<PlannedCall> NodeCheckPlan::ascend_calls() {
          {}});
     return calls;
   }
-  for (const int device : settings_.devices) {
-    for (const auto& [check, flag] : kHccnChecks) {
-      calls.push_back(
-          {HealthTool::kHccnTool, check, device, {hccn, "-i", std::to_string(device), flag, "-g"}});
+  for (const bool warn_only : {false, true}) {
+    for (const int device : settings_.devices) {
+      for (const HccnCheck& c : kHccnChecks) {
+        if (c.warn_only != warn_only) continue;
+        calls.push_back({HealthTool::kHccnTool,
+                         c.check,
+                         device,
+                         {hccn, "-i", std::to_string(device), c.flag, "-g"},
+                         c.warn_only});
+      }
     }
   }
   pending_ip_ = settings_.devices.size();

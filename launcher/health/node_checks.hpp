@@ -50,6 +50,9 @@ struct PlannedCall {
   std::string check;  // the finding it produces ("link", "npu_health", ...)
   int device = -1;    // physical id; -1: the node
   std::vector<std::string> argv;
+  // Its finding is at worst a warning (optics, link flaps): the gate's verdict is sent without
+  // waiting for it, and it runs after every call that can fail the node.
+  bool warn_only = false;
 };
 
 class NodeCheckPlan {

@@ -195,6 +195,8 @@ class RendezvousState {
   // --sp-block's logical SuperPoDs of the seats (rendezvous/node_order.hpp), and the end of a
   // job whose nodes cannot be cut into them.
   Blocks seat_blocks(const std::vector<const Joiner*>& by_rank) const;
+  // The round's members from the seated joiners, in node-rank order; returns the world size.
+  int seat_members(const std::vector<const Joiner*>& by_rank);
   std::vector<Outgoing> refuse_placement(const std::string& why);
   RestoreChoice restore_point(const std::vector<const Joiner*>& by_rank, int world_size) const;
   static CopyPeer copy_peer(const std::vector<const Joiner*>& by_rank, int node_rank);

@@ -174,20 +174,13 @@ size_t RendezvousState::staying_members() const {
   return n;
 }
 
-std::vector<Outgoing> RendezvousState::start_round() {
-  pinged_.clear();  // the next round's joiners are pinged again
-  const int n = round_seats();
-  const std::vector<const Joiner*> by_rank = seat_joiners(n);
-  const Blocks blocks = seat_blocks(by_rank);
-  if (!blocks.error.empty()) return refuse_placement(blocks.error);
-  note_formed(by_rank);
+int RendezvousState::seat_members(const std::vector<const Joiner*>& by_rank) {
   members_.clear();
   member_rank_.clear();
   reported_ = 0;
   int offset = 0;
-  bool peers_wanted = false;
-  for (int rank = 0; rank < n; ++rank) {
-    const Joiner& j = *by_rank[rank];
+  for (int rank = 0; rank < static_cast<int>(by_rank.size()); ++rank) {
+    const Joiner& j = *by_rank[static_cast<size_t>(rank)];
     members_.push_back(Member{j.id, j.join.node, rank, offset});
     members_.back().health = j.verdict;
     members_.back().health_mode = j.join.health;
@@ -195,8 +188,20 @@ std::vector<Outgoing> RendezvousState::start_round() {
     members_.back().agent = j.join.agent;
     member_rank_.emplace(j.id, rank);
     offset += j.join.node.nproc;
-    peers_wanted = peers_wanted || j.join.want_peers;
   }
+  return offset;
+}
+
+std::vector<Outgoing> RendezvousState::start_round() {
+  pinged_.clear();  // the next round's joiners are pinged again
+  const int n = round_seats();
+  const std::vector<const Joiner*> by_rank = seat_joiners(n);
+  const Blocks blocks = seat_blocks(by_rank);
+  if (!blocks.error.empty()) return refuse_placement(blocks.error);
+  note_formed(by_rank);
+  const int offset = seat_members(by_rank);
+  const bool peers_wanted = std::any_of(by_rank.begin(), by_rank.end(),
+                                        [](const Joiner* j) { return j->join.want_peers; });
   const RestoreChoice restore = restore_point(by_rank, offset);
   std::vector<CopyPeer> copy_ports;  // by node rank (before the loop below erases the joiners)
   for (int rank = 0; rank < n; ++rank) copy_ports.push_back(copy_peer(by_rank, rank));

@@ -8,7 +8,7 @@
 
 namespace npu_run::rdzv {
 
-nlohmann::json to_json(const TopologyPath& path);
+nlohmann::json to_json(const TopologyPath& t);
 // Throws BadMessage (rendezvous/json_fields.hpp) naming what is wrong.
 TopologyPath topology_from(const nlohmann::json& j);
 

@@ -81,7 +81,7 @@ class ToolProbe {
     ++running_;
     ToolCall::start(io_, exits_, std::move(args),
                     std::min(cfg_.health.run.call_timeout, kTopologyCallTimeout),
-                    [this, then = std::move(then)](ToolRun run) {
+                    [this, then = std::move(then)](const ToolRun& run) {
                       if (!run.exited_zero())
                         spdlog::debug("topology: {}: {}", run.command_line(), run.describe());
                       then(run);  // may start the next call

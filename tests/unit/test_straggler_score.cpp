@@ -26,7 +26,7 @@ std::vector<RankSample> window(int64_t start_ms, int steps, int64_t step_ms, int
         const int64_t at =
             start_ms + s * step_ms + c * step_ms / 2 + noise(rng) + (r == late ? late_ms : 0);
         samples[static_cast<size_t>(r)].calls.push_back(
-            {"default_pg", static_cast<int64_t>(start_ms / step_ms) + 2 * s + c, at});
+            {"default_pg", start_ms / step_ms + 2 * int64_t{s} + c, at});
       }
     }
   }
@@ -84,7 +84,8 @@ TEST_CASE("stragglers: no false alarm on noise, two late windows, or a different
   for (int run = 0; run < 10; ++run) {
     StragglerWatch watch;
     for (int w = 0; w < 20; ++w) {
-      CHECK_FALSE(watch.add(score_window(window(w * 1000, 10, 100, -1, 0, 10, rng), 1000)));
+      CHECK_FALSE(
+          watch.add(score_window(window(int64_t{w} * 1000, 10, 100, -1, 0, 10, rng), 1000)));
     }
   }
   StragglerWatch watch;
@@ -97,7 +98,7 @@ TEST_CASE("stragglers: no false alarm on noise, two late windows, or a different
   // Late, but below 30 % of the window (10 ms of each 100 ms step: 20 %).
   StragglerWatch mild;
   for (int w = 0; w < 5; ++w)
-    CHECK_FALSE(mild.add(score_window(window(w * 1000, 10, 100, 1, 10, 0, rng), 1000)));
+    CHECK_FALSE(mild.add(score_window(window(int64_t{w} * 1000, 10, 100, 1, 10, 0, rng), 1000)));
 }
 
 }  // namespace test_straggler_score

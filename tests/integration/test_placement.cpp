@@ -63,6 +63,13 @@ struct PlacedNodes {
     for (auto& n : nodes) require_no_strays(*n);
     return done;
   }
+  // Waits for every node; each must have exited 0, its log shown when it did not.
+  void all_succeed() {
+    for (const Finished& f : wait_all()) {
+      INFO(f.err);
+      CHECK(f.exit_code == 0);
+    }
+  }
   // Seat -> "<host> <block>", as the workers wrote them.
   std::vector<std::string> seats(size_t count) const {
     std::vector<std::string> out;
@@ -99,10 +106,7 @@ TEST_CASE("placement: nodes are seated by the switch their devices are cabled to
   CHECK_THAT(status.out, Contains("node 0  node2") && Contains("place: switch leaf-a (lldp)") &&
                              Contains("node 3  node3") && Contains("place: switch leaf-b (lldp)"));
   job.dir.write("go", "");
-  for (const Finished& f : job.wait_all()) {
-    INFO(f.err);
-    CHECK(f.exit_code == 0);
-  }
+  job.all_succeed();
   CHECK(job.seats(4) == std::vector<std::string>{"node2", "node10", "node1", "node3"});
 }
 
@@ -110,17 +114,14 @@ TEST_CASE("placement: where no node knows its place, host names in natural order
           "[integration][placement]") {
   PlacedNodes job;
   for (const char* host : {"node10", "node9", "node1"}) job.start(host, "3", "");
-  for (const Finished& f : job.wait_all()) {
-    INFO(f.err);
-    CHECK(f.exit_code == 0);
-  }
+  job.all_succeed();
   CHECK(job.seats(3) == std::vector<std::string>{"node1", "node9", "node10"});
   // --node-order arrival keeps the order the joins came in: node10's first here.
   PlacedNodes arrival;
   arrival.start("node10", "2", "", {"--node-order", "arrival"})
       .wait_for_output("waiting for 1 more node", 1, 20s, true);
   arrival.start("node9", "2", "", {"--node-order", "arrival"});
-  for (const Finished& f : arrival.wait_all()) CHECK(f.exit_code == 0);
+  arrival.all_succeed();
   CHECK(arrival.seats(2) == std::vector<std::string>{"node10", "node9"});
 }
 
@@ -149,7 +150,7 @@ TEST_CASE("placement: a --topology file places the nodes it lists, and --dry-run
   const std::string file =
       job.dir.write("topology", "alpha pod1/spine1/leaf7\nbeta pod1/spine0/leaf2\n");
   for (const char* host : {"alpha", "beta"}) job.start(host, "2", "", {"--topology", file});
-  for (const Finished& f : job.wait_all()) CHECK(f.exit_code == 0);
+  job.all_succeed();
   CHECK(job.seats(2) == std::vector<std::string>{"beta", "alpha"});
   PlacedNodes plan;
   NpuRunProcess& dry = plan.start("alpha", "2", "", {"--topology", file, "--dry-run"});
@@ -169,10 +170,7 @@ TEST_CASE(
     job.start(host, "4", fmt::format("a3\nsuperpod {} {}\n", pod.at(host), host[1]),
               {"--sp-block", "4"});
   }
-  for (const Finished& f : job.wait_all()) {
-    INFO(f.err);
-    CHECK(f.exit_code == 0);
-  }
+  job.all_succeed();
   CHECK(job.seats(4) == std::vector<std::string>{"h2 1-0", "h4 1-0", "h1 2-0", "h3 2-0"});
 }
 

@@ -100,6 +100,9 @@ json client_json(const ClientMessage& message) {
           return {{"type", "health"}, {"verdict", verdict_json(m.verdict)}};
         } else if constexpr (std::is_same_v<T, PingReport>) {
           return {{"type", "ping_report"}, {"run", m.run}, {"results", to_json(m.results)}};
+        } else if constexpr (std::is_same_v<T, ProbeReport>) {
+          return {{"type", "probe_report"},   {"run", m.run},       {"matmul_us", m.matmul_us},
+                  {"gather_us", m.gather_us}, {"failed", m.failed}, {"detail", m.detail}};
         } else {
           return report_json(m);
         }
@@ -162,6 +165,15 @@ ClientMessage client_from(const json& j) {
   if (type == "ping_report")
     return PingReport{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
                       ping_results_from(f.array("results", Limits::kMaxPings, false))};
+  if (type == "probe_report") {
+    ProbeReport m;
+    m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
+    m.matmul_us = f.integer("matmul_us", 0, INT64_MAX);
+    m.gather_us = f.integer("gather_us", 0, INT64_MAX);
+    m.failed = f.boolean("failed");
+    m.detail = f.text("detail", Limits::kMaxPingText, false);
+    return m;
+  }
   if (type == "report") {
     Report m;
     m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));

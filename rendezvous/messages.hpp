@@ -31,6 +31,7 @@
 #include "health/verdict.hpp"
 #include "rendezvous/dump_messages.hpp"
 #include "rendezvous/message_parts.hpp"
+#include "rendezvous/probe_messages.hpp"
 #include "rendezvous/protocol_version.hpp"
 #include "rendezvous/snapshot_messages.hpp"
 #include "rendezvous/timeline.hpp"
@@ -164,8 +165,9 @@ struct HangNotice {
   FailureReport failure;
 };
 
-using ClientMessage = std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice,
-                                   StatusQuery, HealthReport, PingReport, RecordsCollected>;
+using ClientMessage =
+    std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice, StatusQuery,
+                 HealthReport, PingReport, RecordsCollected, ProbeReport>;
 
 // ---- server -> agent ----
 
@@ -211,6 +213,8 @@ struct Assigned {
   // --sp-block: the logical SuperPoD of this node's ranks (rendezvous/node_order.hpp), which its
   // workers get as HCCL_LOGIC_SUPERPOD_ID. Empty: none cut.
   std::string block{};
+  // --preflight: what the probe before this round measured and found (state_probe.cpp).
+  std::vector<std::string> probe_notes{};
 };
 
 // A failure elsewhere: stop this node's workers, then Report.
@@ -341,20 +345,20 @@ struct Dismissed {
 
 using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, StopWorkers, Decision,
                                    HeartbeatAck, Challenge, Reform, Resumed, JobStatus, PingRequest,
-                                   PingVerdict, Standby, Dismissed, CollectRecords>;
+                                   PingVerdict, Standby, Dismissed, CollectRecords, ProbeRequest>;
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
   static const char* const kNames[] = {"hello",  "join",        "heartbeat", "report",
                                        "auth",   "resume",      "hang",      "status",
-                                       "health", "ping_report", "records"};
+                                       "health", "ping_report", "records",   "probe_report"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {
-  static const char* const kNames[] = {"welcome",      "error",    "progress",      "assigned",
-                                       "stop",         "decision", "heartbeat_ack", "challenge",
-                                       "reform",       "resumed",  "status",        "pings",
-                                       "ping_verdict", "standby",  "dismissed",     "collect"};
+  static const char* const kNames[] = {
+      "welcome",       "error",     "progress",  "assigned", "stop",   "decision",
+      "heartbeat_ack", "challenge", "reform",    "resumed",  "status", "pings",
+      "ping_verdict",  "standby",   "dismissed", "collect",  "probe"};
   return kNames[message.index()];
 }
 
@@ -366,7 +370,8 @@ inline bool sequenced(const ClientMessage& message) {
   return std::holds_alternative<Join>(message) || std::holds_alternative<Report>(message) ||
          std::holds_alternative<HangNotice>(message) ||
          std::holds_alternative<HealthReport>(message) ||
-         std::holds_alternative<PingReport>(message);
+         std::holds_alternative<PingReport>(message) ||
+         std::holds_alternative<ProbeReport>(message);
 }
 inline bool sequenced(const ServerMessage& message) {
   return std::holds_alternative<Progress>(message) || std::holds_alternative<Assigned>(message) ||
@@ -374,7 +379,8 @@ inline bool sequenced(const ServerMessage& message) {
          std::holds_alternative<Decision>(message) || std::holds_alternative<Reform>(message) ||
          std::holds_alternative<PingRequest>(message) ||
          std::holds_alternative<PingVerdict>(message) || std::holds_alternative<Standby>(message) ||
-         std::holds_alternative<Dismissed>(message);
+         std::holds_alternative<Dismissed>(message) ||
+         std::holds_alternative<ProbeRequest>(message);
 }
 
 }  // namespace npu_run::rdzv

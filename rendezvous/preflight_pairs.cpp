@@ -30,8 +30,16 @@ bool slow(const GroupTime& g, double median) {
   return g.failed || (median > 0 && g.seconds > kSlowFactor * median);
 }
 
-std::string group_text(const ProbeGroup& g) {
-  return fmt::format("{}", fmt::join(g, "+"));
+std::string label_of(const std::vector<std::string>& labels, int node) {
+  const auto i = static_cast<size_t>(node);
+  return i < labels.size() ? labels[i] : fmt::format("node {}", node);
+}
+
+std::string group_text(const ProbeGroup& g, const std::vector<std::string>& labels) {
+  if (labels.empty()) return fmt::format("nodes {}", fmt::join(g, "+"));
+  std::vector<std::string> names;
+  for (int node : g) names.push_back(label_of(labels, node));
+  return fmt::format("{}", fmt::join(names, " and "));
 }
 
 std::string time_text(const GroupTime& g, double median) {
@@ -41,7 +49,8 @@ std::string time_text(const GroupTime& g, double median) {
 }
 
 // Node matmuls over twice the median: slow by themselves.
-void judge_matmuls(const std::vector<double>& matmul, ProbeFindings& out) {
+void judge_matmuls(const std::vector<double>& matmul, const std::vector<std::string>& labels,
+                   ProbeFindings& out) {
   std::vector<double> measured;
   for (double s : matmul) {
     if (s > 0) measured.push_back(s);
@@ -50,8 +59,9 @@ void judge_matmuls(const std::vector<double>& matmul, ProbeFindings& out) {
   for (size_t rank = 0; rank < matmul.size(); ++rank) {
     if (median <= 0 || matmul[rank] <= kSlowFactor * median) continue;
     out.slow_nodes.push_back(static_cast<int>(rank));
-    out.lines.push_back(fmt::format("node {}: matmul {:.3f} s, {:.1f}x the median {:.3f} s", rank,
-                                    matmul[rank], matmul[rank] / median, median));
+    out.lines.push_back(fmt::format("{}: matmul {:.3f} s, {:.1f}x the median {:.3f} s",
+                                    label_of(labels, static_cast<int>(rank)), matmul[rank],
+                                    matmul[rank] / median, median));
   }
 }
 
@@ -65,10 +75,10 @@ std::vector<ProbeGroup> first_round(int nodes) {
 }
 
 ProbeFindings judge_probe(const std::vector<double>& matmul_seconds,
-                          const std::vector<GroupTime>& first,
-                          const std::vector<GroupTime>& second) {
+                          const std::vector<GroupTime>& first, const std::vector<GroupTime>& second,
+                          const std::vector<std::string>& labels) {
   ProbeFindings out;
-  judge_matmuls(matmul_seconds, out);
+  judge_matmuls(matmul_seconds, labels, out);
   const std::set<int> slow_alone(out.slow_nodes.begin(), out.slow_nodes.end());
   const double median = median_time(first);
   std::vector<int> suspects;
@@ -100,8 +110,9 @@ ProbeFindings judge_probe(const std::vector<double>& matmul_seconds,
   for (const GroupTime& g : second) {
     if (!slow(g, median)) continue;
     slow_again.insert(g.nodes.back());  // the suspect; its partner was good in round 1
-    out.lines.push_back(fmt::format("node {}: all_gather with good node {} {}", g.nodes.back(),
-                                    g.nodes.front(), time_text(g, median)));
+    out.lines.push_back(fmt::format("{}: all_gather with good {} {}",
+                                    label_of(labels, g.nodes.back()),
+                                    label_of(labels, g.nodes.front()), time_text(g, median)));
   }
   for (int node : slow_again) {
     if (!slow_alone.contains(node)) out.slow_nodes.push_back(node);
@@ -112,8 +123,8 @@ ProbeFindings judge_probe(const std::vector<double>& matmul_seconds,
     });
     if (explained || g->nodes.size() != 2) continue;
     out.slow_links.emplace_back(g->nodes[0], g->nodes[1]);
-    out.lines.push_back(fmt::format("nodes {}: all_gather {}, both fine with other partners",
-                                    group_text(g->nodes), time_text(*g, median)));
+    out.lines.push_back(fmt::format("{}: all_gather {}, both fine with other partners",
+                                    group_text(g->nodes, labels), time_text(*g, median)));
   }
   std::sort(out.slow_nodes.begin(), out.slow_nodes.end());
   return out;

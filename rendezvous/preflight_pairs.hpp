@@ -33,9 +33,10 @@ struct ProbeFindings {
 };
 
 // Reads round 1 (`second` empty) or round 2 (`second` its times) with each node's matmul time
-// (by rank; 0: not measured).
+// (by rank; 0: not measured). The lines name node i `labels[i]` ("node i" without labels).
 ProbeFindings judge_probe(const std::vector<double>& matmul_seconds,
                           const std::vector<GroupTime>& first,
-                          const std::vector<GroupTime>& second = {});
+                          const std::vector<GroupTime>& second = {},
+                          const std::vector<std::string>& labels = {});
 
 }  // namespace npu_run::rdzv

@@ -27,6 +27,8 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 13: copies of the snapshots on the next node's agent: joins say which copies an agent holds
 //     and its copy port, assignments where to copy and which ranks to fetch before loading.
 // 14: joins say where the node sits in the network (NodeInfo::topology), which orders the seats.
-inline constexpr int kProtocolVersion = 14;
+// 15: the pre-flight probe (--preflight): "probe" asks a node for its part, "probe_report"
+//     answers with its figures.
+inline constexpr int kProtocolVersion = 15;
 
 }  // namespace npu_run::rdzv

@@ -30,6 +30,7 @@ json assigned_json(const Assigned& m) {
                                {"restore", restore_json(m.restore)},
                                {"copy_to", copy_peer_json(m.copy_to)}});
   if (!m.block.empty()) j["block"] = m.block;
+  if (!m.probe_notes.empty()) j["probe_notes"] = m.probe_notes;
   return j;
 }
 
@@ -57,6 +58,11 @@ Assigned assigned_from(const Fields& f) {
   if (const json* restore = f.find("restore")) m.restore = restore_from(*restore);
   if (const json* copy_to = f.find("copy_to")) m.copy_to = copy_peer_from(*copy_to);
   m.block = f.text("block", Limits::kMaxName, false);
+  for (const json& note : f.array("probe_notes", Limits::kMaxHealthNotes, false)) {
+    if (!note.is_string() || note.get_ref<const std::string&>().size() > Limits::kMaxText)
+      f.fail("'probe_notes' holds a bad entry");
+    m.probe_notes.push_back(note.get<std::string>());
+  }
   return m;
 }
 
@@ -74,6 +80,34 @@ json decision_json(const Decision& m) {
     j["class_reason"] = m.class_reason;
   }
   return j;
+}
+
+json probe_json(const ProbeRequest& m) {
+  return answer("probe", {{"run", m.run},
+                          {"step", m.step},
+                          {"group", m.group},
+                          {"rank", m.rank},
+                          {"size", m.size},
+                          {"store_addr", m.store_addr},
+                          {"store_port", m.store_port},
+                          {"matmul", m.matmul},
+                          {"full", m.full},
+                          {"timeout_ms", m.timeout_ms}});
+}
+
+ProbeRequest probe_from(const Fields& f) {
+  ProbeRequest m;
+  m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
+  m.step = static_cast<int>(f.integer("step", 1, 3));
+  m.group = f.text("group", Limits::kMaxName);
+  m.size = static_cast<int>(f.integer("size", 1, Limits::kMaxNodes));
+  m.rank = static_cast<int>(f.integer("rank", 0, m.size - 1));
+  m.store_addr = f.text("store_addr", Limits::kMaxName, false);
+  m.store_port = static_cast<int>(f.integer("store_port", 0, 65535));
+  m.matmul = f.boolean("matmul");
+  m.full = f.boolean("full");
+  m.timeout_ms = static_cast<int>(f.integer("timeout_ms", 0, 3'600'000));
+  return m;
 }
 
 json server_json(const ServerMessage& message) {
@@ -112,6 +146,8 @@ json server_json(const ServerMessage& message) {
           json findings = json::array();
           for (const HealthFinding& finding : m.findings) findings.push_back(to_json(finding));
           return answer("ping_verdict", {{"findings", std::move(findings)}});
+        } else if constexpr (std::is_same_v<T, ProbeRequest>) {
+          return probe_json(m);
         } else if constexpr (std::is_same_v<T, Standby>) {
           return answer("standby", {{"round", m.round}, {"nodes", m.nodes}, {"spares", m.spares}});
         } else if constexpr (std::is_same_v<T, Dismissed>) {
@@ -191,6 +227,7 @@ ServerMessage server_from(const json& j) {
       m.findings.push_back(finding_from(finding));
     return m;
   }
+  if (type == "probe") return probe_from(f);
   if (type == "standby") {
     return Standby{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
                    static_cast<int>(f.integer("nodes", 0, Limits::kMaxNodes)),

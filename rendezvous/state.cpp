@@ -71,6 +71,7 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   if (const auto* hang = std::get_if<HangNotice>(&message)) return on_hang_notice(from, *hang);
   if (const auto* health = std::get_if<HealthReport>(&message)) return on_health(from, *health);
   if (const auto* pings = std::get_if<PingReport>(&message)) return on_ping_report(from, *pings);
+  if (const auto* probe = std::get_if<ProbeReport>(&message)) return on_probe_report(from, *probe);
   if (const auto* records = std::get_if<RecordsCollected>(&message))
     return on_records(from, *records);
   return on_report(from, std::get<Report>(message));

@@ -64,6 +64,7 @@
 #include "rendezvous/job_memory.hpp"
 #include "rendezvous/live_dumps.hpp"
 #include "rendezvous/messages.hpp"
+#include "rendezvous/probe_run.hpp"
 #include "rendezvous/restore_choice.hpp"
 #include "rendezvous/round_blame.hpp"
 #include "rendezvous/state_io.hpp"
@@ -142,6 +143,7 @@ class RendezvousState {
     uint64_t arrival;
     std::optional<NodeVerdict> verdict{};            // its last HealthReport for this round
     std::optional<std::vector<PingResult>> pings{};  // its answers to the running ping run
+    std::optional<HealthFinding> probe_failure{};    // the pre-flight probe found it slow
     bool told_standby = false;                       // was sent Standby (it is a spare)
     int64_t joined_ms = 0;                           // wall clock of its join's arrival
     int64_t verdict_ms = 0;                          // ... and of its last verdict's
@@ -253,6 +255,15 @@ class RendezvousState {
   // of them left. Nothing (and the round waits) while answers are missing.
   std::optional<std::vector<Outgoing>> continue_pings();
   std::vector<Outgoing> finish_pings();
+  // ---- the pre-flight probe (state_probe.cpp) ----
+  // Starts the round, or first a probe run when a seat candidate was not probed yet; the run's
+  // answers start it (or end the job) in finish_probe().
+  std::vector<Outgoing> probe_or_start_round();
+  std::vector<Outgoing> on_probe_report(ClientId from, const ProbeReport& report);
+  // As continue_pings(), for the probe run out.
+  std::optional<std::vector<Outgoing>> continue_probe();
+  std::vector<Outgoing> probe_requests();
+  std::vector<Outgoing> finish_probe();
   // The job ended: the joiners its health gate kept out are told so, and leave with kExitHealth.
   void release_kept_out(const Decision& decision, std::vector<Outgoing>& out);
   std::string joiner_label(const Joiner& joiner) const;
@@ -336,7 +347,12 @@ class RendezvousState {
   std::optional<PingRun> ping_run_;
   uint64_t ping_runs_ = 0;
   std::set<ClientId> pinged_;  // joiners of the last finished ping run, for the round forming
-  std::vector<SeatMemory> last_seats_;                 // by node rank, of the last round
+  std::optional<ProbeRun> probe_run_;
+  std::vector<ClientId> probe_nodes_;  // the run's nodes, by its index
+  uint64_t probe_runs_ = 0;
+  std::set<std::string> probed_;            // agents (Join::agent, else host/address) probed
+  std::vector<std::string> probe_notes_{};  // the last run's, for the round it lets form
+  std::vector<SeatMemory> last_seats_;      // by node rank, of the last round
   std::unordered_map<ClientId, int> remembered_seat_;  // held seats, kept in the next round
   // Seats held under a lost leader (resume()), by Join::agent, until their agent joins.
   std::map<std::string, int> resumed_seats_;

@@ -25,6 +25,7 @@ std::string finding_line(const HealthFinding& f) {
 }  // namespace
 
 RendezvousState::Gate RendezvousState::gate_of(const Joiner& joiner) {
+  if (joiner.probe_failure) return Gate::kFailed;  // whatever --health-check says
   if (joiner.join.health != HealthMode::kGate) return Gate::kReady;
   if (!joiner.verdict) return Gate::kChecking;
   return joiner.verdict->failed() ? Gate::kFailed : Gate::kReady;
@@ -49,6 +50,9 @@ std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthRepo
   const Gate before = gate_of(joiner->second);
   joiner->second.verdict = report.verdict;
   joiner->second.verdict_ms = now_.wall_ms;
+  // A recheck passes the node's own checks; what the probe found of it stands.
+  if (joiner->second.probe_failure)
+    joiner->second.verdict->findings.push_back(*joiner->second.probe_failure);
   pinged_.erase(from);  // a new verdict (a recheck) is pinged again before it counts
   const bool passed_now = before != Gate::kReady && gate_of(joiner->second) == Gate::kReady;
   if (phase_ == Phase::kJoining) return maybe_start_round();
@@ -71,6 +75,7 @@ std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthRepo
 std::vector<Outgoing> RendezvousState::maybe_start_round() {
   if (phase_ != Phase::kJoining || pending_.empty()) return {};
   if (auto pinging = continue_pings()) return std::move(*pinging);
+  if (auto probing = continue_probe()) return std::move(*probing);
   const auto count = [&](Gate gate) {
     return static_cast<int>(std::count_if(pending_.begin(), pending_.end(), [&](const auto& p) {
       return gate_of(p.second) == gate;

@@ -65,6 +65,9 @@ struct JobSettings {
   // per block; 0: none cut): rendezvous/node_order.hpp.
   NodeOrder node_order = NodeOrder::kTopology;
   int sp_block = 0;
+  // --preflight: the probe every node runs before a round with a node not probed yet
+  // (rendezvous/probe_run.hpp); off: none.
+  PreflightMode preflight = PreflightMode::kOff;
 };
 
 // A node taken out of the job (lost, a failed health gate, a device fault): what the ledger of

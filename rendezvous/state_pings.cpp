@@ -26,7 +26,7 @@ std::vector<Outgoing> RendezvousState::ping_or_start_round() {
   }
   const bool all_pinged = std::all_of(ring.begin(), ring.end(),
                                       [&](const Joiner* j) { return pinged_.contains(j->id); });
-  if (ring.size() < 2 || all_pinged) return start_round();
+  if (ring.size() < 2 || all_pinged) return probe_or_start_round();
   // In node-rank order where ranks were given, else by host: the ring the messages name.
   std::sort(ring.begin(), ring.end(), [](const Joiner* a, const Joiner* b) {
     return std::tuple(a->join.node_rank.value_or(INT_MAX), a->join.node.host, a->arrival) <

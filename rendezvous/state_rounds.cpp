@@ -229,12 +229,14 @@ std::vector<Outgoing> RendezvousState::start_round() {
                       std::move(point),
                       copy_ports[static_cast<size_t>((m.node_rank + 1) % n)]};
     if (settings_.sp_block > 0) assigned.block = blocks.ids[static_cast<size_t>(m.node_rank)];
+    assigned.probe_notes = probe_notes_;
     out.push_back(Outgoing{{m.id}, std::move(assigned), false});
     pending_.erase(m.id);
   }
   // Those left wait for the next round: spares, and (elastic) joiners their health gate kept
   // out.
   health_notes_.clear();
+  probe_notes_.clear();
   claimed_ranks_.clear();
   for (const auto& [id, joiner] : pending_) {
     if (joiner.join.node_rank) claimed_ranks_.emplace(*joiner.join.node_rank, id);

@@ -53,6 +53,7 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(timeline_room(ctx, snapshot_notes));
   rooms.add(std::move(metrics));
   rooms.add(health_room(ctx, [&kept](const NodeVerdict& v) { kept.gate_took(v.elapsed_ms); }));
+  rooms.add(preflight_room(ctx));
   rooms.add(waiting_room(ctx));
 }
 

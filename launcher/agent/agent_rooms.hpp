@@ -66,6 +66,8 @@ std::unique_ptr<AgentRoom> timeline_room(const RoomContext& ctx,
 // storage in the background, restored after a failure.
 std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx,
                                          std::shared_ptr<SnapshotNotes> notes);
+// agent/preflight_room.cpp: --preflight, this node's part of the pre-flight probe.
+std::unique_ptr<AgentRoom> preflight_room(const RoomContext& ctx);
 // agent/waiting_room.cpp: what the agent says while it waits for a round.
 std::unique_ptr<AgentRoom> waiting_room(const RoomContext& ctx);
 

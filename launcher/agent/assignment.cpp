@@ -15,6 +15,7 @@ Assignment to_assignment(const rdzv::Assigned& a, const std::string& host) {
   out.worker_master_port = a.master_port;
   out.peers = a.peers;
   out.health_notes = a.health_notes;
+  out.probe_notes = a.probe_notes;
   out.restore = a.restore;
   out.copy_to = a.copy_to;
   out.block = a.block;

@@ -24,9 +24,10 @@ struct Assignment {
   // port node 0's agent holds. 0 in a dry-run plan when it is chosen at launch.
   std::string worker_master_addr;
   int worker_master_port = 0;
-  std::vector<rdzv::PeerInfo> peers;      // every node, when asked for (rank tables)
-  std::string rank_table_file;            // RANK_TABLE_FILE for the workers; empty: none
-  std::vector<std::string> health_notes;  // the health gate's word to every node, once a round
+  std::vector<rdzv::PeerInfo> peers;       // every node, when asked for (rank tables)
+  std::string rank_table_file;             // RANK_TABLE_FILE for the workers; empty: none
+  std::vector<std::string> probe_notes{};  // --preflight: the probe's figures, before this round
+  std::vector<std::string> health_notes;   // the health gate's word to every node, once a round
   // The interface of the address peers use for this node (a multi-node job): what the workers'
   // GLOO_, NCCL_ and HCCL_SOCKET_IFNAME name unless the user set them. Empty: leave them be.
   std::string socket_ifname;

@@ -77,6 +77,7 @@ Rendezvous::Handlers LeaderLink::link_handlers(uint64_t mine) {
   h.health_failed = current_only(generation_, mine, handlers_.health_failed);
   h.pings = current_only(generation_, mine, handlers_.pings);
   h.ping_verdict = current_only(generation_, mine, handlers_.ping_verdict);
+  h.probe = current_only(generation_, mine, handlers_.probe);
   h.standby = current_only(generation_, mine, handlers_.standby);
   h.collect_records = current_only(generation_, mine, handlers_.collect_records);
   return h;
@@ -188,6 +189,10 @@ void LeaderLink::send_health(const rdzv::HealthReport& report) {
 
 void LeaderLink::send_pings(const rdzv::PingReport& report) {
   if (link_) link_->rdzv->send_pings(report);
+}
+
+void LeaderLink::send_probe(const rdzv::ProbeReport& report) {
+  if (link_) link_->rdzv->send_probe(report);
 }
 
 void LeaderLink::notice_hang(const rdzv::HangNotice& notice) {

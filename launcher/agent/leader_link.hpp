@@ -45,6 +45,7 @@ class LeaderLink {
   void report(const rdzv::Report& report);
   void send_health(const rdzv::HealthReport& report);
   void send_pings(const rdzv::PingReport& report);
+  void send_probe(const rdzv::ProbeReport& report);
   void notice_hang(const rdzv::HangNotice& notice);
   void send_records(const rdzv::RecordsCollected& records);
   void query_status(Rendezvous::StatusAsk ask, std::function<void(Rendezvous::StatusAnswer)> done);

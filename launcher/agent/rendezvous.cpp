@@ -19,6 +19,8 @@ void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMe
           handlers.progress(m);
         } else if constexpr (std::is_same_v<T, rdzv::PingRequest>) {
           if (handlers.pings) handlers.pings(m);
+        } else if constexpr (std::is_same_v<T, rdzv::ProbeRequest>) {
+          if (handlers.probe) handlers.probe(m);
         } else if constexpr (std::is_same_v<T, rdzv::PingVerdict>) {
           if (handlers.ping_verdict) handlers.ping_verdict(m);
         } else if constexpr (std::is_same_v<T, rdzv::Standby>) {

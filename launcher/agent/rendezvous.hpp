@@ -51,6 +51,8 @@ class Rendezvous {
     // Before a round forms: the device-plane pings this node is to make, then what they found.
     std::function<void(const rdzv::PingRequest&)> pings{};
     std::function<void(const rdzv::PingVerdict&)> ping_verdict{};
+    // Before a round forms (--preflight): this node's part of the pre-flight probe.
+    std::function<void(const rdzv::ProbeRequest&)> probe{};
     // --spares: this agent waits as a spare; then it is assigned a lost node's seat, or leaves.
     std::function<void(const rdzv::Standby&)> standby{};
     std::function<void(const rdzv::Dismissed&)> dismissed{};
@@ -75,6 +77,8 @@ class Rendezvous {
   // The answers to the device-plane pings the rendezvous asked for. A single node is never
   // asked (a ring needs two).
   virtual void send_pings(const rdzv::PingReport& /*report*/) {}
+  // This node's figures of the pre-flight probe's step it was asked for.
+  virtual void send_probe(const rdzv::ProbeReport& /*report*/) {}
   // A worker of this node hung: the other nodes are told at once (rdzv::HangNotice). One node
   // alone has nobody to tell.
   virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}

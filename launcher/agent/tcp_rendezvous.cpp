@@ -34,6 +34,7 @@ class TcpRendezvous : public Rendezvous {
   void report(const rdzv::Report& report) override;
   void send_health(const rdzv::HealthReport& report) override;
   void send_pings(const rdzv::PingReport& report) override { client_.send(report); }
+  void send_probe(const rdzv::ProbeReport& report) override { client_.send(report); }
   void notice_hang(const rdzv::HangNotice& notice) override;
   void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override;
   void send_records(const rdzv::RecordsCollected& records) override { client_.send(records); }
@@ -104,6 +105,19 @@ std::string TcpRendezvous::describe() const {
 
 void TcpRendezvous::start(Handlers handlers) {
   handlers_ = std::move(handlers);
+  // The pre-flight probe's groups meet in the store the workers will use, where npu_run serves
+  // one; with --worker-store torch the group's first node hosts torch's own (the request's).
+  handlers_.probe = [this, probe = std::move(handlers_.probe)](rdzv::ProbeRequest request) {
+    if (!probe) return;
+    if (cfg_.rendezvous.worker_store == WorkerStore::kAgent) {
+      request.store_addr = cfg_.rendezvous.master_addr;
+      request.store_port = cfg_.rendezvous.master_port;
+    } else if (cfg_.rendezvous.worker_store == WorkerStore::kTiered) {
+      request.store_addr = addr_;
+      request.store_port = worker_port_.port();
+    }
+    probe(request);
+  };
   if (cfg_.rendezvous.worker_store == WorkerStore::kAgent) {
     // The rendezvous host serves the workers' store on its port (agent/shared_store.hpp).
     handlers_.assigned = [this, assigned = std::move(handlers_.assigned)](Assignment a) {

@@ -32,7 +32,7 @@ class RunningTool : public ToolCall, public std::enable_shared_from_this<Running
     run_.argv = std::move(argv);
   }
 
-  void begin(std::chrono::milliseconds timeout);
+  void begin(std::chrono::milliseconds timeout, const std::vector<std::string>* env);
   void cancel() override { stop(); }
 
  private:
@@ -58,7 +58,7 @@ class RunningTool : public ToolCall, public std::enable_shared_from_this<Running
   Buffer out_buffer_{}, err_buffer_{};
 };
 
-void RunningTool::begin(std::chrono::milliseconds timeout) {
+void RunningTool::begin(std::chrono::milliseconds timeout, const std::vector<std::string>* env) {
   int out[2] = {-1, -1}, err[2] = {-1, -1};
   const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (in < 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
@@ -71,7 +71,13 @@ void RunningTool::begin(std::chrono::milliseconds timeout) {
   }
   boost::system::error_code ec;
   const std::vector<std::string> args(run_.argv.begin() + 1, run_.argv.end());
-  pid_ = spawn_helper(spawn_context_, run_.argv.front(), args, in, out[1], err[1], ec);
+  std::vector<const char*> envp;
+  if (env != nullptr) {
+    for (const std::string& entry : *env) envp.push_back(entry.c_str());
+    envp.push_back(nullptr);
+  }
+  pid_ = spawn_helper(spawn_context_, run_.argv.front(), args, in, out[1], err[1], ec,
+                      env != nullptr ? envp.data() : nullptr);
   for (int fd : {in, out[1], err[1]}) ::close(fd);
   out_.assign(out[0]);
   err_.assign(err[0]);
@@ -154,7 +160,16 @@ std::shared_ptr<ToolCall> ToolCall::start(asio::io_context& io, ChildExits& exit
                                           std::vector<std::string> argv,
                                           std::chrono::milliseconds timeout, Done done) {
   auto call = std::make_shared<RunningTool>(io, exits, std::move(argv), std::move(done));
-  call->begin(timeout);
+  call->begin(timeout, nullptr);
+  return call;
+}
+
+std::shared_ptr<ToolCall> ToolCall::start(asio::io_context& io, ChildExits& exits,
+                                          std::vector<std::string> argv,
+                                          std::vector<std::string> env,
+                                          std::chrono::milliseconds timeout, Done done) {
+  auto call = std::make_shared<RunningTool>(io, exits, std::move(argv), std::move(done));
+  call->begin(timeout, &env);
   return call;
 }
 

@@ -28,6 +28,11 @@ class ToolCall {
   static std::shared_ptr<ToolCall> start(boost::asio::io_context& io, ChildExits& exits,
                                          std::vector<std::string> argv,
                                          std::chrono::milliseconds timeout, Done done);
+  // The same with `env` as its whole environment ("NAME=value"), not npu_run's.
+  static std::shared_ptr<ToolCall> start(boost::asio::io_context& io, ChildExits& exits,
+                                         std::vector<std::string> argv,
+                                         std::vector<std::string> env,
+                                         std::chrono::milliseconds timeout, Done done);
   // Kills it now; `done` still comes, with End::kTimedOut.
   virtual void cancel() = 0;
   virtual ~ToolCall() = default;

@@ -18,6 +18,12 @@ std::string describe_progress(const rdzv::Progress& p) {
                        fmt::join(p.missing_node_ranks, ", "));
   }
   const int missing = p.expected - p.joined;
+  if (missing <= 0) {
+    return fmt::format(
+        "joined {}/{}; the round forms once their checks are in (the health gate, "
+        "the pings, the pre-flight probe)",
+        p.joined, p.expected);
+  }
   return fmt::format("joined {}/{}, waiting for {} more node{}", p.joined, p.expected, missing,
                      missing == 1 ? "" : "s");
 }

@@ -57,6 +57,7 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   resolve_worker(in, script_and_args, cfg.worker);
   resolve_numa(in, cfg.shape, cfg.worker);
   resolve_framework(in, cfg);
+  resolve_preflight(in, cfg);
   return parsed;
 }
 

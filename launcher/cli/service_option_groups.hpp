@@ -183,6 +183,15 @@ struct HealthFlags : FlagGroup {
        .help = "When the gate stops the job, each node that failed it appends its name "
                "($SLURMD_NODENAME, else its host name) to FILE: what a requeue excludes",
        .type = "FILE"}};
+  Flag<std::string> preflight{
+      *this,
+      {.name = "--preflight",
+       .help = "Before the first round, and before a round with a node not probed yet, every "
+               "node runs a short torch benchmark: a matmul, then an all_gather with another "
+               "node (full: bigger, then the whole group). A node or pair over twice the median "
+               "fails its health gate, named with its figures (default off)",
+       .type = "{off,quick,full}"},
+      "off"};
   Flag<bool> strict_consistency{
       *this,
       {.name = "--strict-consistency",

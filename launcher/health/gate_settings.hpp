@@ -20,6 +20,16 @@ inline constexpr EnumTable<HealthMode, 3> kHealthModeNames{{{
     {HealthMode::kGate, "gate"},
 }}};
 
+// --preflight: before the first round, and before a round with a node not probed yet, every node
+// runs a short benchmark with the job's framework (rendezvous/preflight_pairs.hpp): quick (a
+// matmul and an all_gather between node pairs) or full (bigger sizes, then the whole group).
+enum class PreflightMode { kOff, kQuick, kFull };
+inline constexpr EnumTable<PreflightMode, 3> kPreflightModeNames{{{
+    {PreflightMode::kOff, "off"},
+    {PreflightMode::kQuick, "quick"},
+    {PreflightMode::kFull, "full"},
+}}};
+
 struct HealthRunSettings {
   std::chrono::milliseconds call_timeout{15000};  // each tool call (hccn_tool blocks for minutes)
   std::chrono::milliseconds budget{60000};        // all of a node's checks
@@ -31,11 +41,13 @@ struct HealthGateSettings {
   HealthMode mode = HealthMode::kOff;
   bool mode_chosen = false;  // --health-check given; else auto: gate where the tools exist
   HealthRunSettings run;
-  std::string user_check;                    // --health-check-cmd
-  int flap_window_min = 10;                  // --health-flap-window
-  std::chrono::milliseconds recheck{30000};  // --health-recheck: an excluded node again
-  bool strict_consistency = false;           // --strict-consistency
-  std::string failed_hosts_file;             // --health-failed-hosts
+  std::string user_check;                         // --health-check-cmd
+  int flap_window_min = 10;                       // --health-flap-window
+  std::chrono::milliseconds recheck{30000};       // --health-recheck: an excluded node again
+  bool strict_consistency = false;                // --strict-consistency
+  std::string failed_hosts_file;                  // --health-failed-hosts
+  PreflightMode preflight = PreflightMode::kOff;  // --preflight
+  std::string preflight_python;                   // the probe's interpreter (absolute)
 };
 
 }  // namespace npu_run

@@ -68,7 +68,7 @@ struct HelperSetup {
 
 pid_t spawn_helper(boost::asio::io_context& io, const std::string& program,
                    const std::vector<std::string>& args, int in_fd, int out_fd, int err_fd,
-                   boost::system::error_code& ec) {
+                   boost::system::error_code& ec, const char* const* envp) {
   std::filesystem::path path = program;
   if (program.find('/') == std::string::npos) {
     path = bp::environment::find_executable(program);
@@ -78,6 +78,7 @@ pid_t spawn_helper(boost::asio::io_context& io, const std::string& program,
     }
   }
   bp::posix::fork_and_forget_launcher launcher;
+  if (envp != nullptr) launcher.env = envp;  // as for workers (workers/worker_process.cpp)
   std::optional<bp::process> proc;
   {
     const AllSignalsBlocked blocked;

@@ -36,10 +36,10 @@ void restore_signals_in_child();
 // descriptors (the caller closes its copies), in a process group of its own, so that a
 // terminal's Ctrl-C reaches only npu_run, which decides; it gets SIGTERM if npu_run dies, and
 // no descriptor of npu_run's beyond stdio. Returns its pid, or 0 with `ec` set. The caller
-// reaps it (ChildExits).
+// reaps it (ChildExits). `envp` (execve's form): its environment; null: npu_run's.
 pid_t spawn_helper(boost::asio::io_context& io, const std::string& program,
                    const std::vector<std::string>& args, int in_fd, int out_fd, int err_fd,
-                   boost::system::error_code& ec);
+                   boost::system::error_code& ec, const char* const* envp = nullptr);
 
 // Whether `pid` is a helper spawn_helper started and nobody has reaped yet: the sweep for
 // escaped processes (workers/escaped_processes.hpp) leaves helpers alone.

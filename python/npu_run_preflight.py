@@ -32,18 +32,16 @@ def _synchronize(torch, device):
         torch.cuda.synchronize(device)
 
 
-def _fastest(repeats, run, device, torch):
-    """The fastest of `repeats` timed runs: a moment's contention (another process on the core)
-    passes, while a slow device, link or a throttled CPU (each run spans its quota's period) is
-    slow every time."""
-    best = None
+def _typical(repeats, run, device, torch):
+    """The median of `repeats` timed runs: a moment's contention passes, while a slow device, a
+    slow link or a throttled CPU (each run spans its quota's period) is slow every time."""
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         _synchronize(torch, device)
-        took = time.perf_counter() - start
-        best = took if best is None else min(best, took)
-    return best
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def _matmul_seconds(torch, devices, full):
@@ -55,46 +53,58 @@ def _matmul_seconds(torch, devices, full):
         b = torch.randn(n, n, device=device)
         torch.matmul(a, b)
         _synchronize(torch, device)
-        took = _fastest(5, lambda: torch.matmul(a, b), device, torch)
+        took = _typical(5, lambda: torch.matmul(a, b), device, torch)
         slowest = max(slowest, took)
     return slowest
 
 
 def _store(spec, dist, timeout):
-    """The group's meeting point: the job's store under the group's prefix, or torch's own store
-    on the group's first node (--worker-store torch)."""
+    """Where the nodes meet: the job's store, or torch's own store on the group's first node
+    (--worker-store torch)."""
     from datetime import timedelta
 
     host = spec["host_store"] and spec["rank"] == 0
-    store = dist.TCPStore(
+    return dist.TCPStore(
         spec["store_addr"],
         spec["store_port"],
         spec["size"],
         host,
         timedelta(seconds=timeout),
     )
-    return dist.PrefixStore("npu_run_preflight/" + spec["group"], store)
 
 
-def _gather_seconds(torch, dist, backend, device, spec, timeout):
+def _all_ready(store, spec, phase, timeout):
+    """Every node asked in this step reached `phase` before any times it: where nodes share
+    cores (one test machine) none measures alone while the others import torch or compute, and
+    on a cluster it costs a round trip."""
+    key = spec["sync_key"] + "/" + phase
+    store.add(key, 1)
+    deadline = time.monotonic() + timeout
+    while store.add(key, 0) < spec["sync_nodes"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _gather_seconds(torch, dist, backend, device, spec, store, timeout):
     """The all_gather of the group, per repeat, after one untimed (which sets up the links)."""
     from datetime import timedelta
 
-    store = _store(spec, dist, timeout)
     dist.init_process_group(
         backend,
-        store=store,
+        store=dist.PrefixStore("npu_run_preflight/" + spec["group"], store),
         rank=spec["rank"],
         world_size=spec["size"],
         timeout=timedelta(seconds=timeout),
     )
     try:
         elements = (1 << 20) if not spec["full"] else (1 << 22)
+        if spec["step"] == 3:  # the whole group: about the pairs' volume in all, not per node
+            elements = max(1 << 16, (1 << 23) // spec["size"])
         mine = torch.ones(elements, device=device)
         gathered = [torch.empty_like(mine) for _ in range(spec["size"])]
         dist.all_gather(gathered, mine)
         dist.barrier()
-        return _fastest(5, lambda: dist.all_gather(gathered, mine), device, torch)
+        _all_ready(store, spec, "gather", timeout / 4)
+        return _typical(5, lambda: dist.all_gather(gathered, mine), device, torch)
     finally:
         dist.destroy_process_group()
 
@@ -110,14 +120,17 @@ def main():
         if backend == "gloo":
             torch.set_num_threads(1)  # the same work on every node, whatever its core count
         answer["detail"] = "{} device(s), {}".format(len(devices), backend)
+        timeout = max(1.0, spec["timeout_ms"] / 1000.0)
+        store = _store(spec, dist, timeout)
+        _all_ready(store, spec, "matmul", timeout / 4)
         if spec["matmul"]:
             answer["matmul_us"] = int(_matmul_seconds(torch, devices, spec["full"]) * 1e6)
         if spec["size"] > 1:
-            timeout = max(1.0, spec["timeout_ms"] / 1000.0)
-            seconds = _gather_seconds(torch, dist, backend, devices[0], spec, timeout)
+            seconds = _gather_seconds(torch, dist, backend, devices[0], spec, store, timeout)
             answer["gather_us"] = max(1, int(seconds * 1e6))
     except Exception as error:  # every failure is an answer: the rendezvous names the node
-        answer["error"] = "{}: {}".format(type(error).__name__, (str(error).splitlines() or [""])[0])
+        first_line = (str(error).splitlines() or [""])[0]
+        answer["error"] = "{}: {}".format(type(error).__name__, first_line)
     if "error" in answer:
         answer.pop("detail", None)
     print(json.dumps(answer), flush=True)

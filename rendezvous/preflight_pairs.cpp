@@ -11,11 +11,14 @@ namespace {
 
 constexpr double kSlowFactor = 2.0;  // over twice the median is slow (DLRover's rule)
 
-// The lower median: of two nodes, the faster stands for the norm, so that the slower is found.
+// The median; of two, the faster stands for the norm, so that the slower is found. (The lower
+// median of more would let half the nodes measured at a busy moment count as slow.)
 double median_of(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  return values[(values.size() - 1) / 2];
+  const size_t n = values.size();
+  if (n <= 2) return values.front();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 double median_time(const std::vector<GroupTime>& groups) {

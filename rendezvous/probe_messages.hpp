@@ -16,6 +16,7 @@ struct ProbeRequest {
   std::string group;  // unique in the job ("4.2.1": run, step, group): the store's key prefix
   int rank = 0;       // this node's place in the group: 0 hosts torch's store if nobody serves one
   int size = 1;       // nodes in the group
+  int asked = 1;      // nodes asked in this step, all groups (they start timing together)
   // The group's first node: its address and held port, where its probe serves torch's store
   // when npu_run serves none (--worker-store torch); the agent uses the job's store otherwise.
   std::string store_addr;

@@ -35,6 +35,8 @@ ProbeRun::ProbeRun(uint64_t id, std::vector<ProbeNode> nodes, PreflightMode mode
 
 std::vector<std::pair<size_t, ProbeRequest>> ProbeRun::requests() const {
   std::vector<std::pair<size_t, ProbeRequest>> out;
+  int asked = 0;
+  for (const ProbeGroup& g : groups_) asked += static_cast<int>(g.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ProbeGroup& group = groups_[g];
     const ProbeNode& leader = nodes_[static_cast<size_t>(group.front())];
@@ -45,6 +47,7 @@ std::vector<std::pair<size_t, ProbeRequest>> ProbeRun::requests() const {
       request.group = fmt::format("{}.{}.{}", id_, step_, g);
       request.rank = static_cast<int>(r);
       request.size = static_cast<int>(group.size());
+      request.asked = asked;
       request.store_addr = leader.addr;
       request.store_port = leader.port;
       request.matmul = step_ == 1;

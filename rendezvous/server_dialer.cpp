@@ -27,7 +27,6 @@ constexpr milliseconds kFirstRetry{10};
 // How often to say where we are while the server is unreachable.
 constexpr milliseconds kWaitingLogInterval{30'000};
 
-
 }  // namespace
 
 std::shared_ptr<ServerDialer> ServerDialer::create(asio::io_context& io, std::string host, int port,

@@ -88,6 +88,7 @@ json probe_json(const ProbeRequest& m) {
                           {"group", m.group},
                           {"rank", m.rank},
                           {"size", m.size},
+                          {"asked", m.asked},
                           {"store_addr", m.store_addr},
                           {"store_port", m.store_port},
                           {"matmul", m.matmul},
@@ -102,6 +103,7 @@ ProbeRequest probe_from(const Fields& f) {
   m.group = f.text("group", Limits::kMaxName);
   m.size = static_cast<int>(f.integer("size", 1, Limits::kMaxNodes));
   m.rank = static_cast<int>(f.integer("rank", 0, m.size - 1));
+  m.asked = static_cast<int>(f.integer("asked", 1, Limits::kMaxNodes));
   m.store_addr = f.text("store_addr", Limits::kMaxName, false);
   m.store_port = static_cast<int>(f.integer("store_port", 0, 65535));
   m.matmul = f.boolean("matmul");

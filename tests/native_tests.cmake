@@ -288,6 +288,12 @@ set_tests_properties("${gain}" PROPERTIES LABELS bench TIMEOUT 180 RESOURCE_LOCK
                                           SKIP_RETURN_CODE 77
                                           PASS_REGULAR_EXPRESSION "\\| 4 \\| \\| topology / host \\| \\*\\*[0-9.]+x")
 
+# Smoke run of the pre-flight probe's cost (2 nodes, off, quick and full, one run each).
+npu_run_bench_smoke("the pre-flight probe's time to the first worker" preflight_time.py
+  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1
+  TIMEOUT 180
+  PASS "\\| 2 \\| [0-9.]+ s \\| [0-9.]+ s \\| [0-9.]+ s")
+
 # Smoke run of the spare take-over benchmark (2 nodes and a spare, one run, npu_run only).
 npu_run_bench_smoke("a spare taking a lost node's seat" spare_takeover.py
   ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1

@@ -57,16 +57,23 @@ class PreflightRoom final : public AgentRoom {
     if (ctx_.host.state() != AgentState::kRendezvous) return;
     if (call_) call_->cancel();  // an older step's, which the rendezvous no longer waits for
     if (!exits_) exits_ = std::make_unique<ChildExits>(ctx_.io);
-    const nlohmann::json spec{
-        {"group", request.group},
-        {"rank", request.rank},
-        {"size", request.size},
-        {"store_addr", request.store_addr},
-        {"store_port", request.store_port},
-        {"matmul", request.matmul},
-        {"full", request.full},
-        {"timeout_ms", request.timeout_ms},
-        {"host_store", ctx_.cfg.rendezvous.worker_store == WorkerStore::kTorch}};
+    nlohmann::json spec{{"step", request.step},
+                        {"group", request.group},
+                        {"rank", request.rank},
+                        {"size", request.size},
+                        {"store_addr", request.store_addr},
+                        {"store_port", request.store_port},
+                        {"matmul", request.matmul},
+                        {"full", request.full},
+                        {"timeout_ms", request.timeout_ms},
+                        {"host_store", ctx_.cfg.rendezvous.worker_store == WorkerStore::kTorch}};
+    // Every asked node times together once all have imported torch: in the job's store all of
+    // them meet; in torch's own store (--worker-store torch) only the group's nodes.
+    const bool shared = ctx_.cfg.rendezvous.worker_store != WorkerStore::kTorch;
+    const std::string step_key = request.group.substr(0, request.group.rfind('.'));
+    spec["sync_key"] = shared ? "npu_run_preflight/" + step_key + "/ready"
+                              : "npu_run_preflight/" + request.group + "/ready";
+    spec["sync_nodes"] = shared ? request.asked : request.size;
     std::vector<std::string> argv{ctx_.cfg.health.preflight_python, "-c", kPreflightProbe,
                                   spec.dump()};
     call_ = ToolCall::start(ctx_.io, *exits_, std::move(argv), to_envp(probe_env()),

@@ -47,6 +47,7 @@ if [ "$smoke" = --smoke ]; then
   startup=(--runs 3)
   ssh_hosts=(--hosts 4 --runs 1)
   gain=(--nodes 4 --mb 1 --iters 1)
+  preflight=(--sizes 2 --runs 1)
 else
   out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
   single=(--nproc 1,8,32 --runs 5)
@@ -57,6 +58,7 @@ else
   startup=(--runs 200)
   ssh_hosts=(--hosts 16,64 --runs 3)
   gain=(--nodes 4,8)
+  preflight=(--sizes 4,16 --runs 3)
 fi
 
 {
@@ -88,6 +90,10 @@ fi
   echo "## All-reduce bus bandwidth by node order (scripts/bench/topology_gain.sh)"
   echo
   bash "$bench/topology_gain.sh" "$bin/npu_run" "${gain[@]}"
+  echo
+  echo "## The pre-flight probe's time (scripts/bench/preflight_time.py)"
+  echo
+  "$py" "$bench/preflight_time.py" --npu-run "$bin/npu_run" "${preflight[@]}"
   for delay in 0 0.2; do
     echo
     "$py" "$bench/ssh_start.py" --npu-run "$bin/npu_run" --login-delay "$delay" "${ssh_hosts[@]}"

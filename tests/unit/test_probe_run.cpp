@@ -218,4 +218,33 @@ TEST_CASE("probe in the rendezvous: an elastic job forms without the slow node",
   CHECK(message_to<Assigned>(formed, 1)->nnodes == 2);
 }
 
+TEST_CASE("probe in the rendezvous: a spare takes the slow node's seat once it is probed too",
+          "[preflight][rdzv][spares]") {
+  JobSettings s = with_spares(2, 1);
+  s.preflight = PreflightMode::kQuick;
+  Job job(s);
+  std::vector<Outgoing> asked;
+  for (ClientId id = 1; id <= 3; ++id) {
+    job.greet(id);
+    Join j = join_as(node(std::string(id, 'n')), std::nullopt, 2);
+    j.spares = 1;
+    const auto out = job.send(id, j);
+    if (id == 2) asked = out;  // the first two are probed; the third waits for that run
+    if (id == 3) CHECK(out.empty());
+  }
+  answer(job, asked, 1);
+  const auto out = answer(job, asked, 2, true);
+  const Dismissed* d = message_to<Dismissed>(out, 2);
+  REQUIRE(d != nullptr);
+  CHECK_THAT(d->reason, Contains("failed its health gate (preflight: matmul 0.400 s, 8.0x the median") &&
+                            Contains("a spare takes its place"));
+  // The spare's round is probed before it forms: node 1 again, with the spare.
+  REQUIRE(message_to<ProbeRequest>(out, 3) != nullptr);
+  CHECK(message_to<Assigned>(out, 1) == nullptr);
+  answer(job, out, 1);
+  const auto formed = answer(job, out, 3);
+  REQUIRE(message_to<Assigned>(formed, 1) != nullptr);
+  REQUIRE(message_to<Assigned>(formed, 3) != nullptr);
+}
+
 }  // namespace test_probe_run

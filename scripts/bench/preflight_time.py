@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""What the pre-flight probe (--preflight) adds to the start of a job, side by side in one run.
+
+N agents on 127.0.0.1 (N = --sizes, default 4,16), one worker each, all on this machine's cores:
+the time from starting the agents to the first worker started with --preflight off, quick and
+full, and the probe's own time as node 0 logs it ("pre-flight probe (quick, 4 nodes, 2.9 s)").
+Each agent's probe imports torch (Debian's 1.13 under /usr/bin/python3) and runs gloo on the
+CPU, so on a 2-core machine N probes share two cores: the figures are an upper bound of what
+N hosts would take, each with its own cores.
+
+    /usr/bin/python3 scripts/bench/preflight_time.py --npu-run build/npu_run [--runs 3]
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_common import MARKER, free_port, kill_leftovers
+
+PROBE_LINE = re.compile(r"pre-flight probe \((\w+), (\d+) nodes, ([0-9.]+) s\)")
+
+
+def first_worker(args, n, mode, tmp):
+    """Seconds from starting n agents to the first worker's start, and the probe's own seconds
+    from node 0's log (None with off); checks that all succeeded."""
+    starts = os.path.join(tmp, "starts")
+    open(starts, "w").close()
+    env = dict(os.environ, STARTS=starts, PYTHON_EXEC="/usr/bin/python3",
+               **{MARKER: f"preflight{os.getpid()}"})
+    port = free_port()
+    worker = ["/bin/sh", "-c", 'date +%s.%N >> "$STARTS"']
+    commands = [[args.npu_run, "--nnodes", str(n), "--node-rank", str(i), "--master-addr",
+                 "127.0.0.1", "--master-port", str(port), "--nproc-per-node", "1",
+                 "--preflight", mode, "--no-python", *worker] for i in range(n)]
+    begin = time.time()
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE if i == 0 else subprocess.DEVNULL, text=True)
+             for i, c in enumerate(commands)]
+    log = procs[0].communicate(timeout=600)[1]
+    codes = [p.wait(timeout=600) for p in procs]
+    kill_leftovers(f"preflight{os.getpid()}")
+    if any(codes):
+        sys.exit(f"preflight bench: {mode}, {n} nodes: exit codes {codes}\n{log}")
+    with open(starts) as f:
+        times = [float(line) for line in f if line.strip()]
+    probe = PROBE_LINE.search(log)
+    return min(times) - begin, float(probe.group(3)) if probe else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--npu-run", required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sizes", default="4,16")
+    args = parser.parse_args()
+    print("| nodes | off: first worker | quick: first worker | quick's probe | "
+          "full: first worker | full's probe |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(s) for s in args.sizes.split(",")]:
+            runs = {"off": [], "quick": [], "full": []}
+            probes = {"quick": [], "full": []}
+            for _ in range(args.runs):  # interleaved, so drift hits all alike
+                for mode in runs:
+                    took, probe = first_worker(args, n, mode, tmp)
+                    runs[mode].append(took)
+                    if mode in probes and probe is not None:
+                        probes[mode].append(probe)
+            med = {mode: statistics.median(t) for mode, t in runs.items()}
+            probe = {mode: statistics.median(t) if t else float("nan") for mode, t in probes.items()}
+            print(f"| {n} | {med['off']:.2f} s | {med['quick']:.2f} s | {probe['quick']:.2f} s | "
+                  f"{med['full']:.2f} s | {probe['full']:.2f} s |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

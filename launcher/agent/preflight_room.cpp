@@ -76,11 +76,12 @@ class PreflightRoom final : public AgentRoom {
     spec["sync_nodes"] = shared ? request.asked : request.size;
     std::vector<std::string> argv{ctx_.cfg.health.preflight_python, "-c", kPreflightProbe,
                                   spec.dump()};
-    call_ = ToolCall::start(ctx_.io, *exits_, std::move(argv), to_envp(probe_env()),
-                            std::chrono::milliseconds(request.timeout_ms),
-                            [this, alive = std::weak_ptr<bool>(alive_), request](ToolRun run) {
-                              if (!alive.expired()) answered(request, run);
-                            });
+    call_ =
+        ToolCall::start(ctx_.io, *exits_, std::move(argv), to_envp(probe_env()),
+                        std::chrono::milliseconds(request.timeout_ms),
+                        [this, alive = std::weak_ptr<bool>(alive_), request](const ToolRun& run) {
+                          if (!alive.expired()) answered(request, run);
+                        });
   }
 
   // The workers' environment (no token, the interface peers reach this node on), no ranks.

@@ -166,7 +166,7 @@ std::shared_ptr<ToolCall> ToolCall::start(asio::io_context& io, ChildExits& exit
 
 std::shared_ptr<ToolCall> ToolCall::start(asio::io_context& io, ChildExits& exits,
                                           std::vector<std::string> argv,
-                                          std::vector<std::string> env,
+                                          const std::vector<std::string>& env,
                                           std::chrono::milliseconds timeout, Done done) {
   auto call = std::make_shared<RunningTool>(io, exits, std::move(argv), std::move(done));
   call->begin(timeout, &env);

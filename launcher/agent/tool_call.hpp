@@ -31,7 +31,7 @@ class ToolCall {
   // The same with `env` as its whole environment ("NAME=value"), not npu_run's.
   static std::shared_ptr<ToolCall> start(boost::asio::io_context& io, ChildExits& exits,
                                          std::vector<std::string> argv,
-                                         std::vector<std::string> env,
+                                         const std::vector<std::string>& env,
                                          std::chrono::milliseconds timeout, Done done);
   // Kills it now; `done` still comes, with End::kTimedOut.
   virtual void cancel() = 0;

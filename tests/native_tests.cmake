@@ -15,8 +15,8 @@ add_executable(integration_tests ${integration_sources} support/cut_proxy.cpp su
 target_include_directories(integration_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(integration_tests PRIVATE npu_run_all npu_run_test_main npu_run_warnings)
 add_dependencies(integration_tests npu_run)
-catch_discover_tests(integration_tests TEST_PREFIX "integration: " EXTRA_ARGS --warn NoTests
-                     PROPERTIES LABELS integration)
+catch_discover_tests(integration_tests TEST_SPEC "~[serial]" TEST_PREFIX "integration: "
+                     EXTRA_ARGS --warn NoTests PROPERTIES LABELS integration)
 
 # Old kernels: as_old_kernel makes the system calls a kernel lacks fail with ENOSYS (seccomp), and
 # npu_run-as-linux-3.10 is npu_run behind it, a drop-in for the binary (CentOS 7's kernel: no
@@ -42,12 +42,27 @@ endif()
 if(NPU_RUN_OLD_KERNEL_SUITE)
   # EXTRA_ARGS differ from the first discovery's (--name only names the run), so Catch's
   # generated test lists do not collide.
-  catch_discover_tests(integration_tests TEST_SPEC "~[kernel-neutral]"
+  catch_discover_tests(integration_tests TEST_SPEC "~[kernel-neutral]~[serial]"
                        TEST_PREFIX "linux 3.10: integration: "
                        EXTRA_ARGS --warn NoTests --name linux-3.10
                        PROPERTIES LABELS integration-old-kernel
                                   ENVIRONMENT "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
 endif()
+
+# Cases tagged [serial] measure CPU shares (a node slowed by a CPU quota against the others):
+# under ctest -j, other tests' load would slow the others as much. Each runs alone, natively and
+# as Linux 3.10.
+foreach(name "preflight: a node slowed by a CPU quota is named before any worker starts")
+  add_test(NAME "integration:${name}" COMMAND integration_tests "${name}")
+  set_tests_properties("integration:${name}" PROPERTIES RUN_SERIAL TRUE LABELS integration
+                                                         TIMEOUT 300)
+  if(NPU_RUN_OLD_KERNEL_SUITE)
+    add_test(NAME "linux 3.10: integration:${name}" COMMAND integration_tests "${name}")
+    set_tests_properties("linux 3.10: integration:${name}"
+                         PROPERTIES RUN_SERIAL TRUE LABELS integration-old-kernel TIMEOUT 300
+                                    ENVIRONMENT "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
+  endif()
+endforeach()
 
 # The build's own rules: a layer including one it did not declare fails to configure
 # (cmake/layers.cmake), for today's layers and for one the test adds.

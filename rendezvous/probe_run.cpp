@@ -174,10 +174,13 @@ void ProbeRun::finish(const ProbeFindings& findings, int64_t now_ms) {
   // Every probe failed alike (no torch, say): nothing to judge, so nobody is kept out.
   if (failed_.empty() && std::all_of(failures_.begin(), failures_.end(),
                                      [](const std::string& f) { return !f.empty(); })) {
+    // The first that says why, rather than one that waited for it ("no answer within ...").
+    size_t why = 0;
+    while (why + 1 < nodes_.size() && failures_[why].rfind("no answer within", 0) == 0) ++why;
     notes_.push_back(
         fmt::format("pre-flight probe: no node's probe ran ({}: {}); the round "
                     "forms without its figures",
-                    nodes_.front().label, failures_.front()));
+                    nodes_[why].label, failures_[why]));
   }
 }
 

@@ -30,8 +30,9 @@ class PreflightRoom final : public AgentRoom {
   PreflightRoom(const PreflightRoom&) = delete;
   PreflightRoom& operator=(const PreflightRoom&) = delete;
 
+  // Always: node 0's --preflight decides for the job, and a node launched without it answers
+  // that it cannot probe, rather than leave the round waiting.
   void listen(Rendezvous::Handlers& handlers) override {
-    if (ctx_.cfg.health.preflight == PreflightMode::kOff) return;
     handlers.probe = [this](const rdzv::ProbeRequest& request) { run(request); };
   }
 
@@ -55,6 +56,13 @@ class PreflightRoom final : public AgentRoom {
  private:
   void run(const rdzv::ProbeRequest& request) {
     if (ctx_.host.state() != AgentState::kRendezvous) return;
+    if (ctx_.cfg.health.preflight == PreflightMode::kOff) {
+      ctx_.rendezvous.send_probe(rdzv::ProbeReport{
+          request.run, 0, 0, true,
+          "this node runs with --preflight off while node 0 asked for a probe; give every node "
+          "the same --preflight"});
+      return;
+    }
     if (call_) call_->cancel();  // an older step's, which the rendezvous no longer waits for
     if (!exits_) exits_ = std::make_unique<ChildExits>(ctx_.io);
     nlohmann::json spec{{"step", request.step},

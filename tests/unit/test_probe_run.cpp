@@ -114,6 +114,12 @@ TEST_CASE(
   CHECK_FALSE(nowhere.advance(0));
   CHECK(nowhere.failed().empty());
   CHECK_THAT(nowhere.notes().back(), Contains("no node's probe ran (node-0: ModuleNotFoundError"));
+  // One node launched without --preflight answers so; its partner waited out the bound.
+  ProbeRun mixed(6, probe_nodes(2), PreflightMode::kQuick, 0);
+  mixed.answer(0, ProbeReport{6, 0, 0, true, "no answer within 60.0 s (stopped)"});
+  mixed.answer(1, ProbeReport{6, 0, 0, true, "this node runs with --preflight off"});
+  CHECK_FALSE(mixed.advance(0));
+  CHECK_THAT(mixed.notes().back(), Contains("(node-1: this node runs with --preflight off)"));
 }
 
 TEST_CASE("probe run: full ends with the whole group of the nodes that passed", "[preflight]") {
@@ -236,8 +242,9 @@ TEST_CASE("probe in the rendezvous: a spare takes the slow node's seat once it i
   const auto out = answer(job, asked, 2, true);
   const Dismissed* d = message_to<Dismissed>(out, 2);
   REQUIRE(d != nullptr);
-  CHECK_THAT(d->reason, Contains("failed its health gate (preflight: matmul 0.400 s, 8.0x the median") &&
-                            Contains("a spare takes its place"));
+  CHECK_THAT(d->reason,
+             Contains("failed its health gate (preflight: matmul 0.400 s, 8.0x the median") &&
+                 Contains("a spare takes its place"));
   // The spare's round is probed before it forms: node 1 again, with the spare.
   REQUIRE(message_to<ProbeRequest>(out, 3) != nullptr);
   CHECK(message_to<Assigned>(out, 1) == nullptr);

@@ -84,12 +84,14 @@ class PreflightRoom final : public AgentRoom {
     spec["sync_nodes"] = shared ? request.asked : request.size;
     std::vector<std::string> argv{ctx_.cfg.health.preflight_python, "-c", kPreflightProbe,
                                   spec.dump()};
-    call_ =
-        ToolCall::start(ctx_.io, *exits_, std::move(argv), to_envp(probe_env()),
-                        std::chrono::milliseconds(request.timeout_ms),
-                        [this, alive = std::weak_ptr<bool>(alive_), request](const ToolRun& run) {
-                          if (!alive.expired()) answered(request, run);
-                        });
+    // A call this one replaced still reports (cancelled): only the latest is answered.
+    const uint64_t mine = ++calls_;
+    call_ = ToolCall::start(
+        ctx_.io, *exits_, std::move(argv), to_envp(probe_env()),
+        std::chrono::milliseconds(request.timeout_ms),
+        [this, alive = std::weak_ptr<bool>(alive_), request, mine](const ToolRun& run) {
+          if (!alive.expired() && calls_ == mine) answered(request, run);
+        });
   }
 
   // The workers' environment (no token, the interface peers reach this node on), no ranks.
@@ -126,6 +128,7 @@ class PreflightRoom final : public AgentRoom {
   RoomContext ctx_;
   std::unique_ptr<ChildExits> exits_;
   std::shared_ptr<ToolCall> call_;
+  uint64_t calls_ = 0;  // probes started: the latest is the one answered
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

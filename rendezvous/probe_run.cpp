@@ -27,8 +27,8 @@ std::string line_about(const std::vector<std::string>& lines, const std::string&
 
 ProbeRun::ProbeRun(uint64_t id, std::vector<ProbeNode> nodes, PreflightMode mode, int64_t now_ms)
     : id_(id), nodes_(std::move(nodes)), mode_(mode), started_ms_(now_ms) {
-  groups_ = first_round(static_cast<int>(nodes_.size()));
   answers_.assign(nodes_.size(), std::nullopt);
+  ask(first_round(static_cast<int>(nodes_.size())));
   matmul_.assign(nodes_.size(), 0.0);
   failures_.assign(nodes_.size(), "");
 }
@@ -59,21 +59,28 @@ std::vector<std::pair<size_t, ProbeRequest>> ProbeRun::requests() const {
   return out;
 }
 
+void ProbeRun::ask(std::vector<ProbeGroup> groups) {
+  groups_ = std::move(groups);
+  asked_.assign(nodes_.size(), false);
+  missing_ = 0;
+  for (const ProbeGroup& g : groups_) {
+    for (int node : g) {
+      asked_[static_cast<size_t>(node)] = true;
+      ++missing_;
+    }
+  }
+}
+
 void ProbeRun::answer(size_t node, const ProbeReport& report) {
-  const bool asked = std::any_of(groups_.begin(), groups_.end(), [&](const ProbeGroup& g) {
-    return std::find(g.begin(), g.end(), static_cast<int>(node)) != g.end();
-  });
-  if (!asked || answers_[node]) return;
+  if (node >= nodes_.size() || !asked_[node] || answers_[node]) return;
   answers_[node] = report;
+  --missing_;
   if (report.failed && failures_[node].empty()) failures_[node] = report.detail;
   if (step_ == 1 && !report.failed) matmul_[node] = static_cast<double>(report.matmul_us) / 1e6;
 }
 
 bool ProbeRun::step_done() const {
-  return std::all_of(groups_.begin(), groups_.end(), [&](const ProbeGroup& g) {
-    return std::all_of(g.begin(), g.end(),
-                       [&](int node) { return answers_[static_cast<size_t>(node)].has_value(); });
-  });
+  return missing_ == 0;
 }
 
 // A group's time is its slowest member's all_gather; one member failing fails it.
@@ -110,7 +117,7 @@ bool ProbeRun::advance(int64_t now_ms) {
     ProbeFindings f = judge_probe(matmul_, first_, {}, labels());
     if (!f.next_round.empty()) {
       step_ = 2;
-      groups_ = std::move(f.next_round);
+      ask(std::move(f.next_round));
       return true;
     }
     findings_ = std::move(f);
@@ -128,7 +135,7 @@ bool ProbeRun::advance(int64_t now_ms) {
     return false;
   }
   step_ = 3;
-  groups_ = {std::move(left)};
+  ask({std::move(left)});
   return true;
 }
 

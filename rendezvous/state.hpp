@@ -348,7 +348,8 @@ class RendezvousState {
   uint64_t ping_runs_ = 0;
   std::set<ClientId> pinged_;  // joiners of the last finished ping run, for the round forming
   std::optional<ProbeRun> probe_run_;
-  std::vector<ClientId> probe_nodes_;  // the run's nodes, by its index
+  std::vector<ClientId> probe_nodes_;                   // the run's nodes, by its index
+  std::unordered_map<ClientId, size_t> probe_index_{};  // ... and the other way
   uint64_t probe_runs_ = 0;
   std::set<std::string> probed_;            // agents (Join::agent, else host/address) probed
   std::vector<std::string> probe_notes_{};  // the last run's, for the round it lets form

@@ -39,8 +39,10 @@ std::vector<Outgoing> RendezvousState::probe_or_start_round() {
   });
   std::vector<ProbeNode> probed;
   probe_nodes_.clear();
+  probe_index_.clear();
   for (Joiner* joiner : nodes) {
     joiner->probe_failure.reset();
+    probe_index_.emplace(joiner->id, probe_nodes_.size());
     probe_nodes_.push_back(joiner->id);
     probed.push_back(
         {joiner_label(*joiner), joiner->join.node.addr, joiner->join.node.worker_port});
@@ -63,11 +65,11 @@ std::vector<Outgoing> RendezvousState::on_probe_report(ClientId from, const Prob
     return {reject(from, "protocol_order", "'probe_report' from an agent that has not joined")};
   }
   if (!probe_run_ || probe_run_->id() != report.run) return {};  // an older run's late answer
-  const auto node = std::find(probe_nodes_.begin(), probe_nodes_.end(), from);
-  if (node == probe_nodes_.end()) return {};
+  const auto node = probe_index_.find(from);
+  if (node == probe_index_.end()) return {};
   ProbeReport cut = report;
   if (cut.detail.size() > Limits::kMaxPingText) cut.detail.resize(Limits::kMaxPingText);
-  probe_run_->answer(static_cast<size_t>(node - probe_nodes_.begin()), cut);
+  probe_run_->answer(node->second, cut);
   if (phase_ != Phase::kJoining) return {};
   return maybe_start_round();
 }
@@ -107,6 +109,7 @@ std::vector<Outgoing> RendezvousState::finish_probe() {
     joiner.verdict->findings.push_back(*joiner.probe_failure);
   }
   probe_nodes_.clear();
+  probe_index_.clear();
   probe_notes_ = run.notes();
   // Within what an assignment carries: the summary, then the first findings.
   if (probe_notes_.size() > Limits::kMaxHealthNotes) {

@@ -76,12 +76,18 @@ def _store(spec, dist, timeout):
 def _all_ready(store, spec, phase, timeout):
     """Every node asked in this step reached `phase` before any times it: where nodes share
     cores (one test machine) none measures alone while the others import torch or compute, and
-    on a cluster it costs a round trip."""
+    on a cluster it costs a round trip. The last to arrive sets the key the others wait on; one
+    that never comes costs the others `timeout`, then they time anyway."""
+    from datetime import timedelta
+
     key = spec["sync_key"] + "/" + phase
-    store.add(key, 1)
-    deadline = time.monotonic() + timeout
-    while store.add(key, 0) < spec["sync_nodes"] and time.monotonic() < deadline:
-        time.sleep(0.01)
+    if store.add(key, 1) >= spec["sync_nodes"]:
+        store.set(key + "/go", "1")
+        return
+    try:
+        store.wait([key + "/go"], timedelta(seconds=timeout))
+    except RuntimeError:  # torch's store timeout: a node that is slower still, or gone
+        pass
 
 
 def _gather_seconds(torch, dist, backend, device, spec, store, timeout):

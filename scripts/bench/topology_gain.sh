@@ -42,6 +42,7 @@ trap cleanup EXIT
 
 # The switches: two bridges in a namespace of their own, and the spine between them.
 make_fabric() {  # nodes
+  sweep_stale_runs "$tag"
   ip netns add "$sw"
   ip -n "$sw" link add bra type bridge
   ip -n "$sw" link add brb type bridge

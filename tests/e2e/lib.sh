@@ -102,11 +102,35 @@ wait_bounded() {  # seconds pid description [output file]
   wait "$pid" || rc=$?
 }
 
+# A run killed before its cleanup (SIGKILL, a CI timeout) leaves its namespaces and bridge behind.
+# A stale bridge still holding the prefix's address makes the root namespace route the next run's
+# traffic into the dead run's hosts: every etcd and ssh e2e case failed on a machine where one had
+# been killed. Removes what runs of TAG's kind (its letters) left whose script (the pid in their
+# tag) is gone, with any process still inside their namespaces.
+sweep_stale_runs() {  # tag
+  local kind=${1%%[0-9]*} name pid ns_pid
+  for name in $(ip netns list | awk '{print $1}') \
+              $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    [[ $name =~ ^${kind}([0-9]+)[a-z] ]] || continue
+    pid=${BASH_REMATCH[1]}
+    [ "$pid" != "$$" ] && ! grep -qs '\.sh' "/proc/$pid/cmdline" || continue
+    if ip netns list | grep -q "^$name\b"; then
+      for ns_pid in $(ip netns pids "$name" 2>/dev/null); do kill -9 "$ns_pid" 2>/dev/null || true; done
+      ip netns del "$name" 2>/dev/null || continue
+    else
+      # A veth whose namespace was just deleted may already be gone: nothing to say then.
+      ip link del "$name" 2>/dev/null || continue
+    fi
+    echo "removed $name, left by an earlier run that was killed (pid $pid)"
+  done
+}
+
 # Two network namespaces "${tag}a" and "${tag}b" joined by a veth pair "${tag}va"/"${tag}vb",
 # addressed PREFIX.1 and PREFIX.2 (/24), loopback up. Sets ns_a and ns_b; remove_namespace_pair
 # undoes it (safe to call when creation failed half way).
 make_namespace_pair() {  # tag prefix
   local tag=$1 prefix=$2
+  sweep_stale_runs "$tag"
   ns_a="${tag}a"
   ns_b="${tag}b"
   ip netns add "$ns_a"
@@ -131,6 +155,7 @@ remove_namespace_pair() {
 # (safe to call when creation failed half way).
 make_namespace_bridge() {  # tag prefix
   local tag=$1 prefix=$2 i ns
+  sweep_stale_runs "$tag"
   ip link add "${tag}br" type bridge
   ip link set "${tag}br" up
   for i in 1 2 3; do

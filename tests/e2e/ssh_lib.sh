@@ -15,6 +15,7 @@
 make_ssh_hosts() {  # tag prefix count dir
   ssh_tag=$1 ssh_prefix=$2 ssh_count=$3 ssh_dir=$4
   local i ns
+  sweep_stale_runs "$ssh_tag"
   mkdir -p /run/sshd "$ssh_dir"
   chmod 700 "$ssh_dir"
   ssh-keygen -q -t ed25519 -N '' -f "$ssh_dir/host_key" </dev/null

@@ -3,6 +3,7 @@
 #include "rendezvous/json_fields.hpp"
 #include "rendezvous/protocol.hpp"
 #include "rendezvous/snapshot_wire.hpp"
+#include "rendezvous/straggler_wire.hpp"
 #include "rendezvous/wire_parts.hpp"
 
 namespace npu_run::rdzv {
@@ -100,6 +101,8 @@ json client_json(const ClientMessage& message) {
           return {{"type", "health"}, {"verdict", verdict_json(m.verdict)}};
         } else if constexpr (std::is_same_v<T, PingReport>) {
           return {{"type", "ping_report"}, {"run", m.run}, {"results", to_json(m.results)}};
+        } else if constexpr (std::is_same_v<T, CollectiveSample>) {
+          return sample_json(m);
         } else if constexpr (std::is_same_v<T, ProbeReport>) {
           return {{"type", "probe_report"},   {"run", m.run},       {"matmul_us", m.matmul_us},
                   {"gather_us", m.gather_us}, {"failed", m.failed}, {"detail", m.detail}};
@@ -165,6 +168,7 @@ ClientMessage client_from(const json& j) {
   if (type == "ping_report")
     return PingReport{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
                       ping_results_from(f.array("results", Limits::kMaxPings, false))};
+  if (type == "sample") return sample_from(f);
   if (type == "probe_report") {
     ProbeReport m;
     m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));

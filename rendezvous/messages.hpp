@@ -34,6 +34,7 @@
 #include "rendezvous/probe_messages.hpp"
 #include "rendezvous/protocol_version.hpp"
 #include "rendezvous/snapshot_messages.hpp"
+#include "rendezvous/straggler_messages.hpp"
 #include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
@@ -167,7 +168,7 @@ struct HangNotice {
 
 using ClientMessage =
     std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice, StatusQuery,
-                 HealthReport, PingReport, RecordsCollected, ProbeReport>;
+                 HealthReport, PingReport, RecordsCollected, ProbeReport, CollectiveSample>;
 
 // ---- server -> agent ----
 
@@ -311,7 +312,8 @@ struct JobStatus {
   std::optional<FailureReport> root_cause;
   // Where the time of the last round formed went (rendezvous/round_blame.hpp); empty: none yet.
   std::string blame{};
-  std::optional<JobDump> dump{};  // asked with StatusQuery::dump
+  std::optional<JobDump> dump{};               // asked with StatusQuery::dump
+  std::optional<StragglerStatus> straggler{};  // --straggler: named and still slow
 };
 
 // Before a round forms, once every verdict is in: the device-plane pings this node makes
@@ -349,9 +351,9 @@ using ServerMessage = std::variant<Welcome, ErrorReply, Progress, Assigned, Stop
 
 // The wire name of a message type ("hello", "assigned", ...), for logs and errors.
 inline const char* message_name(const ClientMessage& message) {
-  static const char* const kNames[] = {"hello",  "join",        "heartbeat", "report",
-                                       "auth",   "resume",      "hang",      "status",
-                                       "health", "ping_report", "records",   "probe_report"};
+  static const char* const kNames[] = {
+      "hello",  "join",   "heartbeat",   "report",  "auth",         "resume", "hang",
+      "status", "health", "ping_report", "records", "probe_report", "sample"};
   return kNames[message.index()];
 }
 inline const char* message_name(const ServerMessage& message) {

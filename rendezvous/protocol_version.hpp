@@ -29,6 +29,8 @@ inline constexpr const char* kMagic = "npu_run-rdzv";
 // 14: joins say where the node sits in the network (NodeInfo::topology), which orders the seats.
 // 15: the pre-flight probe (--preflight): "probe" asks a node for its part, "probe_report"
 //     answers with its figures.
-inline constexpr int kProtocolVersion = 15;
+// 16: the straggler watch (--straggler): "sample" carries a node's ranks' entered collectives,
+//     status the straggler named.
+inline constexpr int kProtocolVersion = 16;
 
 }  // namespace npu_run::rdzv

@@ -198,6 +198,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     for (const Outgoing& o : outgoing) send(o);
     note_memory();
     if (auto blame = state.take_new_blame()) spdlog::info("{}", blame->sentence);
+    if (auto straggler = state.take_new_straggler())
+      spdlog::warn("{}", announcement(*straggler, state.settings().straggler.mode));
     if (state.phase() == RendezvousState::Phase::kFinished && !finished) {
       finished = true;
       start_exit_barrier();

@@ -74,6 +74,8 @@ std::vector<Outgoing> RendezvousState::on_message(ClientId from, const ClientMes
   if (const auto* probe = std::get_if<ProbeReport>(&message)) return on_probe_report(from, *probe);
   if (const auto* records = std::get_if<RecordsCollected>(&message))
     return on_records(from, *records);
+  if (const auto* sample = std::get_if<CollectiveSample>(&message))
+    return on_collective_sample(from, *sample);
   return on_report(from, std::get<Report>(message));
 }
 

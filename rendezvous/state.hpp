@@ -58,6 +58,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "rendezvous/failure_class.hpp"
@@ -68,6 +69,7 @@
 #include "rendezvous/restore_choice.hpp"
 #include "rendezvous/round_blame.hpp"
 #include "rendezvous/state_io.hpp"
+#include "rendezvous/straggler_desk.hpp"
 #include "rendezvous/timeline.hpp"
 
 namespace npu_run::rdzv {
@@ -125,6 +127,10 @@ class RendezvousState {
   const std::vector<Decision>& decisions() const { return decisions_; }
   // The blame of a round formed since the last call, once: what the server logs.
   std::optional<RoundBlame> take_new_blame();
+  // The straggler named and still slow (state_stragglers.cpp): status and the metrics.
+  std::optional<StragglerStatus> straggler_status() const;
+  // The straggler named since the last call, once (state_stragglers.cpp): what the server logs.
+  std::optional<NamedStraggler> take_new_straggler() { return std::exchange(straggler_news_, {}); }
   static constexpr size_t kMaxBlamesKept = 10'000;
 
  private:
@@ -309,6 +315,15 @@ class RendezvousState {
   std::vector<Outgoing> on_dump_query(ClientId from, const StatusQuery& query);
   std::vector<Outgoing> on_records(ClientId from, RecordsCollected records);
   Outgoing dump_answer(LiveDumps::Finished finished) const;
+  // ---- stragglers (state_stragglers.cpp) ----
+  // The watch starts with each round's workers, over its seats.
+  void begin_straggler_watch();
+  // A node's sample; scored once a window has passed (the samples are the watch's clock, so an
+  // in-process rendezvous without ticks scores too).
+  std::vector<Outgoing> on_collective_sample(ClientId from, const CollectiveSample& sample);
+  // --straggler replace: the straggler's node leaves, its seat to a ready spare, now; false when
+  // no spare is ready (it keeps its seat and is replaced once one is).
+  bool replace_straggler(const NamedStraggler& named, std::vector<Outgoing>& out);
   std::vector<Outgoing> lose_client(ClientId who, const std::string& why);
   Member* member_of(ClientId id);
   std::string describe_seats() const;
@@ -367,6 +382,9 @@ class RendezvousState {
   int64_t created_ms_ = 0;      // wall clock when this server started: dials before are not late
   int64_t round_began_ms_ = 0;  // when the forming round began: the decision before it
   LiveDumps dumps_;             // `npu_run status --dump`s being collected
+  StragglerDesk stragglers_;    // --straggler: the running round's samples and watch
+  std::optional<NamedStraggler> straggler_news_;        // named, not logged yet
+  std::optional<NamedStraggler> straggler_to_replace_;  // replace: waits for a spare
 };
 
 }  // namespace npu_run::rdzv

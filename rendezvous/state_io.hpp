@@ -68,6 +68,9 @@ struct JobSettings {
   // --preflight: the probe every node runs before a round with a node not probed yet
   // (rendezvous/probe_run.hpp); off: none.
   PreflightMode preflight = PreflightMode::kOff;
+  // --straggler, --straggler-window: the watch over the agents' samples of their flight
+  // recorders (rendezvous/straggler_desk.hpp); replace hands a straggler's seat to a ready spare.
+  StragglerSettings straggler{};
 };
 
 // A node taken out of the job (lost, a failed health gate, a device fault): what the ledger of

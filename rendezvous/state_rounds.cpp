@@ -246,6 +246,7 @@ std::vector<Outgoing> RendezvousState::start_round() {
   round_progressed_ = false;
   membership_change_ = false;
   min_reached_at_.reset();
+  begin_straggler_watch();
   phase_ = Phase::kRunning;
   tell_spares(out);
   return out;

@@ -54,6 +54,7 @@ JobStatus RendezvousState::status(Now now) const {
   s.max_nodes = settings_.max_nodes;
   s.root_cause = root_cause_;
   if (!blames_.empty()) s.blame = blames_.back().sentence;
+  s.straggler = straggler_status();
   auto silent = [&](ClientId id) {
     const auto it = clients_.find(id);
     return it == clients_.end() ? 0 : ms_between(it->second.last_seen, now.steady);

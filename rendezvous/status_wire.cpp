@@ -35,8 +35,31 @@ json status_json(const JobStatus& s) {
   if (s.root_cause) j["root_cause"] = to_json(*s.root_cause);
   if (!s.blame.empty()) j["blame"] = s.blame;
   if (s.dump) j["dump"] = dump_json(*s.dump);
+  if (s.straggler) {
+    const StragglerStatus& t = *s.straggler;
+    j["straggler"] = {{"node_rank", t.node_rank}, {"rank", t.rank},       {"host", t.host},
+                      {"share", t.share},         {"cost_ms", t.cost_ms}, {"text", t.text}};
+  }
   return j;
 }
+
+namespace {
+
+StragglerStatus straggler_from(const Fields& f) {
+  StragglerStatus t;
+  t.node_rank = static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes));
+  t.rank = static_cast<int>(f.integer("rank", -1, INT32_MAX));
+  t.host = f.text("host", Limits::kMaxName, false);
+  const json& share = f.need("share");
+  if (!share.is_number() || share.get<double>() < 0 || share.get<double>() > 1)
+    f.fail("'share' is not a number from 0 to 1");
+  t.share = share.get<double>();
+  t.cost_ms = f.integer("cost_ms", 0, INT64_MAX);
+  t.text = f.text("text", Limits::kMaxText, false);
+  return t;
+}
+
+}  // namespace
 
 JobStatus status_from(const Fields& f) {
   JobStatus s;
@@ -71,6 +94,8 @@ JobStatus status_from(const Fields& f) {
   if (f.find("root_cause") != nullptr) s.root_cause = failure_from(f.object("root_cause"));
   s.blame = f.text("blame", Limits::kMaxText, false);
   if (f.find("dump") != nullptr) s.dump = dump_from(f.object("dump"));
+  if (f.find("straggler") != nullptr)
+    s.straggler = straggler_from(Fields(f.object("straggler"), "straggler"));
   return s;
 }
 

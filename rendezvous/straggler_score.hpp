@@ -12,19 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/straggler_messages.hpp"
+
 namespace npu_run::rdzv {
-
-// One collective a rank entered, as its recorder held it when sampled.
-struct EnteredCall {
-  std::string group;  // the process group
-  int64_t seq = 0;    // its sequence number in the group
-  int64_t entered_ms = 0;
-};
-
-struct RankSample {
-  int rank = 0;
-  std::vector<EnteredCall> calls;
-};
 
 struct WindowScore {
   int rank = -1;        // the rank whose lateness cost its peers most; -1: none (or nothing seen)

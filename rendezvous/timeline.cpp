@@ -9,7 +9,7 @@ namespace npu_run::rdzv {
 
 namespace {
 
-constexpr std::array<std::pair<TimelinePhase, const char*>, 16> kPhaseNames{{
+constexpr std::array<std::pair<TimelinePhase, const char*>, 17> kPhaseNames{{
     {TimelinePhase::kAgentStart, "agent_start"},
     {TimelinePhase::kContact, "contact"},
     {TimelinePhase::kJoin, "join"},
@@ -26,6 +26,7 @@ constexpr std::array<std::pair<TimelinePhase, const char*>, 16> kPhaseNames{{
     {TimelinePhase::kLost, "lost"},
     {TimelinePhase::kRestart, "restart"},
     {TimelinePhase::kFinished, "finished"},
+    {TimelinePhase::kStraggler, "straggler"},
 }};
 
 }  // namespace

@@ -34,6 +34,7 @@ enum class TimelinePhase {
   kLost,        // the rendezvous lost the node
   kRestart,     // the job's decision: another round (node -1; detail: why)
   kFinished,    // the job's decision: the end (node -1; detail: the exit code)
+  kStraggler,   // the straggler watch named the node (rank: the one most often last; detail: why)
 };
 
 // "agent_start", "contact", ... as in timeline.json; nullopt for an unknown name.

@@ -54,12 +54,15 @@ endif()
 # does. Each runs alone, natively; the slowed node's case also as Linux 3.10 (the ten healthy
 # runs are about the figures' spread, which the kernel's calls do not touch).
 set(serial_cases "preflight: a node slowed by a CPU quota is named before any worker starts"
-                 "preflight: ten healthy runs name no node")
+                 "preflight: ten healthy runs name no node"
+                 "stragglers: a node slowed mid-run is named in the log and status, with its cost"
+                 "stragglers: with --straggler replace, a spare takes the slowed node's seat"
+                 "stragglers: a healthy run names no straggler")
 foreach(name IN LISTS serial_cases)
   add_test(NAME "integration:${name}" COMMAND integration_tests "${name}")
   set_tests_properties("integration:${name}" PROPERTIES RUN_SERIAL TRUE LABELS integration
                                                          TIMEOUT 300)
-  if(NPU_RUN_OLD_KERNEL_SUITE AND name MATCHES "slowed")
+  if(NPU_RUN_OLD_KERNEL_SUITE AND name MATCHES "^preflight: .*slowed")
     add_test(NAME "linux 3.10: integration:${name}" COMMAND integration_tests "${name}")
     set_tests_properties("linux 3.10: integration:${name}"
                          PROPERTIES RUN_SERIAL TRUE LABELS integration-old-kernel TIMEOUT 300
@@ -216,6 +219,29 @@ function(npu_run_torch_suite version suite distribution python spec)
                                            RESOURCE_LOCK netns FIXTURES_REQUIRED ${fixture}
                                            ENVIRONMENT "PYTHON_EXEC=${python}")
 endfunction()
+# The straggler watch reads the flight recorder of torch 2.8 and later: its [serial] cases again
+# with 2.14, alone, the slowed node's also as Linux 3.10.
+foreach(name IN LISTS serial_cases)
+  if(NOT name MATCHES "^stragglers: ")
+    continue()
+  endif()
+  set(prefixes "torch 2.14: integration:")
+  if(NPU_RUN_OLD_KERNEL_SUITE AND name MATCHES "slowed mid-run")
+    list(APPEND prefixes "torch 2.14: linux 3.10: integration:")
+  endif()
+  foreach(prefix IN LISTS prefixes)
+    set(environment "PYTHON_EXEC=${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14")
+    set(labels ${torch2_label})
+    if(prefix MATCHES "linux 3.10")
+      list(APPEND environment "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
+      list(APPEND labels integration-old-kernel)
+    endif()
+    add_test(NAME "${prefix}${name}" COMMAND integration_tests "${name}")
+    set_tests_properties("${prefix}${name}"
+                         PROPERTIES RUN_SERIAL TRUE LABELS "${labels}" TIMEOUT 300
+                                    FIXTURES_REQUIRED torch-2.14 ENVIRONMENT "${environment}")
+  endforeach()
+endforeach()
 set(torch2_python ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python)
 npu_run_torch_suite(2.6 trixie "Debian 13" ${torch2_python} "[pytorch]~[snapshots]")
 npu_run_torch_suite(2.14 sid "Debian unstable" ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14

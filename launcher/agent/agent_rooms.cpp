@@ -46,6 +46,7 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(recorder_watch_room(ctx, asked_dumps));  // after the recorders' room: it reads their
                                                      // dump files
   rooms.add(records_dump_room(ctx, asked_dumps));
+  rooms.add(straggler_room(ctx));
   rooms.add(evidence_room(ctx));
   rooms.add(cann_log_room(ctx));  // after the evidence room: a link fault it finds is evidence
   rooms.add(snapshot_room(

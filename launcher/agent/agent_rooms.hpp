@@ -55,6 +55,8 @@ std::unique_ptr<AgentRoom> records_dump_room(const RoomContext& ctx,
                                              std::shared_ptr<AskedPipeDumps> asked);
 // agent/hang_room.cpp: each attempt's hang watch and stack dump (agent/hang_response.hpp).
 std::unique_ptr<AgentRoom> hang_room(const RoomContext& ctx);
+// agent/straggler_room.cpp: --straggler, this node's ranks' entered collectives sampled.
+std::unique_ptr<AgentRoom> straggler_room(const RoomContext& ctx);
 // agent/evidence_room.cpp: what the root cause's failure showed beyond its exit.
 std::unique_ptr<AgentRoom> evidence_room(const RoomContext& ctx);
 // agent/cann_log_room.cpp: each attempt's CANN logs in its run directory, read after a failure.

@@ -54,6 +54,7 @@ class EtcdRendezvous : public Rendezvous {
   void send_probe(const rdzv::ProbeReport& report) override { link_.send_probe(report); }
   void notice_hang(const rdzv::HangNotice& notice) override { link_.notice_hang(notice); }
   void send_records(const rdzv::RecordsCollected& records) override { link_.send_records(records); }
+  void send_sample(const rdzv::CollectiveSample& sample) override { link_.send_sample(sample); }
   void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override {
     link_.query_status(ask, std::move(done));
   }

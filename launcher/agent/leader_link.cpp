@@ -203,6 +203,10 @@ void LeaderLink::send_records(const rdzv::RecordsCollected& records) {
   if (link_) link_->rdzv->send_records(records);
 }
 
+void LeaderLink::send_sample(const rdzv::CollectiveSample& sample) {
+  if (link_) link_->rdzv->send_sample(sample);
+}
+
 void LeaderLink::query_status(Rendezvous::StatusAsk ask,
                               std::function<void(Rendezvous::StatusAnswer)> done) {
   if (link_) {

@@ -48,6 +48,7 @@ class LeaderLink {
   void send_probe(const rdzv::ProbeReport& report);
   void notice_hang(const rdzv::HangNotice& notice);
   void send_records(const rdzv::RecordsCollected& records);
+  void send_sample(const rdzv::CollectiveSample& sample);
   void query_status(Rendezvous::StatusAsk ask, std::function<void(Rendezvous::StatusAnswer)> done);
   void close();
   std::string describe() const;

@@ -40,6 +40,9 @@ class LocalRendezvous : public Rendezvous {
   void send_records(const rdzv::RecordsCollected& records) override {
     deliver(state_.on_message(kSelf, records, rdzv::now()));
   }
+  void send_sample(const rdzv::CollectiveSample& sample) override {
+    deliver(state_.on_message(kSelf, sample, rdzv::now()));
+  }
   void close() override { closed_ = true; }
   void add_metrics(MetricsText& out) const override {
     write_rendezvous_metrics(out, state_, 1);
@@ -175,6 +178,8 @@ void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {
         blame->cause == rdzv::BlameCause::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
         blame->sentence);
   }
+  if (auto straggler = state_.take_new_straggler())
+    spdlog::warn("{}", rdzv::announcement(*straggler, state_.settings().straggler.mode));
   if (state_.phase() == rdzv::RendezvousState::Phase::kFinished && !ended_) {
     ended_ = true;
     if (job_ended_) job_ended_(state_);

@@ -1,12 +1,13 @@
 // The Python hooks' room: with no line added to its script, every worker beats once per optimizer
-// step (--auto-progress, on by default) and serves torch's worker server, through which a hang
-// and `npu_run status --dump` collect its records without killing (agent/worker_server_client.hpp;
-// with --auto-progress off, only under --hang-timeout or --exit-timeout). The agent writes
-// python/npu_run_auto_progress.py as sitecustomize.py into its private directory (beside the
-// progress sockets, gone when the agent is) and puts that directory first on each worker's
-// PYTHONPATH; the module runs whatever sitecustomize it shadows. Its beats carry
-// kAutomaticBeatMark: a script's own beats replace them (workers/progress_beats.hpp). Without the
-// private directory there is nothing to beat to and nowhere to serve.
+// step (--auto-progress, on by default) and serves torch's worker server, through which a hang,
+// `npu_run status --dump` and the straggler watch read its records without killing
+// (agent/worker_server_client.hpp; with --auto-progress off, only under --hang-timeout,
+// --exit-timeout or --straggler). The agent writes python/npu_run_auto_progress.py as
+// sitecustomize.py into its private directory (beside the progress sockets, gone when the agent
+// is) and puts that directory first on each worker's PYTHONPATH; the module runs whatever
+// sitecustomize it shadows. Its beats carry kAutomaticBeatMark: a script's own beats replace
+// them (workers/progress_beats.hpp). Without the private directory there is nothing to beat to
+// and nowhere to serve.
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -48,7 +49,8 @@ class PythonHooksRoom final : public AgentRoom {
  public:
   explicit PythonHooksRoom(const RoomContext& ctx)
       : beat_steps_(ctx.cfg.supervision.auto_progress),
-        serve_(beat_steps_ || ctx.cfg.supervision.hang.any()) {
+        serve_(beat_steps_ || ctx.cfg.supervision.hang.any() ||
+               ctx.cfg.supervision.straggler.mode != StragglerMode::kOff) {
     if (ctx.beats == nullptr || !(beat_steps_ || serve_)) return;
     directory_ = write_sitecustomize(ctx.beats->directory());
     servers_ = ctx.beats->directory();

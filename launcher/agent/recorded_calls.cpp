@@ -116,4 +116,27 @@ std::optional<std::vector<rdzv::GroupCalls>> recorded_groups(std::string_view fr
   return out;
 }
 
+std::optional<EnteredCalls> entered_calls(std::string_view fr_trace_json, int64_t after_ns) {
+  const json answer = json::parse(fr_trace_json, nullptr, /*allow_exceptions=*/false);
+  if (!answer.is_object() || !answer.contains("entries") || !answer["entries"].is_array())
+    return std::nullopt;
+  EnteredCalls out;
+  out.latest_ns = after_ns;
+  for (const json& entry : answer["entries"]) {
+    if (!entry.is_object() || entry.value("is_p2p", false)) continue;
+    const int64_t created = entry.value("time_created_ns", int64_t{0});
+    if (created <= after_ns) continue;
+    const json id = entry.value("pg_id", json());
+    std::string group = id.is_number_integer() ? std::to_string(id.get<int64_t>()) : id.dump();
+    if (group.size() > rdzv::StragglerLimits::kMaxGroupText)
+      group.resize(rdzv::StragglerLimits::kMaxGroupText);
+    out.calls.push_back({std::move(group), sequence_of(entry.value("collective_seq_id", json(0))),
+                         created / 1'000'000});
+    out.latest_ns = std::max(out.latest_ns, created);
+  }
+  std::sort(out.calls.begin(), out.calls.end(),
+            [](const auto& a, const auto& b) { return a.entered_ms < b.entered_ms; });
+  return out;
+}
+
 }  // namespace npu_run

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rendezvous/message_parts.hpp"
+#include "rendezvous/straggler_messages.hpp"
 
 namespace npu_run {
 
@@ -20,5 +21,15 @@ namespace npu_run {
 // answer (torch without one answers an error, or JSON of another shape).
 std::optional<std::vector<rdzv::GroupCalls>> recorded_groups(std::string_view fr_trace_json,
                                                              int64_t now_ns);
+
+// The straggler watch's sample (agent/straggler_room.cpp): the collectives (not p2p) the
+// recorder saw entered after `after_ns` (torch's time_created_ns, the wall clock), oldest first,
+// each keyed by its group's pg_id and sequence number, as every rank of the group has them.
+// nullopt: not a recorder's answer.
+struct EnteredCalls {
+  std::vector<rdzv::EnteredCall> calls;
+  int64_t latest_ns = 0;  // the newest entry's time: the next sample's `after_ns`
+};
+std::optional<EnteredCalls> entered_calls(std::string_view fr_trace_json, int64_t after_ns);
 
 }  // namespace npu_run

@@ -87,6 +87,8 @@ class Rendezvous {
   virtual void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) = 0;
   // This node's ranks' records for a dump (Handlers::collect_records).
   virtual void send_records(const rdzv::RecordsCollected& /*records*/) {}
+  // This node's ranks' entered collectives, for the straggler watch (agent/straggler_room.cpp).
+  virtual void send_sample(const rdzv::CollectiveSample& /*sample*/) {}
   // Leaves the job: what was sent is delivered, then nothing more is heard.
   virtual void close() = 0;
   // The address peers use to reach this node (--local-addr, or the source address of its

@@ -46,6 +46,7 @@ rdzv::JobSettings job_settings(const LaunchConfig& cfg) {
   s.max_no_progress_restarts = cfg.supervision.max_no_progress_restarts;
   s.strict_consistency = cfg.health.strict_consistency;
   s.preflight = cfg.health.preflight;
+  s.straggler = cfg.supervision.straggler;
   s.spares = cfg.shape.spares;
   s.node_order = cfg.placement.order;
   s.sp_block = cfg.placement.sp_block;

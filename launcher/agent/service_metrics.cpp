@@ -15,6 +15,18 @@ void write_rendezvous_metrics(MetricsText& out, const rdzv::RendezvousState& sta
   out.gauge("npu_run_rendezvous_round", "The job's round", static_cast<double>(state.round()));
   out.gauge("npu_run_rendezvous_connections", "Connections to the rendezvous",
             static_cast<double>(connections));
+  // --straggler: the node (a one-node job: the rank) named and still slow; 0 samples: none.
+  if (const auto s = state.straggler_status()) {
+    const MetricsText::Labels labels{{"node_rank", std::to_string(s->node_rank)},
+                                     {"rank", std::to_string(s->rank)},
+                                     {"host", s->host}};
+    out.gauge("npu_run_straggler",
+              "Share of the time the straggler's peers waited for it in collectives", s->share,
+              labels);
+    out.gauge("npu_run_straggler_cost_seconds",
+              "What the straggler cost its peers over the windows that named it",
+              static_cast<double>(s->cost_ms) / 1000.0, labels);
+  }
 }
 
 void write_rendezvous_metrics(MetricsText& out, const rdzv::RendezvousServer& server) {

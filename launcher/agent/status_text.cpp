@@ -96,6 +96,7 @@ std::string format_job_status(const rdzv::JobStatus& s) {
   }
   if (s.root_cause) out += "root cause: " + rdzv::describe(*s.root_cause) + "\n";
   if (!s.blame.empty()) out += s.blame + "\n";
+  if (s.straggler) out += "straggler: " + s.straggler->text + "\n";
   return out;
 }
 

@@ -38,6 +38,7 @@ class TcpRendezvous : public Rendezvous {
   void notice_hang(const rdzv::HangNotice& notice) override;
   void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override;
   void send_records(const rdzv::RecordsCollected& records) override { client_.send(records); }
+  void send_sample(const rdzv::CollectiveSample& sample) override { client_.send(sample); }
   void close() override;
   std::string describe() const override;
   std::string local_address() const override { return addr_; }

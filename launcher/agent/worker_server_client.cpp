@@ -26,8 +26,9 @@ constexpr std::string_view kTracebackHandler = "/handler/dump_traceback";
 // Every worker's answers, and the one call of `done`: at the last answer or at the deadline.
 class WorkerAsking {
  public:
-  WorkerAsking(asio::io_context& io, size_t n, std::function<void(std::vector<WorkerAnswer>)> done)
-      : timer(io), answers(n), outstanding(n), done_(std::move(done)) {}
+  WorkerAsking(asio::io_context& io, size_t n, bool with_stacks,
+               std::function<void(std::vector<WorkerAnswer>)> done)
+      : timer(io), answers(n), outstanding(n), stacks(with_stacks), done_(std::move(done)) {}
 
   void answered_one() {
     if (--outstanding == 0) finish();
@@ -44,6 +45,7 @@ class WorkerAsking {
   asio::steady_timer timer;
   std::vector<WorkerAnswer> answers;
   size_t outstanding;
+  bool stacks;  // each worker's stacks too, after its recorder's entries
   bool finished = false;
   std::vector<std::function<void()>> closers;  // each worker's, through a weak pointer
 
@@ -110,7 +112,9 @@ class WorkerQuestions : public std::enable_shared_from_this<WorkerQuestions> {
     const bool ok = answer.result() == http::status::ok;
     if (target_ == kRecorderHandler) {
       if (ok) mine.fr_trace_json = std::move(answer.body());
-      return ask(kTracebackHandler);
+      if (all_->stacks) return ask(kTracebackHandler);
+      if (!ok) mine.error = fmt::format("{} answered HTTP {}", target_, answer.result_int());
+      return all_->answered_one();
     }
     if (ok) mine.traceback = std::move(answer.body());
     if (!ok) mine.error = fmt::format("{} answered HTTP {}", target_, answer.result_int());
@@ -139,10 +143,12 @@ std::string worker_server_path(const std::string& directory, int local_rank) {
   return fmt::format("{}/ws{}", directory, local_rank);
 }
 
-void ask_worker_servers(asio::io_context& io, std::vector<WorkerServerAsk> workers,
-                        std::chrono::milliseconds deadline,
-                        std::function<void(std::vector<WorkerAnswer>)> done) {
-  auto all = std::make_shared<WorkerAsking>(io, workers.size(), std::move(done));
+namespace {
+
+void ask_workers(asio::io_context& io, const std::vector<WorkerServerAsk>& workers, bool stacks,
+                 std::chrono::milliseconds deadline,
+                 std::function<void(std::vector<WorkerAnswer>)> done) {
+  auto all = std::make_shared<WorkerAsking>(io, workers.size(), stacks, std::move(done));
   for (size_t i = 0; i < workers.size(); ++i) all->answers[i].local_rank = workers[i].local_rank;
   if (workers.empty()) return all->finish();
   std::vector<std::shared_ptr<WorkerQuestions>> questions;
@@ -156,12 +162,27 @@ void ask_worker_servers(asio::io_context& io, std::vector<WorkerServerAsk> worke
   all->timer.async_wait([all, deadline](boost::system::error_code ec) {
     if (ec || all->finished) return;
     for (WorkerAnswer& answer : all->answers) {
-      if (!answer.answered() && answer.error.empty())
+      const bool answered = all->stacks ? answer.answered() : !answer.fr_trace_json.empty();
+      if (!answered && answer.error.empty())
         answer.error = fmt::format("no answer in {} ms", deadline.count());
     }
     all->finish();
   });
   for (const auto& q : questions) q->ask(kRecorderHandler);
+}
+
+}  // namespace
+
+void ask_worker_servers(asio::io_context& io, std::vector<WorkerServerAsk> workers,
+                        std::chrono::milliseconds deadline,
+                        std::function<void(std::vector<WorkerAnswer>)> done) {
+  ask_workers(io, workers, true, deadline, std::move(done));
+}
+
+void ask_worker_recorders(asio::io_context& io, std::vector<WorkerServerAsk> workers,
+                          std::chrono::milliseconds deadline,
+                          std::function<void(std::vector<WorkerAnswer>)> done) {
+  ask_workers(io, workers, false, deadline, std::move(done));
 }
 
 }  // namespace npu_run

@@ -50,4 +50,10 @@ void ask_worker_servers(boost::asio::io_context& io, std::vector<WorkerServerAsk
                         std::chrono::milliseconds deadline,
                         std::function<void(std::vector<WorkerAnswer>)> done);
 
+// As ask_worker_servers, for each recorder's entries only: the straggler watch's samples
+// (agent/straggler_room.cpp), which need no stacks.
+void ask_worker_recorders(boost::asio::io_context& io, std::vector<WorkerServerAsk> workers,
+                          std::chrono::milliseconds deadline,
+                          std::function<void(std::vector<WorkerAnswer>)> done);
+
 }  // namespace npu_run

@@ -339,6 +339,21 @@ struct SupervisionFlags : FlagGroup {
        .help = "Seconds a ledger entry keeps its host out (default 86400: a day)",
        .type = "S"},
       86400.0};
+  Flag<std::string> straggler{
+      *this,
+      {.name = "--straggler",
+       .help = "During the run, name the node whose ranks enter collectives last, keeping their "
+               "peers waiting over 30 % of the time in three windows in a row, read from torch's "
+               "flight recorders (torch 2.8 and later); replace also hands its seat to a ready "
+               "spare (needs --spares) (default warn)",
+       .type = "{off,warn,replace}"},
+      "warn"};
+  Flag<double> straggler_window{
+      *this,
+      {.name = "--straggler-window",
+       .help = "Seconds of each window the straggler watch scores (default 30)",
+       .type = "S"},
+      30.0};
   Flag<std::string> signals_to_handle{
       *this,
       {.name = "--signals-to-handle",

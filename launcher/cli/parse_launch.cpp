@@ -58,6 +58,7 @@ ParsedLaunch resolve(const LaunchOptions& options, const std::vector<std::string
   resolve_numa(in, cfg.shape, cfg.worker);
   resolve_framework(in, cfg);
   resolve_preflight(in, cfg);
+  resolve_straggler(in, cfg);
   return parsed;
 }
 

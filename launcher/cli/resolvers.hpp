@@ -65,6 +65,8 @@ void resolve_worker(const LaunchInputs& in, const std::vector<std::string>& scri
 // --framework and --tf-cluster, after the others: the contract, the store it needs, the
 // combinations it refuses (cli/resolve_framework.cpp).
 void resolve_framework(const LaunchInputs& in, LaunchConfig& cfg);
+// --straggler, after the rendezvous (replace needs --spares): cli/resolve_straggler.cpp.
+void resolve_straggler(const LaunchInputs& in, LaunchConfig& cfg);
 // --preflight, after the framework: the probe's mode and interpreter (cli/resolve_preflight.cpp).
 void resolve_preflight(const LaunchInputs& in, LaunchConfig& cfg);
 

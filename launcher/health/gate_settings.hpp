@@ -30,6 +30,22 @@ inline constexpr EnumTable<PreflightMode, 3> kPreflightModeNames{{{
     {PreflightMode::kFull, "full"},
 }}};
 
+// --straggler: during the run, the rank that enters collectives last, keeping its peers waiting
+// more than 30 % of the time over three windows, is named (warn), and with replace its node's
+// seat goes to a ready spare (rendezvous/straggler_desk.hpp); off: the flight recorders are not
+// sampled.
+enum class StragglerMode { kOff, kWarn, kReplace };
+inline constexpr EnumTable<StragglerMode, 3> kStragglerModeNames{{{
+    {StragglerMode::kOff, "off"},
+    {StragglerMode::kWarn, "warn"},
+    {StragglerMode::kReplace, "replace"},
+}}};
+
+struct StragglerSettings {
+  StragglerMode mode = StragglerMode::kWarn;
+  std::chrono::milliseconds window{30'000};  // --straggler-window: one score per window
+};
+
 struct HealthRunSettings {
   std::chrono::milliseconds call_timeout{15000};  // each tool call (hccn_tool blocks for minutes)
   std::chrono::milliseconds budget{60000};        // all of a node's checks

@@ -1,0 +1,14 @@
+// Stragglers on the wire (rendezvous/straggler_messages.hpp): "sample", a node's ranks' entered
+// collectives, each call a compact [group, seq, entered_ms] triple so that a window of a node's
+// calls fits a client frame. Every field checked and bounded.
+#pragma once
+
+#include "rendezvous/json_fields.hpp"
+#include "rendezvous/straggler_messages.hpp"
+
+namespace npu_run::rdzv {
+
+json sample_json(const CollectiveSample& m);
+CollectiveSample sample_from(const Fields& f);
+
+}  // namespace npu_run::rdzv

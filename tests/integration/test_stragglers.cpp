@@ -1,0 +1,217 @@
+// The straggler watch (--straggler, issue 48 point 4) in real two-node jobs on loopback: each
+// node's agent samples its ranks' flight recorders through torch's worker server while gloo
+// all_reduces run. Mid-run, node 1's agent and workers are moved into a cgroup v1 CPU quota
+// (cpu.cfs_quota_us): node 1 is named in the log and `npu_run status` with what it cost, and
+// with --straggler replace a spare takes its seat. A healthy run names nobody. The recorder is
+// torch 2.8's and later: with torch 1.13 the agents say they read nothing, and name nobody.
+// [serial]: the cases compare CPU shares, so ctest runs them alone (tests/native_tests.cmake),
+// with torch 1.13 and again with 2.14.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "support/fixtures.hpp"
+#include "support/harness.hpp"
+#include "support/nodes.hpp"
+#include "support/temp_dir.hpp"
+
+namespace test_stragglers {
+
+using namespace npu_run::testing;
+using Catch::Matchers::Contains;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A training loop on one thread: a little compute, then an all_reduce, until rank 0 finds
+// `stop` (the test writes it) and tells everyone in the same all_reduce.
+std::string training(TempDir& dir) {
+  const std::string stop = dir.file("stop");
+  return dir.write("train.py",
+                   fmt::format("import os, torch, torch.distributed as dist\n"
+                               "torch.set_num_threads(1)\n"
+                               "dist.init_process_group('gloo')\n"
+                               "rank = int(os.environ['RANK'])\n"
+                               "w = torch.randn(192, 192)\n"
+                               "flag = torch.zeros(1)\n"
+                               "step = 0\n"
+                               "while True:\n"
+                               "    for _ in range(4):\n"
+                               "        w = torch.tanh(w @ w)\n"
+                               "    flag[0] = 1.0 if rank == 0 and os.path.exists('{}') else 0.0\n"
+                               "    dist.all_reduce(flag)\n"
+                               "    step += 1\n"
+                               "    if step % 100 == 0:\n"
+                               "        print(f'rank {{rank}} step {{step}}', flush=True)\n"
+                               "    if flag[0] > 0:\n"
+                               "        break\n",
+                               stop));
+}
+
+// Every process under `root` (its descendants by their parents in /proc), root first.
+std::vector<pid_t> process_tree(pid_t root) {
+  std::multimap<pid_t, pid_t> children;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    children.emplace(parent, std::stoi(name));
+  }
+  std::vector<pid_t> tree{root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    const auto [from, to] = children.equal_range(tree[i]);
+    for (auto it = from; it != to; ++it) tree.push_back(it->second);
+  }
+  return tree;
+}
+
+// A cgroup v1 CPU quota of `percent` of one core that a running process tree is moved into.
+struct CpuQuota {
+  fs::path group = fmt::format("/sys/fs/cgroup/cpu/npu_run_straggler_{}", getpid());
+  bool made = false;
+
+  explicit CpuQuota(int percent) {
+    std::error_code ec;
+    fs::create_directory(group, ec);
+    made = !ec && fs::exists(group / "cpu.cfs_quota_us");
+    if (made) std::ofstream(group / "cpu.cfs_quota_us") << percent * 1000 << std::flush;
+  }
+  void take(pid_t root) const {
+    for (const pid_t p : process_tree(root))
+      std::ofstream(group / "cgroup.procs") << p << std::flush;
+  }
+  ~CpuQuota() {
+    // Whatever is left goes back to the root group first: a group with members stays.
+    std::ifstream procs(group / "cgroup.procs");
+    for (pid_t p = 0; procs >> p;)
+      std::ofstream("/sys/fs/cgroup/cpu/cgroup.procs") << p << std::flush;
+    std::error_code ec;
+    fs::remove(group, ec);
+  }
+};
+
+struct Job {
+  TempDir dir;
+  std::string script = training(dir);
+  int port = unused_port();
+  std::vector<std::unique_ptr<NpuRunProcess>> nodes;
+
+  NpuRunProcess& start(int rank, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "--nnodes",           "2",         "--nproc-per-node",    "2",
+        "--master-addr",      "127.0.0.1", "--master-port",       std::to_string(port),
+        "--straggler-window", "2",         "--heartbeat-timeout", "10"};
+    if (rank >= 0) args.insert(args.end(), {"--node-rank", std::to_string(rank)});
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(script);
+    nodes.push_back(std::make_unique<NpuRunProcess>(
+        args, EnvOverrides{{kHostNameVariable, fmt::format("sg-{}", nodes.size())}}));
+    return *nodes.back();
+  }
+  void stop() const { std::ofstream(dir.file("stop")) << "stop\n"; }
+  std::vector<Finished> wait_all() {
+    std::vector<NpuRunProcess*> all;
+    for (auto& n : nodes) all.push_back(n.get());
+    const std::vector<Finished> done = NpuRunProcess::wait_all(all, 120s);
+    for (auto& n : nodes) require_no_strays(*n);
+    return done;
+  }
+};
+
+bool has_recorder() {
+  return torch_version() >= std::make_pair(2, 8);
+}
+
+}  // namespace
+
+TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, with its cost",
+          "[integration][straggler][serial]") {
+  CpuQuota quota(15);
+  if (!quota.made) {
+    WARN("no writable cgroup v1 cpu controller here");
+    return;
+  }
+  Job job;
+  NpuRunProcess& n0 = job.start(0);
+  NpuRunProcess& n1 = job.start(1);
+  n0.wait_for_output("rank 0 step 100", 1, 90s);
+  if (!has_recorder()) {
+    CHECK(n0.saw_output("the straggler watch reads nothing on this node", 1, 20s, true));
+    job.stop();
+    for (const Finished& f : job.wait_all()) CHECK(f.exit_code == 0);
+    return;
+  }
+  const auto slowed = std::chrono::steady_clock::now();
+  quota.take(n1.pid());
+  const bool named = n0.saw_output("straggler: node 1 (sg-1, ranks 2-3)", 1, 60s, true);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - slowed).count();
+  WARN(fmt::format("slowed to named in the log: {:.1f} s (2 s windows)", seconds));
+  CHECK(named);
+  const Finished status = run_npu_run(
+      {"status", "--master-addr", "127.0.0.1", "--master-port", std::to_string(job.port)}, {}, 30s);
+  INFO(status.out << status.err);
+  CHECK_THAT(status.out, Contains("straggler: node 1 (sg-1, ranks 2-3) entered collectives last"));
+  job.stop();
+  const std::vector<Finished> done = job.wait_all();
+  INFO(done[0].err);
+  CHECK(done[0].exit_code == 0);
+  CHECK_THAT(done[0].err, Contains("keeping its peers waiting") &&
+                              Contains("--straggler replace would hand its seat to a ready spare"));
+}
+
+TEST_CASE("stragglers: with --straggler replace, a spare takes the slowed node's seat",
+          "[integration][straggler][serial]") {
+  if (!has_recorder()) return;  // nothing to name without a recorder (the case above says so)
+  CpuQuota quota(15);
+  if (!quota.made) {
+    WARN("no writable cgroup v1 cpu controller here");
+    return;
+  }
+  Job job;
+  const std::vector<std::string> replace = {"--straggler", "replace", "--spares", "1"};
+  NpuRunProcess& n0 = job.start(0, replace);
+  NpuRunProcess& n1 = job.start(1, replace);
+  n0.wait_for_output("rank 0 step 100", 1, 90s);
+  job.start(-1, replace).wait_for_output("standing by as a spare", 1, 30s, true);
+  quota.take(n1.pid());
+  n0.wait_for_output("its seat goes to a ready spare", 1, 60s, true);
+  n0.wait_for_output("rank 0 step 100", 2, 90s);  // the round with the spare trains
+  job.stop();
+  const std::vector<Finished> done = job.wait_all();
+  INFO(done[0].err);
+  CHECK(done[0].exit_code == 0);
+  CHECK(done[1].exit_code == 0);  // dismissed: taken out, not failed
+  CHECK(done[2].exit_code == 0);
+  CHECK_THAT(done[0].err, Contains("is taken out of the job") && Contains("a straggler: node 1"));
+  CHECK_THAT(done[1].err, Contains("a spare takes its seat"));
+}
+
+TEST_CASE("stragglers: a healthy run names no straggler", "[integration][straggler][serial]") {
+  Job job;
+  NpuRunProcess& n0 = job.start(0);
+  job.start(1);
+  n0.wait_for_output("rank 0 step 100", 1, 90s);
+  ::usleep(16'000'000);  // eight windows
+  job.stop();
+  const std::vector<Finished> done = job.wait_all();
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    CHECK_THAT(f.err, !Contains("straggler: "));
+  }
+}
+
+}  // namespace test_stragglers

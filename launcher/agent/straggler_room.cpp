@@ -75,7 +75,7 @@ class StragglerRoom final : public AgentRoom {
     std::vector<WorkerServerAsk> asks;
     asks.reserve(ranks_.size());
     for (const RankToCollect& r : ranks_) asks.push_back({r.local_rank, r.server});
-    ask_worker_recorders(ctx_.io, std::move(asks), kSampleDeadline,
+    ask_worker_recorders(ctx_.io, asks, kSampleDeadline,
                          [this, alive = std::weak_ptr<int>(alive_),
                           generation = generation_](const std::vector<WorkerAnswer>& answers) {
                            if (alive.expired() || generation != generation_) return;

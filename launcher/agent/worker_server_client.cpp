@@ -173,13 +173,13 @@ void ask_workers(asio::io_context& io, const std::vector<WorkerServerAsk>& worke
 
 }  // namespace
 
-void ask_worker_servers(asio::io_context& io, std::vector<WorkerServerAsk> workers,
+void ask_worker_servers(asio::io_context& io, const std::vector<WorkerServerAsk>& workers,
                         std::chrono::milliseconds deadline,
                         std::function<void(std::vector<WorkerAnswer>)> done) {
   ask_workers(io, workers, true, deadline, std::move(done));
 }
 
-void ask_worker_recorders(asio::io_context& io, std::vector<WorkerServerAsk> workers,
+void ask_worker_recorders(asio::io_context& io, const std::vector<WorkerServerAsk>& workers,
                           std::chrono::milliseconds deadline,
                           std::function<void(std::vector<WorkerAnswer>)> done) {
   ask_workers(io, workers, false, deadline, std::move(done));

@@ -46,13 +46,13 @@ inline constexpr size_t kMaxWorkerAnswer = size_t{32} * 1024 * 1024;
 // `done` once with every answer (in the order asked) when all have answered or at `deadline`,
 // whichever comes first. Safe if the caller is gone by then: the asking owns itself, and `done`
 // is the caller's to guard.
-void ask_worker_servers(boost::asio::io_context& io, std::vector<WorkerServerAsk> workers,
+void ask_worker_servers(boost::asio::io_context& io, const std::vector<WorkerServerAsk>& workers,
                         std::chrono::milliseconds deadline,
                         std::function<void(std::vector<WorkerAnswer>)> done);
 
 // As ask_worker_servers, for each recorder's entries only: the straggler watch's samples
 // (agent/straggler_room.cpp), which need no stacks.
-void ask_worker_recorders(boost::asio::io_context& io, std::vector<WorkerServerAsk> workers,
+void ask_worker_recorders(boost::asio::io_context& io, const std::vector<WorkerServerAsk>& workers,
                           std::chrono::milliseconds deadline,
                           std::function<void(std::vector<WorkerAnswer>)> done);
 

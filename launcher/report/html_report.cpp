@@ -173,6 +173,20 @@ std::string health_verdicts(const RunTimeline& run) {
   return out;
 }
 
+// The stragglers the watch named during the run (kStraggler events), with what each cost.
+std::string stragglers(const RunTimeline& run) {
+  std::string rows;
+  for (const rdzv::TimelineEvent& e : run.events) {
+    if (e.phase != rdzv::TimelinePhase::kStraggler) continue;
+    rows += fmt::format("<tr><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td></tr>", e.round,
+                        e.node, html_escape(e.host), e.rank, html_escape(e.detail));
+  }
+  if (rows.empty()) return "";
+  return "<h2>Stragglers</h2><div class=\"scroll\"><table><tr><th>round</th><th>node</th><th>rank "
+         "most often last</th><th>what it cost</th></tr>" +
+         rows + "</table></div>";
+}
+
 constexpr const char* kKey =
     "<p class=\"key\"><span class=\"wait\" style=\"background:#c9cbd6\"></span>waiting"
     "<span style=\"background:#e0b040\"></span>health gate<span style=\"background:#3a8f5c\">"
@@ -201,6 +215,7 @@ std::string html_report(const RunTimeline& run) {
   page += "<div class=\"scroll\">" + beats_svg(run, f) + "</div>";
   page += restart_costs(f);
   page += root_causes(run);
+  page += stragglers(run);
   page += health_verdicts(run);
   if (run.thinned > 0) {
     page += fmt::format(

@@ -1,11 +1,11 @@
 // The straggler watch (--straggler, issue 48 point 4) in real two-node jobs on loopback: each
 // node's agent samples its ranks' flight recorders through torch's worker server while gloo
 // all_reduces run. Mid-run, node 1's agent and workers are moved into a cgroup v1 CPU quota
-// (cpu.cfs_quota_us): node 1 is named in the log and `npu_run status` with what it cost, and
-// with --straggler replace a spare takes its seat. A healthy run names nobody. The recorder is
-// torch 2.8's and later: with torch 1.13 the agents say they read nothing, and name nobody.
-// [serial]: the cases compare CPU shares, so ctest runs them alone (tests/native_tests.cmake),
-// with torch 1.13 and again with 2.14.
+// (cpu.cfs_quota_us): node 1 is named in the log, `npu_run status` and the report with what it
+// cost, and with --straggler replace a spare takes its seat. A healthy run names nobody. The
+// recorder is torch 2.8's and later: with torch 1.13 the agents say they read nothing, and name
+// nobody. [serial]: the cases compare CPU shares, so ctest runs them alone
+// (tests/native_tests.cmake), with torch 1.13 and again with 2.14.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -144,7 +144,8 @@ TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, wit
     return;
   }
   Job job;
-  NpuRunProcess& n0 = job.start(0);
+  const std::string logs = job.dir.file("logs");
+  NpuRunProcess& n0 = job.start(0, {"--log-dir", logs, "--report"});
   NpuRunProcess& n1 = job.start(1);
   n0.wait_for_output("rank 0 step 100", 1, 90s);
   if (!has_recorder()) {
@@ -170,6 +171,15 @@ TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, wit
   CHECK(done[0].exit_code == 0);
   CHECK_THAT(done[0].err, Contains("keeping its peers waiting") &&
                               Contains("--straggler replace would hand its seat to a ready spare"));
+  // The report lists it, from the timeline's event.
+  std::string page;
+  for (const auto& run : fs::directory_iterator(logs)) {
+    std::ifstream in(run.path() / "report.html");
+    page.assign(std::istreambuf_iterator<char>(in), {});
+    if (!page.empty()) break;
+  }
+  CHECK_THAT(page, Contains("<h2>Stragglers</h2>") && Contains("<td>1 (sg-1)</td>") &&
+                       Contains("entered collectives last"));
 }
 
 TEST_CASE("stragglers: with --straggler replace, a spare takes the slowed node's seat",

@@ -44,11 +44,23 @@ int StragglerDesk::node_of(int rank) const {
   return static_cast<int>(after - offsets_.begin()) - 1;
 }
 
+int StragglerDesk::unit_size(int unit) const {
+  if (offsets_.size() <= 1) return 1;
+  const size_t u = static_cast<size_t>(unit);
+  return (u + 1 < offsets_.size() ? offsets_[u + 1] : world_) - offsets_[u];
+}
+
+void StragglerDesk::drop_oldest() {
+  open_entries_ -= open_.begin()->second.units.size();
+  open_.erase(open_.begin());
+}
+
 void StragglerDesk::add(int node_rank, const CollectiveSample& sample) {
   if (!active_ || sample.round != round_) return;
   for (const RankSample& r : sample.ranks) {
     // A node speaks for its own ranks only: a misbehaving one cannot blame another.
     if (r.rank < 0 || r.rank >= world_ || node_of(r.rank) != node_rank) continue;
+    const int unit = unit_of(r.rank);
     for (const EnteredCall& c : r.calls) {
       auto group = group_ranks_.find(c.group);
       if (group == group_ranks_.end()) {
@@ -56,21 +68,37 @@ void StragglerDesk::add(int node_rank, const CollectiveSample& sample) {
         group = group_ranks_.emplace(c.group, std::set<int>{}).first;
       }
       group->second.insert(r.rank);
-      open_[{c.group, c.seq}][r.rank] = c.entered_ms;
+      OpenCall& call = open_[{c.group, c.seq}];
+      const auto [it, added] = call.units.try_emplace(unit);
+      open_entries_ += added ? 1 : 0;
+      UnitEntry& entry = it->second;
+      // Counted up to the unit's size: a node repeating a call cannot complete it early.
+      if (entry.ranks < unit_size(unit)) ++entry.ranks, ++call.ranks;
+      if (entry.latest_rank < 0 || c.entered_ms > entry.latest_ms)
+        entry = {c.entered_ms, r.rank, entry.ranks};
+      call.first_ms = std::min(call.first_ms, c.entered_ms);
     }
   }
-  while (open_.size() > kMaxOpen) open_.erase(open_.begin());
+  while (!open_.empty() && (open_.size() > kMaxOpen || open_entries_ > kMaxOpenEntries))
+    drop_oldest();
 }
 
-std::map<StragglerDesk::CallKey, std::map<int, int64_t>> StragglerDesk::take_complete() {
-  std::map<CallKey, std::map<int, int64_t>> done;
+StragglerDesk::Calls StragglerDesk::take_complete() {
+  Calls done;
   const int64_t stale_before = due_ms_ - 4 * window_ms_;
   for (auto it = open_.begin(); it != open_.end();) {
     const size_t group_size = group_ranks_[it->first.first].size();
-    const bool complete = group_size >= 2 && it->second.size() == group_size;
-    const bool stale = !complete && it->second.begin()->second < stale_before;
+    const OpenCall& call = it->second;
+    const bool complete =
+        group_size >= 2 && call.units.size() >= 2 && static_cast<size_t>(call.ranks) == group_size;
+    const bool stale = !complete && call.first_ms < stale_before;
+    if (!complete && !stale) {
+      ++it;
+      continue;
+    }
+    open_entries_ -= call.units.size();
     if (complete) done.insert(*it);
-    it = complete || stale ? open_.erase(it) : std::next(it);
+    it = open_.erase(it);
   }
   return done;
 }
@@ -78,26 +106,28 @@ std::map<StragglerDesk::CallKey, std::map<int, int64_t>> StragglerDesk::take_com
 std::optional<NamedStraggler> StragglerDesk::score_if_due(int64_t now_ms) {
   if (!active_ || now_ms < due_ms_) return std::nullopt;
   due_ms_ = now_ms + window_ms_;
-  const auto window = take_complete();
+  const Calls window = take_complete();
   if (window.size() < static_cast<size_t>(kMinCollectives)) return std::nullopt;
+  // One entry per unit and collective, its last rank's: score_window compares the units.
   std::map<int, RankSample> units;
   int64_t first_ms = INT64_MAX;
   int64_t last_ms = 0;
-  for (const auto& [key, entries] : window) {
-    for (const auto& [rank, ms] : entries) {
-      RankSample& unit = units[unit_of(rank)];
-      unit.rank = unit_of(rank);
-      unit.calls.push_back({key.first, key.second, ms});
-      first_ms = std::min(first_ms, ms);
-      last_ms = std::max(last_ms, ms);
+  for (const auto& [key, call] : window) {
+    for (const auto& [unit, entry] : call.units) {
+      units[unit].rank = unit;
+      units[unit].calls.push_back({key.first, key.second, entry.latest_ms});
+      last_ms = std::max(last_ms, entry.latest_ms);
     }
+    first_ms = std::min(first_ms, call.first_ms);
   }
-  // A node's unit holds one entry per rank of each collective: score_window sees them all.
   std::vector<RankSample> samples;
+  samples.reserve(units.size());
   for (auto& [id, unit] : units) samples.push_back(std::move(unit));
+  // The training time these collectives cover: from where the last window's ended.
   const int64_t from_ms = covered_until_ms_ > 0 ? std::min(covered_until_ms_, first_ms) : first_ms;
   covered_until_ms_ = std::max(covered_until_ms_, last_ms);
-  const WindowScore score = score_window(samples, std::max<int64_t>(last_ms - from_ms, 1));
+  WindowScore score = score_window(samples, std::max<int64_t>(last_ms - from_ms, 1));
+  score.share = std::min(score.share, 1.0);
   const std::optional<Straggler> named = watch_.add(score);
   if (current_ && (score.rank != current_->score.rank || score.share <= kThreshold))
     current_.reset();
@@ -117,8 +147,7 @@ std::string StragglerDesk::ranks_text(int node) const {
   return host.empty() ? ranks : host + ", " + ranks;
 }
 
-NamedStraggler StragglerDesk::name(const Straggler& s,
-                                   const std::map<CallKey, std::map<int, int64_t>>& window) const {
+NamedStraggler StragglerDesk::name(const Straggler& s, const Calls& window) const {
   NamedStraggler out;
   out.score = s;
   if (offsets_.size() <= 1) {
@@ -127,12 +156,12 @@ NamedStraggler StragglerDesk::name(const Straggler& s,
     return out;
   }
   out.node_rank = s.rank;
-  std::map<int, int> last_counts;  // how often each of the node's ranks entered last
-  for (const auto& [key, entries] : window) {
-    const auto last =
-        std::max_element(entries.begin(), entries.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (node_of(last->first) == s.rank) ++last_counts[last->first];
+  std::map<int, int> last_counts;  // how often each of the node's ranks was the last one in
+  for (const auto& [key, call] : window) {
+    const auto last = std::max_element(
+        call.units.begin(), call.units.end(),
+        [](const auto& a, const auto& b) { return a.second.latest_ms < b.second.latest_ms; });
+    if (last->first == s.rank) ++last_counts[last->second.latest_rank];
   }
   out.rank = offsets_[static_cast<size_t>(s.rank)];
   int best = -1;

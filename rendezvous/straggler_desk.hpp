@@ -7,8 +7,9 @@
 // In a job of several nodes the unit scored is the node: its ranks share its CPU, memory and
 // links, so a slow node makes any of them the last, and scoring ranks would split the blame
 // (and the watch's run) among them; the rank most often last on it is named with it. In a job of
-// one node the unit is the rank. Pure, bounded: at most kMaxOpen collectives wait for their last
-// ranks, and one that waits past three windows (a sample lost) is dropped.
+// one node the unit is the rank. Pure, bounded: at most kMaxOpen collectives and kMaxOpenEntries
+// units' entries wait for their last ranks, and one that waits past four windows (a sample lost)
+// is dropped.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ std::string announcement(const NamedStraggler& named, StragglerMode mode);
 class StragglerDesk {
  public:
   static constexpr size_t kMaxOpen = 20'000;
+  // A node keeps one entry per unit and collective (its last rank's): 16k ranks on 2k nodes
+  // sampled every 10 s hold about 400k; past this the oldest collectives go.
+  static constexpr size_t kMaxOpenEntries = 500'000;
   static constexpr size_t kMaxGroups = 64;
   static constexpr int kMinCollectives = 3;  // fewer in a window is no evidence either way
   static constexpr double kThreshold = 0.3;  // of the time covered, waited for the unit
@@ -54,15 +58,29 @@ class StragglerDesk {
   std::optional<NamedStraggler> score_if_due(int64_t now_ms);
   // Named and still slow (no window has cleared it since).
   const std::optional<NamedStraggler>& current() const { return current_; }
+  size_t open_entries() const { return open_entries_; }
 
  private:
   using CallKey = std::pair<std::string, int64_t>;
+  // A unit's part of a collective: its last rank in, and how many of its ranks entered.
+  struct UnitEntry {
+    int64_t latest_ms = 0;
+    int latest_rank = -1;
+    int ranks = 0;
+  };
+  struct OpenCall {
+    std::map<int, UnitEntry> units;
+    int ranks = 0;  // entered so far, each unit's counted up to its size
+    int64_t first_ms = INT64_MAX;
+  };
+  using Calls = std::map<CallKey, OpenCall>;
   int node_of(int rank) const;
   int unit_of(int rank) const { return offsets_.size() > 1 ? node_of(rank) : rank; }
+  int unit_size(int unit) const;
+  void drop_oldest();
   // The collectives every rank of their group entered, taken out of the open ones.
-  std::map<CallKey, std::map<int, int64_t>> take_complete();
-  NamedStraggler name(const Straggler& s,
-                      const std::map<CallKey, std::map<int, int64_t>>& window) const;
+  Calls take_complete();
+  NamedStraggler name(const Straggler& s, const Calls& window) const;
   std::string ranks_text(int node) const;
 
   bool active_ = false;
@@ -73,7 +91,8 @@ class StragglerDesk {
   int64_t window_ms_ = 30'000;
   int64_t due_ms_ = 0;
   int64_t covered_until_ms_ = 0;  // the latest entry of the collectives scored so far
-  std::map<CallKey, std::map<int, int64_t>> open_;  // collective -> rank -> entered
+  Calls open_;
+  size_t open_entries_ = 0;  // units' entries over the open collectives
   std::map<std::string, std::set<int>> group_ranks_;
   StragglerWatch watch_{kThreshold, kWindows};
   std::optional<NamedStraggler> current_;

@@ -110,6 +110,21 @@ TEST_CASE("straggler desk: a node's sample names only its own ranks, and of its 
   }
 }
 
+TEST_CASE("straggler desk: repeated calls complete nothing, and the open entries stay bounded",
+          "[straggler]") {
+  TwoNodes job;
+  std::mt19937 rng(7);
+  // Node 0 sends its ranks' calls three times over; node 1 none: nothing is complete.
+  for (int again = 0; again < 3; ++again)
+    job.desk.add(0, node_sample(0, 2, job.t, 1, 10, 0, 0, rng));
+  CHECK(job.desk.open_entries() == 10);
+  CHECK_FALSE(job.desk.score_if_due(job.t + 1000));
+  // A flood of invented sequence numbers keeps at most kMaxOpen collectives.
+  for (int64_t seq = 0; seq < 30'000; seq += 1000)
+    job.desk.add(1, node_sample(2, 2, job.t, seq, 1000, 0, 0, rng));
+  CHECK(job.desk.open_entries() <= StragglerDesk::kMaxOpen);
+}
+
 TEST_CASE("straggler desk: in a job of one node, the rank is the unit", "[straggler]") {
   StragglerDesk desk;
   std::mt19937 rng(5);

@@ -135,6 +135,34 @@ Join join_from(const Fields& f) {
   return m;
 }
 
+ProbeReport probe_report_from(const Fields& f) {
+  ProbeReport m;
+  m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
+  m.matmul_us = f.integer("matmul_us", 0, INT64_MAX);
+  m.gather_us = f.integer("gather_us", 0, INT64_MAX);
+  m.failed = f.boolean("failed");
+  m.detail = f.text("detail", Limits::kMaxPingText, false);
+  return m;
+}
+
+Report report_from(const Fields& f) {
+  Report m;
+  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+  m.outcome = enum_field<Outcome>(f, "outcome");
+  if (f.find("failure") != nullptr) m.failure = failure_from(f.object("failure"));
+  m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
+  m.fatal = f.boolean("fatal");
+  m.leaving = f.boolean("leaving");
+  m.progressed = f.find("progressed") == nullptr || f.boolean("progressed");
+  for (const json& stack : f.array("stacks", Limits::kMaxWorkersPerNode, false))
+    m.stacks.push_back(stack_from(stack));
+  for (const json& event : f.array("timeline", Limits::kMaxReportEvents, false))
+    m.timeline.push_back(agent_event_from(event));
+  if (m.outcome == Outcome::kFailed && !m.failure)
+    f.fail("reports a failure without describing it");
+  return m;
+}
+
 ClientMessage client_from(const json& j) {
   const Fields f(j, "message");
   const std::string type = f.text("type", 32);
@@ -169,32 +197,8 @@ ClientMessage client_from(const json& j) {
     return PingReport{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
                       ping_results_from(f.array("results", Limits::kMaxPings, false))};
   if (type == "sample") return sample_from(f);
-  if (type == "probe_report") {
-    ProbeReport m;
-    m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
-    m.matmul_us = f.integer("matmul_us", 0, INT64_MAX);
-    m.gather_us = f.integer("gather_us", 0, INT64_MAX);
-    m.failed = f.boolean("failed");
-    m.detail = f.text("detail", Limits::kMaxPingText, false);
-    return m;
-  }
-  if (type == "report") {
-    Report m;
-    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-    m.outcome = enum_field<Outcome>(f, "outcome");
-    if (f.find("failure") != nullptr) m.failure = failure_from(f.object("failure"));
-    m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
-    m.fatal = f.boolean("fatal");
-    m.leaving = f.boolean("leaving");
-    m.progressed = f.find("progressed") == nullptr || f.boolean("progressed");
-    for (const json& stack : f.array("stacks", Limits::kMaxWorkersPerNode, false))
-      m.stacks.push_back(stack_from(stack));
-    for (const json& event : f.array("timeline", Limits::kMaxReportEvents, false))
-      m.timeline.push_back(agent_event_from(event));
-    if (m.outcome == Outcome::kFailed && !m.failure)
-      f.fail("reports a failure without describing it");
-    return m;
-  }
+  if (type == "probe_report") return probe_report_from(f);
+  if (type == "report") return report_from(f);
   f.fail(fmt::format("has an unknown type '{}'", type));
 }
 

@@ -106,7 +106,7 @@ void collect_hang_records(boost::asio::io_context& io, const std::vector<RankToC
   }
   const auto started = std::chrono::steady_clock::now();
   ask_worker_servers(
-      io, std::move(asks), deadline,
+      io, asks, deadline,
       [ranks, started, pipe_dumps = std::move(pipe_dumps),
        done = std::move(done)](std::vector<WorkerAnswer> answers) {
         const int64_t now_ns = wall_now_ns();

@@ -32,7 +32,7 @@ CollectiveSample node_sample(int first, int n, int64_t start_ms, int64_t seq, in
     RankSample& rank = s.ranks.emplace_back();
     rank.rank = r;
     for (int c = 0; c < per_window; ++c)
-      rank.calls.push_back({"0", seq + c, start_ms + 100 * c + late_ms + noise(rng)});
+      rank.calls.push_back({"0", seq + c, start_ms + int64_t{100} * c + late_ms + noise(rng)});
   }
   return s;
 }

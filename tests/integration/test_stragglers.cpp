@@ -145,7 +145,9 @@ TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, wit
   }
   Job job;
   const std::string logs = job.dir.file("logs");
-  NpuRunProcess& n0 = job.start(0, {"--log-dir", logs, "--report"});
+  const int metrics = unused_port();
+  NpuRunProcess& n0 = job.start(
+      0, {"--log-dir", logs, "--report", "--metrics-port", "127.0.0.1:" + std::to_string(metrics)});
   NpuRunProcess& n1 = job.start(1);
   n0.wait_for_output("rank 0 step 100", 1, 90s);
   if (!has_recorder()) {
@@ -165,6 +167,18 @@ TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, wit
       {"status", "--master-addr", "127.0.0.1", "--master-port", std::to_string(job.port)}, {}, 30s);
   INFO(status.out << status.err);
   CHECK_THAT(status.out, Contains("straggler: node 1 (sg-1, ranks 2-3) entered collectives last"));
+  // The metrics name it too, in a text Prometheus' own checker accepts.
+  const std::string scraped = job.dir.file("metrics.txt");
+  auto [curl_rc, curl_out] = shell(fmt::format(
+      "curl -sS --max-time 5 http://127.0.0.1:{}/metrics > {} && promtool check metrics < {}",
+      metrics, scraped, scraped));
+  INFO(curl_out);
+  CHECK(curl_rc == 0);
+  std::ifstream scrape(scraped);
+  const std::string text(std::istreambuf_iterator<char>(scrape), {});
+  CHECK_THAT(text, Contains("npu_run_straggler{node_rank=\"1\",rank=\"") &&
+                       Contains("host=\"sg-1\"} 0.") &&
+                       Contains("npu_run_straggler_cost_seconds{"));
   job.stop();
   const std::vector<Finished> done = job.wait_all();
   INFO(done[0].err);

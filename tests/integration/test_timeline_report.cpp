@@ -48,17 +48,6 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A shell command's exit code and output (stdout, and stderr unless `quiet`).
-std::pair<int, std::string> shell(const std::string& command, bool quiet = false) {
-  std::string out;
-  FILE* pipe = ::popen((command + (quiet ? " 2>/dev/null" : " 2>&1")).c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 // Beats `steps` times, 20 ms apart; rank 1 of each restart below `fail_below` then raises, a
 // different exception each time (the same one twice is a broken script: the job would stop).
 std::string beating_script(TempDir& dir, int steps, int fail_below) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -104,6 +105,16 @@ size_t count_occurrences(const std::string& text, const std::string& needle) {
        pos = text.find(needle, pos + needle.size()))
     ++n;
   return n;
+}
+
+std::pair<int, std::string> shell(const std::string& command, bool quiet) {
+  std::string out;
+  FILE* pipe = ::popen((command + (quiet ? " 2>/dev/null" : " 2>&1")).c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 }  // namespace npu_run::testing

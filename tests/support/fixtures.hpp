@@ -27,4 +27,7 @@ size_t count_occurrences(const std::string& text, const std::string& needle);
 std::string test_python();
 std::pair<int, int> torch_version();
 
+// A shell command's exit code and output (stdout, and stderr unless `quiet`).
+std::pair<int, std::string> shell(const std::string& command, bool quiet = false);
+
 }  // namespace npu_run::testing

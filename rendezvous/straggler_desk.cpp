@@ -25,7 +25,6 @@ void StragglerDesk::begin(uint64_t round, std::vector<int> rank_offsets,
   world_ = world_size;
   window_ms_ = std::max<int64_t>(window_ms, 1);
   due_ms_ = now_ms + window_ms_;
-  covered_until_ms_ = 0;
   open_.clear();
   group_ranks_.clear();
   watch_ = StragglerWatch(kThreshold, kWindows);
@@ -123,10 +122,9 @@ std::optional<NamedStraggler> StragglerDesk::score_if_due(int64_t now_ms) {
   std::vector<RankSample> samples;
   samples.reserve(units.size());
   for (auto& [id, unit] : units) samples.push_back(std::move(unit));
-  // The training time these collectives cover: from where the last window's ended.
-  const int64_t from_ms = covered_until_ms_ > 0 ? std::min(covered_until_ms_, first_ms) : first_ms;
-  covered_until_ms_ = std::max(covered_until_ms_, last_ms);
-  WindowScore score = score_window(samples, std::max<int64_t>(last_ms - from_ms, 1));
+  // Over the training time these collectives span: calls an agent gave up to fit its frame are
+  // outside it, not time nobody waited in.
+  WindowScore score = score_window(samples, std::max<int64_t>(last_ms - first_ms, 1));
   score.share = std::min(score.share, 1.0);
   const std::optional<Straggler> named = watch_.add(score);
   if (current_ && (score.rank != current_->score.rank || score.share <= kThreshold))

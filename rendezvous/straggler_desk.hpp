@@ -90,7 +90,6 @@ class StragglerDesk {
   int world_ = 0;
   int64_t window_ms_ = 30'000;
   int64_t due_ms_ = 0;
-  int64_t covered_until_ms_ = 0;  // the latest entry of the collectives scored so far
   Calls open_;
   size_t open_entries_ = 0;  // units' entries over the open collectives
   std::map<std::string, std::set<int>> group_ranks_;

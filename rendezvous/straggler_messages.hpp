@@ -2,7 +2,7 @@
 // each agent samples its ranks' flight recorders every third of a window and sends what they
 // entered since its last sample (CollectiveSample). Unsequenced: a sample lost with a connection
 // costs one window's evidence, never the job. Bounded: a client frame is 64 KiB, so a node sends
-// at most kMaxSampledCalls calls, the newest, spread over its ranks.
+// at most kMaxSampledCalls calls and kMaxSampleBytes, the newest, spread over its ranks.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +39,10 @@ struct StragglerStatus {
 };
 
 struct StragglerLimits {
-  static constexpr size_t kMaxSampledCalls = 4096;  // per sample, all ranks: ~40 KB on the wire
-  static constexpr size_t kMaxGroupText = 32;
+  static constexpr size_t kMaxSampledCalls = 2048;  // per sample, all ranks
+  static constexpr size_t kMaxGroupText = 16;
+  // What a sample may take of a client frame (64 KiB) on the wire: fit_sample() keeps it there.
+  static constexpr size_t kMaxSampleBytes = 56 * 1024;
 };
 
 }  // namespace npu_run::rdzv

@@ -1,5 +1,7 @@
 #include "rendezvous/straggler_wire.hpp"
 
+#include <algorithm>
+
 #include "rendezvous/protocol.hpp"
 
 namespace npu_run::rdzv {
@@ -13,6 +15,41 @@ json sample_json(const CollectiveSample& m) {
     ranks.push_back({{"rank", r.rank}, {"calls", std::move(calls)}});
   }
   return {{"type", "sample"}, {"round", m.round}, {"ranks", std::move(ranks)}};
+}
+
+namespace {
+
+// An upper bound of a call's encoded bytes: ["group",seq,ms], both numbers at most 20 digits.
+size_t call_bytes(const EnteredCall& c) {
+  return c.group.size() + 48;
+}
+constexpr size_t kRankBytes = 32;    // {"rank":N,"calls":[]},
+constexpr size_t kSampleBytes = 64;  // {"type":"sample","round":N,"ranks":[]}
+
+}  // namespace
+
+void fit_sample(CollectiveSample& sample) {
+  size_t calls = 0;
+  size_t bytes = kSampleBytes;
+  for (const RankSample& r : sample.ranks) {
+    calls += r.calls.size();
+    bytes += kRankBytes;
+    for (const EnteredCall& c : r.calls) bytes += call_bytes(c);
+  }
+  const size_t room =
+      StragglerLimits::kMaxSampleBytes - kSampleBytes - kRankBytes * sample.ranks.size();
+  if (calls <= StragglerLimits::kMaxSampledCalls && bytes <= StragglerLimits::kMaxSampleBytes)
+    return;
+  // The share of each rank's calls kept, the smaller of the two limits'.
+  const double keep =
+      std::min(static_cast<double>(StragglerLimits::kMaxSampledCalls) / static_cast<double>(calls),
+               static_cast<double>(room) /
+                   static_cast<double>(bytes - kSampleBytes - kRankBytes * sample.ranks.size()));
+  for (RankSample& r : sample.ranks) {
+    const auto kept = static_cast<size_t>(static_cast<double>(r.calls.size()) * keep);
+    r.calls.erase(r.calls.begin(),
+                  r.calls.begin() + static_cast<std::ptrdiff_t>(r.calls.size() - kept));
+  }
 }
 
 namespace {

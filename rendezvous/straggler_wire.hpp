@@ -11,4 +11,8 @@ namespace npu_run::rdzv {
 json sample_json(const CollectiveSample& m);
 CollectiveSample sample_from(const Fields& f);
 
+// Keeps `sample` within kMaxSampledCalls and kMaxSampleBytes as encoded, by giving up each rank's
+// oldest calls in proportion: the newest are what the next window scores.
+void fit_sample(CollectiveSample& sample);
+
 }  // namespace npu_run::rdzv

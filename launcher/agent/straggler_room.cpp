@@ -13,6 +13,7 @@
 #include "agent/agent_rooms.hpp"
 #include "agent/recorded_calls.hpp"
 #include "agent/worker_server_client.hpp"
+#include "rendezvous/straggler_wire.hpp"
 #include "workers/progress_beats.hpp"
 
 namespace npu_run {
@@ -86,29 +87,26 @@ class StragglerRoom final : public AgentRoom {
 
   void send(const std::vector<WorkerAnswer>& answers) {
     rdzv::CollectiveSample sample{round_, {}};
-    // The newest calls of each rank, the frame's share of them each.
-    const size_t budget = std::max<size_t>(
-        1, rdzv::StragglerLimits::kMaxSampledCalls / std::max<size_t>(1, ranks_.size()));
     bool any = false;
     for (size_t i = 0; i < answers.size() && i < ranks_.size(); ++i) {
       auto calls = entered_calls(answers[i].fr_trace_json, after_ns_[i]);
       if (!calls) continue;
       any = true;
       after_ns_[i] = calls->latest_ns;
-      auto& mine = calls->calls;
-      if (mine.size() > budget)
-        mine.erase(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(mine.size() - budget));
-      sample.ranks.push_back({ranks_[i].rank, std::move(mine)});
+      sample.ranks.push_back({ranks_[i].rank, std::move(calls->calls)});
     }
     if (any) {
       silent_ = 0;
+      rdzv::fit_sample(sample);  // the newest calls, within a client frame
       ctx_.rendezvous.send_sample(sample);
     } else if (++silent_ == kSilentSamplesToSay && !said_) {
       said_ = true;
       spdlog::info(
-          "the straggler watch reads nothing on this node: no worker answers with a flight "
-          "recorder (torch 2.8 and later serve one through the worker server; --straggler off "
-          "stops asking)");
+          "the straggler watch has read nothing on this node for {:.0f} s: no worker answers with "
+          "a "
+          "flight recorder yet (torch 2.8 and later serve one through the worker server, once "
+          "torch.distributed is imported; --straggler off stops asking)",
+          std::chrono::duration<double>(period_ * kSilentSamplesToSay).count());
     }
   }
 

@@ -169,6 +169,30 @@ TEST_CASE("straggler wire: a sample round-trips, and an oversized or malformed o
   CHECK_THAT(std::get<ProtocolError>(too_big).message, Contains("too many calls"));
 }
 
+TEST_CASE("straggler wire: a node's sample fits a client frame, each rank keeping its newest",
+          "[straggler]") {
+  CollectiveSample s{2, {}};
+  for (int r = 0; r < 16; ++r) {
+    RankSample& rank = s.ranks.emplace_back();
+    rank.rank = r;
+    for (int64_t c = 0; c < 1000; ++c)
+      rank.calls.push_back({"1234567890123456", 1'000'000'000 + c, 1'795'881'688'536 + c});
+  }
+  fit_sample(s);
+  size_t calls = 0;
+  for (const RankSample& r : s.ranks) {
+    calls += r.calls.size();
+    REQUIRE_FALSE(r.calls.empty());
+    CHECK(r.calls.back().seq == 1'000'000'999);  // the newest kept
+  }
+  CHECK(calls <= StragglerLimits::kMaxSampledCalls);
+  CHECK(encode(ClientMessage{s}).size() <= StragglerLimits::kMaxSampleBytes);
+  // A small one is left as it was.
+  CollectiveSample small{2, {{0, {{"0", 1, 2}}}}};
+  fit_sample(small);
+  CHECK(small.ranks[0].calls.size() == 1);
+}
+
 TEST_CASE("straggler state: replace stops the round and hands the straggler's seat to the spare",
           "[straggler][rdzv]") {
   JobSettings s = with_spares(2, 1);

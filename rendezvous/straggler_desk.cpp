@@ -26,6 +26,7 @@ void StragglerDesk::begin(uint64_t round, std::vector<int> rank_offsets,
   window_ms_ = std::max<int64_t>(window_ms, 1);
   due_ms_ = now_ms + window_ms_;
   open_.clear();
+  open_entries_ = 0;
   group_ranks_.clear();
   watch_ = StragglerWatch(kThreshold, kWindows);
   current_.reset();
@@ -34,6 +35,7 @@ void StragglerDesk::begin(uint64_t round, std::vector<int> rank_offsets,
 void StragglerDesk::stop() {
   active_ = false;
   open_.clear();
+  open_entries_ = 0;
   group_ranks_.clear();
   current_.reset();
 }

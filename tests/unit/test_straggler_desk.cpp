@@ -123,6 +123,21 @@ TEST_CASE("straggler desk: repeated calls complete nothing, and the open entries
   for (int64_t seq = 0; seq < 30'000; seq += 1000)
     job.desk.add(1, node_sample(2, 2, job.t, seq, 1000, 0, 0, rng));
   CHECK(job.desk.open_entries() <= StragglerDesk::kMaxOpen);
+  // The next round starts afresh, and names as the first did.
+  job.desk.begin(1, {0, 2}, {"host-a", "host-b"}, 4, 1000, job.t);
+  CHECK(job.desk.open_entries() == 0);
+  std::optional<NamedStraggler> named;
+  for (int w = 0; w < 3; ++w) {
+    CollectiveSample a = node_sample(0, 2, job.t, 100 + 10 * w, 10, 0, 2, rng);
+    CollectiveSample b = node_sample(2, 2, job.t, 100 + 10 * w, 10, 50, 2, rng);
+    a.round = b.round = 1;
+    job.desk.add(0, a);
+    job.desk.add(1, b);
+    job.t += 1000;
+    named = job.desk.score_if_due(job.t);
+  }
+  REQUIRE(named);
+  CHECK(named->node_rank == 1);
 }
 
 TEST_CASE("straggler desk: in a job of one node, the rank is the unit", "[straggler]") {

@@ -136,7 +136,7 @@ bool has_recorder() {
 
 }  // namespace
 
-TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, with its cost",
+TEST_CASE("stragglers: a node slowed mid-run is named in the log and status with its cost",
           "[integration][straggler][serial]") {
   CpuQuota quota(15);
   if (!quota.made) {
@@ -196,7 +196,7 @@ TEST_CASE("stragglers: a node slowed mid-run is named in the log and status, wit
                        Contains("entered collectives last"));
 }
 
-TEST_CASE("stragglers: with --straggler replace, a spare takes the slowed node's seat",
+TEST_CASE("stragglers: with --straggler replace a spare takes the slowed node's seat",
           "[integration][straggler][serial]") {
   if (!has_recorder()) return;  // nothing to name without a recorder (the case above says so)
   CpuQuota quota(15);

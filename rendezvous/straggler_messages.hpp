@@ -42,7 +42,7 @@ struct StragglerLimits {
   static constexpr size_t kMaxSampledCalls = 2048;  // per sample, all ranks
   static constexpr size_t kMaxGroupText = 16;
   // What a sample may take of a client frame (64 KiB) on the wire: fit_sample() keeps it there.
-  static constexpr size_t kMaxSampleBytes = 56 * 1024;
+  static constexpr size_t kMaxSampleBytes = size_t{56} * 1024;
 };
 
 }  // namespace npu_run::rdzv

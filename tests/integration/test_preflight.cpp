@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/cpu_quota.hpp"
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
@@ -48,28 +49,6 @@ struct ProbedNodes {
     const std::vector<Finished> done = NpuRunProcess::wait_all(all, 180s);
     for (auto& n : nodes) require_no_strays(*n);
     return done;
-  }
-};
-
-// A cgroup v1 CPU quota of `percent` of one core, which the test joins while it starts a node
-// (the node's agent and everything it starts stay in it), then leaves.
-struct CpuQuota {
-  fs::path group = fmt::format("/sys/fs/cgroup/cpu/npu_run_preflight_{}", getpid());
-  bool made = false;
-
-  explicit CpuQuota(int percent) {
-    std::error_code ec;
-    fs::create_directory(group, ec);
-    made = !ec && fs::exists(group / "cpu.cfs_quota_us");
-    if (made) std::ofstream(group / "cpu.cfs_quota_us") << percent * 1000 << std::flush;
-  }
-  void enter() const { std::ofstream(group / "cgroup.procs") << getpid() << std::flush; }
-  static void leave() {
-    std::ofstream("/sys/fs/cgroup/cpu/cgroup.procs") << getpid() << std::flush;
-  }
-  ~CpuQuota() {
-    std::error_code ec;
-    fs::remove(group, ec);
   }
 };
 

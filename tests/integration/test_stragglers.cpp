@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 
+#include "support/cpu_quota.hpp"
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
@@ -51,56 +52,6 @@ std::string training(TempDir& dir) {
                                "        break\n",
                                stop));
 }
-
-// Every process under `root` (its descendants by their parents in /proc), root first.
-std::vector<pid_t> process_tree(pid_t root) {
-  std::multimap<pid_t, pid_t> children;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    children.emplace(parent, std::stoi(name));
-  }
-  std::vector<pid_t> tree{root};
-  for (size_t i = 0; i < tree.size(); ++i) {
-    const auto [from, to] = children.equal_range(tree[i]);
-    for (auto it = from; it != to; ++it) tree.push_back(it->second);
-  }
-  return tree;
-}
-
-// A cgroup v1 CPU quota of `percent` of one core that a running process tree is moved into.
-struct CpuQuota {
-  fs::path group = fmt::format("/sys/fs/cgroup/cpu/npu_run_straggler_{}", getpid());
-  bool made = false;
-
-  explicit CpuQuota(int percent) {
-    std::error_code ec;
-    fs::create_directory(group, ec);
-    made = !ec && fs::exists(group / "cpu.cfs_quota_us");
-    if (made) std::ofstream(group / "cpu.cfs_quota_us") << percent * 1000 << std::flush;
-  }
-  void take(pid_t root) const {
-    for (const pid_t p : process_tree(root))
-      std::ofstream(group / "cgroup.procs") << p << std::flush;
-  }
-  ~CpuQuota() {
-    // Whatever is left goes back to the root group first: a group with members stays.
-    std::ifstream procs(group / "cgroup.procs");
-    for (pid_t p = 0; procs >> p;)
-      std::ofstream("/sys/fs/cgroup/cpu/cgroup.procs") << p << std::flush;
-    std::error_code ec;
-    fs::remove(group, ec);
-  }
-};
 
 struct Job {
   TempDir dir;

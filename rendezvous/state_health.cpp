@@ -22,6 +22,23 @@ std::string finding_line(const HealthFinding& f) {
   return line;
 }
 
+// A member's whole verdict (its warning-only checks in, after the round formed) replaces the
+// early one, keeping the findings the rendezvous added to that: the pings', the probe's and
+// the job checks'. The node's own findings are in both.
+NodeVerdict with_added_findings(NodeVerdict whole, const std::optional<NodeVerdict>& early) {
+  if (!early) return whole;
+  const std::vector<HealthFinding> own = whole.findings;
+  for (const HealthFinding& f : early->findings) {
+    const bool known = std::any_of(own.begin(), own.end(), [&](const HealthFinding& o) {
+      return o.check == f.check && o.device == f.device && o.status == f.status &&
+             o.detail == f.detail;
+    });
+    if (!known) whole.findings.push_back(f);
+  }
+  if (whole.findings.size() > kMaxSentFindings) whole = compact(whole);
+  return whole;
+}
+
 }  // namespace
 
 RendezvousState::Gate RendezvousState::gate_of(const Joiner& joiner) {
@@ -39,7 +56,7 @@ std::string RendezvousState::joiner_label(const Joiner& joiner) const {
 
 std::vector<Outgoing> RendezvousState::on_health(ClientId from, const HealthReport& report) {
   if (Member* member = member_of(from)) {
-    member->health = report.verdict;  // a verdict that only warns, arriving once it runs
+    member->health = with_added_findings(report.verdict, member->health);
     return {};
   }
   const auto joiner = pending_.find(from);

@@ -16,7 +16,7 @@ namespace asio = boost::asio;
 struct HealthRunner::Timers {
   explicit Timers(asio::io_context& io) : budget(io) {}
   asio::steady_timer budget;
-  std::map<HealthTool, std::unique_ptr<asio::steady_timer>> pauses;  // before a busy call's retry
+  std::map<Lane, std::unique_ptr<asio::steady_timer>> pauses;  // before a busy call's retry
 };
 
 HealthRunner::HealthRunner(asio::io_context& io, ChildExits& exits, NodeCheckSettings checks,
@@ -46,24 +46,34 @@ void HealthRunner::cancel() {
   early_ = nullptr;
   idle_ = nullptr;
   timers_->budget.cancel();
-  for (auto& [tool, queue] : queues_) {
+  for (auto& [lane, queue] : queues_) {
     queue.waiting.clear();
     if (queue.running) queue.running->cancel();
   }
 }
 
+HealthRunner::Lane HealthRunner::lane_of(const PlannedCall& call) {
+  return {call.tool, call.tool == HealthTool::kHccnTool ? call.device : -1};
+}
+
 void HealthRunner::enqueue(std::vector<PlannedCall> calls) {
   for (PlannedCall& call : calls) {
-    const HealthTool tool = call.tool;
-    queues_[tool].waiting.push_back(std::move(call));
-    if (!queues_[tool].running) next(tool);
+    const Lane lane = lane_of(call);
+    queues_[lane].waiting.push_back(std::move(call));
+    if (!queues_[lane].running) next(lane);
   }
 }
 
 void HealthRunner::hold(std::function<void()> idle) {
   held_ = true;
   idle_ = std::move(idle);
-  for (const auto& [tool, queue] : queues_) {
+  for (auto& [lane, queue] : queues_) {
+    if (queue.running && !queue.preempted && queue.waiting.front().warn_only) {
+      queue.preempted = true;
+      queue.running->cancel();  // answered() keeps it first in its queue
+    }
+  }
+  for (const auto& [lane, queue] : queues_) {
     if (queue.running) return;  // answered() runs `idle` once the last one ends
   }
   asio::post(io_, [weak = weak_from_this()] {
@@ -74,7 +84,7 @@ void HealthRunner::hold(std::function<void()> idle) {
 void HealthRunner::resume() {
   held_ = false;
   idle_ = nullptr;
-  for (auto& [tool, queue] : queues_) next(tool);
+  for (auto& [lane, queue] : queues_) next(lane);
 }
 
 bool HealthRunner::busy() const {
@@ -82,8 +92,8 @@ bool HealthRunner::busy() const {
                      [](const auto& q) { return q.second.running || !q.second.waiting.empty(); });
 }
 
-void HealthRunner::next(HealthTool tool) {
-  Queue& queue = queues_[tool];
+void HealthRunner::next(Lane lane) {
+  Queue& queue = queues_[lane];
   if (queue.running || queue.waiting.empty() || !done_ || held_) return;
   if (out_of_budget_) {
     for (const PlannedCall& call : queue.waiting) {
@@ -96,14 +106,14 @@ void HealthRunner::next(HealthTool tool) {
   const PlannedCall call = queue.waiting.front();
   ++queue.tries;
   queue.running = ToolCall::start(io_, exits_, call.argv, settings_.call_timeout,
-                                  [weak = weak_from_this(), tool, call](ToolRun run) {
+                                  [weak = weak_from_this(), lane, call](ToolRun run) {
                                     if (auto self = weak.lock())
-                                      self->answered(tool, call, std::move(run));
+                                      self->answered(lane, call, std::move(run));
                                   });
 }
 
-void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun run) {
-  Queue& queue = queues_[tool];
+void HealthRunner::answered(Lane lane, const PlannedCall& call, ToolRun run) {
+  Queue& queue = queues_[lane];
   queue.running.reset();
   if (!done_) return;
   if (held_ && idle_ && std::none_of(queues_.begin(), queues_.end(), [](const auto& q) {
@@ -113,12 +123,16 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
       if (auto self = weak.lock(); self && self->idle_) std::exchange(self->idle_, nullptr)();
     });
   }
+  if (std::exchange(queue.preempted, false)) {
+    queue.tries = 0;
+    return;  // stays first: resume() runs it again
+  }
   if (run.busy() && queue.tries < settings_.busy_tries && !out_of_budget_) {
-    auto& pause = timers_->pauses[tool];
+    auto& pause = timers_->pauses[lane];
     if (!pause) pause = std::make_unique<asio::steady_timer>(io_);
     pause->expires_after(settings_.busy_pause);
-    pause->async_wait([weak = weak_from_this(), tool](boost::system::error_code cancelled) {
-      if (auto self = weak.lock(); self && !cancelled) self->next(tool);
+    pause->async_wait([weak = weak_from_this(), lane](boost::system::error_code cancelled) {
+      if (auto self = weak.lock(); self && !cancelled) self->next(lane);
     });
     // `running` stays empty and the call stays first: next() runs it again.
     return;
@@ -138,17 +152,17 @@ void HealthRunner::answered(HealthTool tool, const PlannedCall& call, ToolRun ru
   } else {
     enqueue(plan_.record(call, run));
   }
-  next(tool);
+  next(lane);
   maybe_done();
 }
 
 void HealthRunner::budget_ran_out() {
   out_of_budget_ = true;
-  for (auto& [tool, queue] : queues_) {
+  for (auto& [lane, queue] : queues_) {
     if (queue.running) {
       queue.running->cancel();
     } else {
-      next(tool);  // reports what waits as not run
+      next(lane);  // reports what waits as not run
     }
   }
   maybe_done();

@@ -1,7 +1,10 @@
-// Runs a node's health checks (health/node_checks.hpp) on the agent's loop: each tool's calls
-// one at a time (hccn_tool answers "busy" to a second one, exit 11: such a call is run again
-// after a pause), different tools side by side, every call under its own timeout and the whole
-// under a budget; what the budget cuts off is reported as not run. Never blocks the loop.
+// Runs a node's health checks (health/node_checks.hpp) on the agent's loop, one call at a time
+// per lane and the lanes side by side: one lane per tool, except hccn_tool's, one per device.
+// hccn_tool's "busy" (exit 11) is the device's own answer to a second command while one runs
+// (the driver's ds_net.c passes the device's reply on; the host takes a lock only to write TLS
+// settings), so calls to different devices do not collide; a busy call is run again after a
+// pause all the same. Every call runs under its own timeout and the whole under a budget; what
+// the budget cuts off is reported as not run. Never blocks the loop.
 // The verdict can come in two steps: once every call that can fail the node answered, and once
 // the warning-only ones did too; and another runner's calls (the pings) can go first.
 #pragma once
@@ -12,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "health/gate_settings.hpp"
 #include "health/node_checks.hpp"
@@ -40,7 +44,9 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
   // Kills what runs; `done` is not called.
   void cancel();
   // Starts no new call until resume(); `idle` runs once no call is running (posted at once if
-  // none is), so that another runner's calls go first on the node's tools.
+  // none is), so that another runner's calls go first on the node's tools. A warning-only call
+  // in flight is stopped and asked again after resume(): it only reads, and what waits for the
+  // other runner (the pings a round waits for) should not wait for it.
   void hold(std::function<void()> idle);
   void resume();
   // Whether calls are still waiting or running.
@@ -50,11 +56,15 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
   struct Queue {
     std::deque<PlannedCall> waiting;
     std::shared_ptr<ToolCall> running;
-    int tries = 0;  // of the running call
+    int tries = 0;           // of the running call
+    bool preempted = false;  // the running call was stopped by hold(): it runs again
   };
+  // A tool, and for hccn_tool the device (-1 for every other tool).
+  using Lane = std::pair<HealthTool, int>;
+  static Lane lane_of(const PlannedCall& call);
   void enqueue(std::vector<PlannedCall> calls);
-  void next(HealthTool tool);
-  void answered(HealthTool tool, const PlannedCall& call, ToolRun run);
+  void next(Lane lane);
+  void answered(Lane lane, const PlannedCall& call, ToolRun run);
   void budget_ran_out();
   void maybe_done();
   bool gating_calls_left() const;
@@ -64,7 +74,7 @@ class HealthRunner : public std::enable_shared_from_this<HealthRunner> {
   ChildExits& exits_;
   NodeCheckPlan plan_;
   HealthRunSettings settings_;
-  std::map<HealthTool, Queue> queues_;
+  std::map<Lane, Queue> queues_;
   struct Timers;
   std::unique_ptr<Timers> timers_;
   std::chrono::steady_clock::time_point started_;

@@ -138,13 +138,16 @@ std::vector<PlannedCall> NodeCheckPlan::nvidia_calls() {
           {HealthTool::kNvidiaSmi, "gpu_processes", -1, {smi, kAppsQuery, csv}}};
 }
 
-std::vector<PlannedCall> NodeCheckPlan::chip_health_calls(const ToolRun& map_run) {
+// Once both the chip map and the table are in. The table's Health column is the same driver
+// query as `info -t health -c` (dcmi_get_device_health), which alone adds the error codes: only
+// a chip the table does not show OK (or does not show) is asked about, so that a healthy node
+// makes two npu-smi calls, not two plus one per chip.
+std::vector<PlannedCall> NodeCheckPlan::chip_health_calls() {
+  if (!map_run_ || !table_) return {};
+  const ToolRun& map_run = *map_run_;
   if (auto none = unanswered("npu_health", -1, map_run)) {
     add(*none);
     return {};
-  }
-  for (const ChipMapRow& row : parse_chip_map(map_run.out)) {
-    if (is_job_device(row.physical_id)) chips_[row.physical_id] = row;
   }
   std::vector<PlannedCall> calls;
   for (const int device : settings_.devices) {
@@ -153,6 +156,14 @@ std::vector<PlannedCall> NodeCheckPlan::chip_health_calls(const ToolRun& map_run
       add({"npu_health", device, HealthStatus::kFail,
            fmt::format("device {} is not in `npu-smi info -m` ({})", device, map_run.describe()),
            "`npu-smi info -m` lists the chips the driver sees; check the driver and the device"});
+      continue;
+    }
+    const auto shown =
+        std::find_if(table_->chips.begin(), table_->chips.end(), [&](const NpuSmiChip& row) {
+          return row.npu == chip->second.npu && row.chip == chip->second.chip;
+        });
+    if (shown != table_->chips.end() && shown->health == "OK") {
+      add({"npu_health", device, HealthStatus::kPass, "OK", {}});
       continue;
     }
     calls.push_back({HealthTool::kNpuSmi,
@@ -164,14 +175,29 @@ std::vector<PlannedCall> NodeCheckPlan::chip_health_calls(const ToolRun& map_run
   return calls;
 }
 
+void NodeCheckPlan::read_chip_map(const ToolRun& map_run) {
+  map_run_ = map_run;
+  if (unanswered("npu_health", -1, map_run)) return;
+  for (const ChipMapRow& row : parse_chip_map(map_run.out)) {
+    if (is_job_device(row.physical_id)) chips_[row.physical_id] = row;
+  }
+}
+
 std::vector<PlannedCall> NodeCheckPlan::record(const PlannedCall& call, const ToolRun& run) {
   if (call.check == "ping") {
     record_ping(call, run);
     return {};
   }
-  if (call.check == "npu_map") return chip_health_calls(run);
+  if (call.check == "npu_map") {
+    read_chip_map(run);
+    return chip_health_calls();
+  }
   if (call.check == "npu_health") add(judge_chip_health(call.device, chips_[call.device], run));
-  if (call.check == "npu_processes") judge_npu_processes(run);
+  if (call.check == "npu_processes") {
+    judge_npu_processes(run);
+    table_ = unanswered("npu_processes", -1, run) ? NpuSmiTable{} : parse_npu_smi_info(run.out);
+    return chip_health_calls();
+  }
   if (call.check == "user_check") add(judge_user_check(run));
   if (call.tool == HealthTool::kHccnTool) judge_hccn(call, run);
   if (call.tool == HealthTool::kNvidiaSmi) judge_nvidia(call, run);
@@ -188,6 +214,10 @@ void NodeCheckPlan::never_ran(const PlannedCall& call, const std::string& why) {
        HealthStatus::kNotRun,
        why,
        {}});
+  if (call.check == "npu_processes") {  // the chips the map found are not asked about either
+    table_ = NpuSmiTable{};
+    for (const PlannedCall& health : chip_health_calls()) never_ran(health, why);
+  }
   if (call.check == "ip" && --pending_ip_ == 0) judge_mixed_families();
 }
 

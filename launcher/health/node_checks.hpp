@@ -20,8 +20,9 @@
 
 namespace npu_run {
 
-// The tools run one call at a time each; different tools run side by side. hccn_tool refuses a
-// second call with "busy" (exit 11), and npu-smi is given the same courtesy.
+// Each tool runs one call at a time (hccn_tool: one per device, agent/health_runner.hpp);
+// different tools run side by side. A device refuses a second hccn_tool call with "busy"
+// (exit 11), and npu-smi is given the same courtesy.
 enum class HealthTool { kNpuSmi, kHccnTool, kNvidiaSmi, kUserCheck };
 
 struct HealthToolPaths {
@@ -73,7 +74,8 @@ class NodeCheckPlan {
   std::vector<PlannedCall> nvidia_calls();
   std::vector<PlannedCall> ping_calls();
   void record_ping(const PlannedCall& call, const ToolRun& run);
-  std::vector<PlannedCall> chip_health_calls(const ToolRun& map_run);
+  void read_chip_map(const ToolRun& map_run);
+  std::vector<PlannedCall> chip_health_calls();
   void add(HealthFinding finding) { verdict_.findings.push_back(std::move(finding)); }
   bool is_job_device(int device) const {
     return std::find(settings_.devices.begin(), settings_.devices.end(), device) !=
@@ -88,7 +90,9 @@ class NodeCheckPlan {
 
   NodeCheckSettings settings_;
   NodeVerdict verdict_;
-  std::map<int, ChipMapRow> chips_;  // physical id -> npu-smi's (NPU, chip), this job's only
+  std::map<int, ChipMapRow> chips_;   // physical id -> npu-smi's (NPU, chip), this job's only
+  std::optional<ToolRun> map_run_;    // `npu-smi info -m`, once answered
+  std::optional<NpuSmiTable> table_;  // `npu-smi info`, once answered (empty: it was not)
   std::map<int, DeviceAddress> addresses_;
   size_t pending_ip_ = 0;               // -ip -g answers still to come
   std::map<std::string, int> bus_ids_;  // nvidia-smi's PCI bus id -> this job's GPU

@@ -2,9 +2,12 @@
 // fake npu-smi, hccn_tool and nvidia-smi of tests/tools/fake_tools driven by scenario files.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "support/harness.hpp"
 #include "support/temp_dir.hpp"
@@ -125,6 +128,72 @@ TEST_CASE("health checks: no tools: the checks are skipped and said once, the us
   CHECK_THAT(f.out, Contains("skipped npu-smi: npu-smi is not on PATH"));
   CHECK_THAT(f.out, Contains("skipped hccn_tool: hccn_tool is not on PATH"));
   CHECK_THAT(f.out, Contains("fail    user_check: --health-check-cmd exit 1: port 3 down"));
+}
+
+namespace {
+
+// One line of SCENARIO.calls (the fakes' `log_calls`).
+struct LoggedCall {
+  double start = 0;
+  double end = 0;
+  std::string tool;
+  std::string device;
+};
+
+std::vector<LoggedCall> logged_calls(const std::string& path) {
+  std::vector<LoggedCall> calls;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    LoggedCall call;
+    std::string parent;
+    if (fields >> call.start >> call.end >> parent >> call.tool >> call.device)
+      calls.push_back(call);
+  }
+  return calls;
+}
+
+// The most calls of `tool` that ran at one moment.
+size_t most_at_once(const std::vector<LoggedCall>& calls, const std::string& tool) {
+  size_t most = 0;
+  for (const LoggedCall& at : calls) {
+    if (at.tool != tool) continue;
+    const auto running = std::count_if(calls.begin(), calls.end(), [&](const LoggedCall& c) {
+      return c.tool == tool && c.start <= at.start && at.start < c.end;
+    });
+    most = std::max(most, static_cast<size_t>(running));
+  }
+  return most;
+}
+
+}  // namespace
+
+TEST_CASE("health checks: hccn_tool's devices are asked side by side, each one call at a time",
+          "[integration][health]") {
+  FakeNode node("delay 0.2\nlog_calls\n");
+  const Finished f = node.doctor({});
+  INFO(f.out << f.err);
+  CHECK(f.exit_code == 0);
+  CHECK_THAT(f.out, Contains("64 of 64 checks passed"));
+  // The fake answers "busy" to a second call on a device while one runs there.
+  CHECK(::access(node.dir.file("scenario.collisions").c_str(), F_OK) != 0);
+  const std::vector<LoggedCall> calls = logged_calls(node.dir.file("scenario.calls"));
+  std::map<std::string, std::vector<LoggedCall>> by_device;
+  size_t npu_smi = 0;
+  for (const LoggedCall& call : calls) {
+    if (call.tool == "hccn_tool") by_device[call.device].push_back(call);
+    npu_smi += call.tool == "npu-smi" ? 1 : 0;
+  }
+  REQUIRE(by_device.size() == 8);
+  for (const auto& [device, mine] : by_device) {
+    INFO("device " << device);
+    CHECK(mine.size() == 6);
+    CHECK(most_at_once(mine, "hccn_tool") == 1);
+  }
+  CHECK(most_at_once(calls, "hccn_tool") > 1);
+  // The table shows every chip OK: no chip is asked about on its own.
+  CHECK(npu_smi == 2);
+  CHECK(most_at_once(calls, "npu-smi") == 1);
 }
 
 }  // namespace test_health_checks

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "net/host_address.hpp"
+#include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
 #include "support/temp_dir.hpp"
@@ -154,6 +155,34 @@ TEST_CASE("health gate: a ping failure between two nodes' device 3 is named on b
     CHECK_THAT(f.err, Contains("fix: hccn_tool -i 3 -ping -g address 10.0.1.13 on node 0"));
   }
   CHECK(job.workers_started() == 0);
+}
+
+TEST_CASE("health gate: the pings stop a warning-only call in flight, which runs again after",
+          "[integration][health]") {
+  GateNodes job;
+  job.nproc = 8;
+  // Slow calls: when the pings are asked for, every device is in its first warning-only call.
+  job.start(0, "2", "delay 0.4\nlog_calls\n", {"--node-rank", "0"});
+  job.start(1, "2", "delay 0.4\nlog_calls\nip_base 10.0.1\n", {"--node-rank", "1"});
+  for (const Finished& f : job.wait_all()) {
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    CHECK_THAT(f.err, Contains("device-plane pings reached"));
+    CHECK_THAT(f.err, !Contains("not run"));
+  }
+  for (const char* node : {"0", "1"}) {
+    INFO("node " << node);
+    const std::string scenario = job.dir.file(std::string("scenario.") + node);
+    CHECK(::access((scenario + ".collisions").c_str(), F_OK) != 0);
+    const auto warn_only = [](const std::string& text) {
+      return count_occurrences(text, " -optical\n") + count_occurrences(text, " -link_stat\n");
+    };
+    // Each device's two warning-only calls answered once; some were started twice, the first
+    // time killed for the pings.
+    CHECK(warn_only(read_file(scenario + ".calls")) == 16);
+    CHECK(warn_only(read_file(scenario + ".started")) > 16);
+  }
+  CHECK(job.workers_started() == 16);
 }
 
 namespace {

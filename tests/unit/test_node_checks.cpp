@@ -26,6 +26,20 @@ ToolRun answer(std::string out, int code = 0, std::string err = {}) {
   return run;
 }
 
+// `npu-smi info` on an A2 node: chips 0-7 OK unless `health` says otherwise ("" leaves the
+// chip out), then `processes` (rows of the process table).
+std::string table(const std::map<int, std::string>& health = {},
+                  const std::string& processes = "") {
+  std::string text = "| NPU Name | Health | x |\n| Chip | Bus-Id | y |\n";
+  for (int npu = 0; npu < 8; ++npu) {
+    const auto special = health.find(npu);
+    const std::string state = special == health.end() ? "OK" : special->second;
+    if (state.empty()) continue;
+    text += fmt::format("| {} 910B3 | {} | 1 |\n| 0 | 0000:C{}:00.0 | 0 |\n", npu, state, npu);
+  }
+  return text + "| NPU Chip | Process id | Process name | Process memory(MB) |\n" + processes;
+}
+
 // A healthy A2 node's answers, unless `special` answers first.
 ToolRun healthy(const PlannedCall& call) {
   const std::string d = std::to_string(call.device);
@@ -34,11 +48,7 @@ ToolRun healthy(const PlannedCall& call) {
     for (int i = 0; i < 8; ++i) map += fmt::format("{0} 0 {0} Ascend 910B3\n", i);
     return answer(map);
   }
-  if (call.check == "npu_processes") {
-    return answer(
-        "| NPU Name | Health | x |\n| 0 910B3 | OK | 1 |\n| 0 | 0000:C1:00.0 | 0 |\n"
-        "| NPU Chip | Process id | Process name | Process memory(MB) |\n");
-  }
+  if (call.check == "npu_processes") return answer(table());
   if (call.check == "npu_health") return answer("Health Status : OK\nError Code : NA\n");
   if (call.check == "link") return answer("link status: UP\n");
   if (call.check == "net_health") return answer("net health status: Success\n");
@@ -90,18 +100,45 @@ TEST_CASE("node checks: a healthy node passes every check of every device", "[he
   const NodeVerdict verdict = run_plan(
       ascend({4, 5}), [](const PlannedCall&) { return std::nullopt; }, &made);
   CHECK_FALSE(verdict.failed());
-  // npu-smi: the map, the table, one health per chip; hccn_tool: 6 per device.
-  CHECK(made.size() == 2 + 2 + 12);
+  // npu-smi: the map and the table (its chips are OK: no health query); hccn_tool: 6 per device.
+  CHECK(made.size() == 2 + 12);
   CHECK(verdict.with_status(HealthStatus::kPass).size() == verdict.findings.size());
   CHECK(verdict.tls_switch == std::map<int, int>{{4, 0}, {5, 0}});
-  bool asked_chip_5 = false;
-  for (const auto& call : made) {
-    if (call.check == "npu_health" && call.device == 5)
-      asked_chip_5 =
-          call.argv == std::vector<std::string>{
-                           "/usr/local/bin/npu-smi", "info", "-t", "health", "-i", "5", "-c", "0"};
-  }
-  CHECK(asked_chip_5);
+  int chip_health_passes = 0;
+  for (const auto& f : verdict.findings) chip_health_passes += f.check == "npu_health" ? 1 : 0;
+  CHECK(chip_health_passes == 2);
+}
+
+TEST_CASE("node checks: npu-smi is asked about a chip only when its table row is not OK",
+          "[health]") {
+  const auto health_calls = [](const std::optional<ToolRun>& table_answer) {
+    std::vector<PlannedCall> made;
+    run_plan(
+        ascend({4, 5, 6}),
+        [&](const PlannedCall& call) -> std::optional<ToolRun> {
+          if (call.check == "npu_processes") return table_answer;
+          return std::nullopt;
+        },
+        &made);
+    std::vector<std::vector<std::string>> asked;
+    for (const auto& call : made) {
+      if (call.check == "npu_health") asked.push_back(call.argv);
+    }
+    return asked;
+  };
+  const auto query = [](int npu) {
+    return std::vector<std::string>{"/usr/local/bin/npu-smi", "info", "-t", "health", "-i",
+                                    std::to_string(npu),      "-c",   "0"};
+  };
+  // 4 OK: not asked; 5 Warning: asked, for its codes; 6 missing from the table: asked.
+  CHECK(health_calls(answer(table({{5, "Warning"}, {6, ""}}))) ==
+        std::vector<std::vector<std::string>>{query(5), query(6)});
+  // No table (npu-smi info failed, timed out): every chip is asked.
+  ToolRun timed_out = answer("");
+  timed_out.end = ToolRun::End::kTimedOut;
+  CHECK(health_calls(timed_out) ==
+        std::vector<std::vector<std::string>>{query(4), query(5), query(6)});
+  CHECK(health_calls(answer("npu-smi: dcmi module initialize failed\n", 255)).size() == 3);
 }
 
 TEST_CASE("node checks: a link DOWN, an Alarm and a foreign process fail, naming the device",
@@ -111,12 +148,8 @@ TEST_CASE("node checks: a link DOWN, an Alarm and a foreign process fail, naming
         if (call.check == "link" && call.device == 5) return answer("link status: DOWN\n");
         if (call.check == "npu_health" && call.device == 2)
           return answer("Health Status : Alarm\nError Code : 80E18402 80E18401\n");
-        if (call.check == "npu_processes") {
-          return answer(
-              "| 2 910B3 | OK | 1 |\n| 0 | 0000:C1:00.0 | 0 |\n"
-              "| NPU Chip | Process id | Process name | Process memory(MB) |\n"
-              "| 2       0   | 31337   |      | 600 |\n");
-        }
+        if (call.check == "npu_processes")
+          return answer(table({{2, "Alarm"}}, "| 2       0   | 31337   |      | 600 |\n"));
         return std::nullopt;
       });
   const auto failed = failures(verdict);
@@ -173,6 +206,7 @@ TEST_CASE("node checks: no address, mixed families, a bad net health fail", "[he
 TEST_CASE("node checks: warnings never fail (Warning health, optics, a recent flap)", "[health]") {
   const NodeVerdict verdict =
       run_plan(ascend({0, 1}), [](const PlannedCall& call) -> std::optional<ToolRun> {
+        if (call.check == "npu_processes") return answer(table({{0, "Warning"}}));
         if (call.check == "npu_health" && call.device == 0)
           return answer("Health Status : Warning\nError Code : 80E18008\n");
         if (call.check == "optical" && call.device == 1)

@@ -11,6 +11,7 @@ fake_tls_all=0
 fake_a3=0
 fake_style=narrow
 fake_busy_once=0
+fake_log_calls=0
 fake_ip_base=10.0.0
 fake_superpod=
 fake_server_index=
@@ -34,6 +35,7 @@ if [[ -n ${NPU_RUN_FAKE_SCENARIO:-} && -r $NPU_RUN_FAKE_SCENARIO ]]; then
       style) fake_style=$a ;;
       a3) fake_a3=1 ;;
       busy_once) fake_busy_once=1 ;;
+      log_calls) fake_log_calls=1 ;;
       ip_base) fake_ip_base=$a ;;
       superpod) fake_superpod=$a; fake_server_index=$b ;;
       switch) fake_switch=$a ;;
@@ -79,7 +81,37 @@ fake_maybe_busy() {
   fi
 }
 
-fake_pause() { [[ $fake_delay == 0 ]] || sleep "$fake_delay"; }
+# A device answers "busy" to a command while another one runs on it: the real tool passes on
+# the device's own reply (hicann/driver, dsmi/ds_net.c). Calls to other devices, or from another
+# node's agent (another parent process), go side by side. Each such refusal is also written to
+# SCENARIO.collisions, so a test can prove its runner never asks one device twice at once.
+# Only with a scenario file: the locks live beside it.
+fake_hold_device() {  # DEVICE COMMAND
+  [[ -n ${NPU_RUN_FAKE_SCENARIO:-} ]] || return 0
+  exec {fake_lock_fd}>>"$NPU_RUN_FAKE_SCENARIO.lock.$PPID.$1" || return 0
+  if ! flock -n "$fake_lock_fd"; then
+    echo "$PPID $1 $2" >>"$NPU_RUN_FAKE_SCENARIO.collisions"
+    echo "hccn_tool is busy, please try again."
+    exit 11
+  fi
+}
+
+# `log_calls`: every call appends "START PARENT TOOL DEVICE COMMAND" to SCENARIO.started as it
+# starts and "START END PARENT TOOL DEVICE COMMAND" (epoch seconds) to SCENARIO.calls when it
+# ends, so a test can see which calls overlapped, and which were killed (started, never ended).
+fake_log_call() {  # TOOL DEVICE COMMAND
+  [[ $fake_log_calls == 1 ]] || return 0
+  fake_call="$EPOCHREALTIME $PPID $1 ${2:--} $3"
+  echo "$fake_call" >>"$NPU_RUN_FAKE_SCENARIO.started"
+  trap 'echo "${fake_call%% *} $EPOCHREALTIME ${fake_call#* }" >>"$NPU_RUN_FAKE_SCENARIO.calls"' EXIT
+}
+
+# The sleep does not inherit a device lock: a call killed at its timeout lets go of the device.
+fake_pause() {
+  [[ $fake_delay == 0 ]] && return 0
+  if [[ -n ${fake_lock_fd:-} ]]; then sleep "$fake_delay" {fake_lock_fd}>&-; else sleep "$fake_delay"; fi
+}
 
 # Column padding: the two styles differ in width, so no parser may depend on positions.
-fake_pad() { if [[ $fake_style == wide ]]; then echo 31; else echo 26; fi; }
+# Sets fake_width (no subshell: a fake is called hundreds of times per benchmark).
+fake_pad() { if [[ $fake_style == wide ]]; then fake_width=31; else fake_width=26; fi; }

@@ -10,5 +10,7 @@ extern const char* const kSourceDir;    // the checkout
 extern const char* const kTestData;     // tests/data
 extern const char* const kNpuRun;       // the built binary itself, never a wrapper (native only)
 extern const char* const kAsOldKernel;  // tests/tools/as_old_kernel (native only)
+// The folder of tests/tools/fast_fake_tools.cpp as hccn_tool and npu-smi (native only).
+extern const char* const kFastFakeTools;
 
 }  // namespace npu_run::testing::build_paths

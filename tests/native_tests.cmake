@@ -72,7 +72,7 @@ set(serial_cases "preflight: a node slowed by a CPU quota is named before any wo
                  "preflight: ten healthy runs name no node"
                  "stragglers: a node slowed mid-run is named in the log and status with its cost"
                  "stragglers: with --straggler replace a spare takes the slowed node's seat"
-                 "stragglers: a healthy run names no straggler")
+                 "stragglers: ten healthy runs name no straggler")
 foreach(name IN LISTS serial_cases)
   add_test(NAME "integration:${name}" COMMAND integration_tests "${name}" --warn NoTests)
   set_tests_properties("integration:${name}" PROPERTIES RUN_SERIAL TRUE LABELS integration

@@ -22,8 +22,11 @@ catch_discover_tests(integration_tests TEST_SPEC "~[serial]" TEST_PREFIX "integr
 # (scripts/bench/health_gate.py): build/tests/fast_fake_tools/{hccn_tool,npu-smi}.
 add_executable(fast_fake_tools tools/fast_fake_tools.cpp)
 target_link_libraries(fast_fake_tools PRIVATE npu_run_warnings)
-# Static: a call costs an exec, not the loading of libstdc++ (about a millisecond each).
-target_link_options(fast_fake_tools PRIVATE -static)
+# Static: a call costs an exec, not the loading of libstdc++ (about a millisecond each). Not
+# with the sanitizers (they need the dynamic loader) nor in a static-pie tree (already static).
+if(NOT NPU_RUN_SANITIZE AND NOT NPU_RUN_STATIC)
+  target_link_options(fast_fake_tools PRIVATE -static)
+endif()
 set_target_properties(fast_fake_tools PROPERTIES OUTPUT_NAME hccn_tool RUNTIME_OUTPUT_DIRECTORY
                                                  ${CMAKE_CURRENT_BINARY_DIR}/fast_fake_tools)
 add_custom_command(TARGET fast_fake_tools POST_BUILD

@@ -125,7 +125,8 @@ void HealthRunner::answered(Lane lane, const PlannedCall& call, ToolRun run) {
   }
   if (std::exchange(queue.preempted, false)) {
     queue.tries = 0;
-    return;  // stays first: resume() runs it again
+    next(lane);  // stays first: runs again once not held (resume())
+    return;
   }
   if (run.busy() && queue.tries < settings_.busy_tries && !out_of_budget_) {
     auto& pause = timers_->pauses[lane];

@@ -162,6 +162,15 @@ foreach(variant IN ITEMS spare split)
   set_tests_properties("${title}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "e2e;integration"
                                              TIMEOUT 300 RESOURCE_LOCK netns)
 endforeach()
+# A host of three slowed by a CPU quota, its agent and workers with it: named by the pre-flight
+# probe before any worker starts (torch 1.13's here; as a straggler mid-run with 2.14's flight
+# recorder below). RUN_SERIAL: other tests' load would slow the healthy hosts as well.
+set(slow_host "e2e: a slowed host named by the pre-flight probe across network namespaces")
+add_test(NAME "${slow_host}"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_slow_node.sh $<TARGET_FILE:npu_run>
+                 ${PROJECT_SOURCE_DIR} preflight)
+set_tests_properties("${slow_host}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "e2e;integration"
+                                               TIMEOUT 300 RUN_SERIAL TRUE RESOURCE_LOCK netns)
 npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
 # etcd's own faults in scripts/chaos, a short fixed-seed round: a follower member and etcd's leader
 # member killed and every member frozen past the lease, each once, during the join or the run;
@@ -261,6 +270,14 @@ foreach(name IN LISTS serial_cases)
                                     FIXTURES_REQUIRED torch-2.14 ENVIRONMENT "${environment}")
   endforeach()
 endforeach()
+set(slow_run "torch 2.14: e2e: a host slowed mid-run named as a straggler across network namespaces")
+add_test(NAME "${slow_run}"
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_slow_node.sh $<TARGET_FILE:npu_run>
+                 ${PROJECT_SOURCE_DIR} straggler)
+set_tests_properties("${slow_run}"
+                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
+                                RUN_SERIAL TRUE RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.14
+                                ENVIRONMENT "PYTHON_EXEC=${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14")
 set(torch2_python ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python)
 npu_run_torch_suite(2.6 trixie "Debian 13" ${torch2_python} "[pytorch]~[snapshots]")
 npu_run_torch_suite(2.14 sid "Debian unstable" ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14

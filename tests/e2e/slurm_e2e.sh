@@ -158,8 +158,15 @@ done
 echo "== 8. the allocation's node beyond --nnodes waits as a spare, then leaves with 0"
 out="$work/spare.out"
 rc=0
-id=$("${submit[@]}" --wait --nodes=2 --output="$out" "$templates/multi_node.sbatch" --nnodes 1 \
-  "$train" --steps 10) || rc=$?
+# Bounded: a job Slurm never runs (once, under CI's load, a hang past the test's timeout, which
+# left no log) fails here with slurmctld's log and the nodes' states.
+id=$(timeout 240 "${submit[@]}" --wait --nodes=2 --output="$out" "$templates/multi_node.sbatch" \
+  --nnodes 1 "$train" --steps 10) || rc=$?
+if [ "$rc" -eq 124 ]; then
+  scontrol show nodes -o >&2 || true
+  squeue -a >&2 || true
+  fail "the job with a spare did not end within 240 s" "$out"
+fi
 [ "$rc" -eq 0 ] || fail "the job with a spare exited $rc" "$out"
 expect_in "$out" "standing by as a spare of round 0 (1 node run, 1 spare wait)" \
   "the job ended (exit 0) without needing this spare" "ranks 0-1 of 2, node 0 of 1"

@@ -67,14 +67,15 @@ TEST_CASE("fast fake tools: a node's checks pass, and a device refuses a second 
   CHECK(f.exit_code == 0);
   CHECK_THAT(f.out, Contains("64 of 64 checks passed"));
   CHECK(::access(dir.file("scenario.collisions").c_str(), F_OK) != 0);
-  // Two calls from one shell (one parent) to device 2: the second is refused while the first
-  // sleeps.
-  const auto [code, out] =
-      shell("cd '" + dir.path() + "' && export NPU_RUN_FAKE_SCENARIO=" + dir.file("scenario") +
-            " && { '" + fast + "/hccn_tool' -i 2 -link -g & sleep 0.1; '" + fast +
-            "/hccn_tool' -i 2 -ip -g; wait; }");
-  CHECK_THAT(out, Contains("hccn_tool is busy, please try again.") && Contains("link status: UP"));
-  CHECK_THAT(read_file(dir.file("scenario.collisions")), Contains(" 2 -ip"));
+  // Two calls to device 2 at once from one shell (one parent), each holding the device for a
+  // second: whichever takes it first answers, the other is refused (no sleep decides which).
+  dir.write("slow", "delay 1\n");
+  const std::string call = "'" + fast + "/hccn_tool' -i 2 -link -g";
+  const auto [code, out] = shell("export NPU_RUN_FAKE_SCENARIO=" + dir.file("slow") + " && { " +
+                                 call + " & " + call + " & wait; }");
+  CHECK(count_occurrences(out, "hccn_tool is busy, please try again.") == 1);
+  CHECK(count_occurrences(out, "link status: UP") == 1);
+  CHECK_THAT(read_file(dir.file("slow.collisions")), Contains(" 2 -link"));
 }
 
 }  // namespace test_fast_fake_tools

@@ -45,10 +45,6 @@ double scenario_delay() {
   return delay;
 }
 
-std::string padded(const std::string& key, int width) {
-  return key + std::string(key.size() < static_cast<size_t>(width) ? width - key.size() : 0, ' ');
-}
-
 // Holds the device until the process ends; false when another call of this parent holds it.
 bool hold_device(int device, const std::string& command) {
   const std::string scenario = scenario_path();
@@ -76,20 +72,18 @@ std::string link_stat_time(std::time_t when) {
 
 void print_optical() {
   std::printf("optical info:\n");
-  std::printf("%s: present\n%s: 47 C\n", padded("present", kWidth).c_str(),
-              padded("temperature", kWidth).c_str());
+  std::printf("%-*s: present\n%-*s: 47 C\n", kWidth, "present", kWidth, "temperature");
   for (int lane = 0; lane < 4; ++lane) {
-    std::printf("%s: 0.9312 mW\n", padded("Tx Power" + std::to_string(lane), kWidth).c_str());
-    std::printf("%s: 1.0189 mW\n", padded("Rx Power" + std::to_string(lane), kWidth).c_str());
+    std::printf("%-*s: 0.9312 mW\n", kWidth, ("Tx Power" + std::to_string(lane)).c_str());
+    std::printf("%-*s: 1.0189 mW\n", kWidth, ("Rx Power" + std::to_string(lane)).c_str());
   }
   const char* const thresholds[][2] = {{"TxPower High Thres", "3.5481"},
                                        {"TxPower Low Thres", "0.1585"},
                                        {"RxPower High Thres", "3.5481"},
                                        {"RxPower Low Thres", "0.0363"}};
-  for (const auto& [key, value] : thresholds)
-    std::printf("%s: %s mW\n", padded(key, kWidth).c_str(), value);
+  for (const auto& [key, value] : thresholds) std::printf("%-*s: %s mW\n", kWidth, key, value);
   for (const char* flag : {"Tx Los Flag", "Rx Los Flag", "Tx LoL Flag", "Rx LoL Flag"})
-    std::printf("%s: 0x0\n", padded(flag, kWidth).c_str());
+    std::printf("%-*s: 0x0\n", kWidth, flag);
 }
 
 void print_link_stat(int device) {

@@ -1,45 +1,40 @@
 #!/usr/bin/env bash
 # CI's portability stage: builds the release (scripts/release.sh), then proves it where Ascend
 # servers are, each part failing on any finding and saying what it cost:
-#   linux310   the integration and end-to-end suites of build/ again as on Linux 3.10 (label
-#              integration-old-kernel: newer system calls fail with ENOSYS under a seccomp filter)
-#   torch2     the PyTorch tests, the store's peer suites and the DDP end-to-end tests of build/
-#              again with torch 2.6 and 2.14 (label integration-e2e-torch2; their chroots are
-#              made the first time, cached outside the checkout)
-#   reruns     linux310 and torch2 in one ctest run (the default): mostly waiting on processes
-#              and timers, the two fill each other's gaps, where one after the other each waits
-#              out its own slowest tests
+#   torch2     the plain tree's torch 2 runs (label torch2): the torch-facing tests, the store's
+#              clients and the DDP end-to-end tests with torch 2.6, and the benchmark smokes that
+#              need a torch 2 chroot (the chroots are made the first time, cached outside the
+#              checkout). The runs as Linux 3.10 and with torch 2.14 are the ASan tree's
+#              (scripts/hardening.sh asan): each axis once (docs/guide/development.md).
+#   release    the static x86_64 and aarch64 binaries and their packages (scripts/release.sh)
 #   aarch64    the aarch64 unit tests and the binary's smoke test under qemu-aarch64-static
 #   bullseye   the static x86_64 binary inside a Debian 11 chroot (glibc 2.31, host lookups as on a
 #              systemd server), then its .deb installed there with dpkg
 #   packages   every .deb, .rpm and .tar.gz names its architecture and holds a binary of it, the
 #              man page (every subcommand in it), the bash and zsh completions; SHA256SUMS verify
-# Usage: scripts/portability.sh [linux310] [torch2] [reruns] [release] [aarch64] [bullseye]
-#        [packages]   (default: reruns release aarch64 bullseye packages)
+# Usage: scripts/portability.sh [torch2] [release] [aarch64] [bullseye] [packages]
+#        (default: all, in this order)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dist=${NPU_RUN_DIST_DIR:-$root/dist}
+# shellcheck source=scripts/lib/ctest_run.sh
+source "$root/scripts/lib/ctest_run.sh"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(reruns release aarch64 bullseye packages)
+[ ${#stages[@]} -gt 0 ] || stages=(torch2 release aarch64 bullseye packages)
 version=$(sed -n 's/^project(npu_run VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 
-rerun() {  # label regex
+stage_torch2() {
   bash "$root/scripts/build.sh" >/dev/null  # built by the test stage
-  (cd "${NPU_RUN_BUILD_DIR:-$root/build}" &&
-    PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3} ctest --output-on-failure --timeout 600 \
-      -j "${NPU_RUN_TEST_JOBS:-3}" -L "$1")
+  PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3} ctest_run torch2 "${NPU_RUN_BUILD_DIR:-$root/build}" \
+    -j "${NPU_RUN_TEST_JOBS:-4}" -L torch2
 }
-
-stage_linux310() { rerun old-kernel; }
-stage_torch2() { rerun torch2; }
-stage_reruns() { rerun "old-kernel|torch2"; }
 
 stage_release() { bash "$root/scripts/release.sh"; }
 
 stage_aarch64() {
   local dir="$root/build-dist-aarch64"
   bash "$root/scripts/release.sh" build aarch64 >/dev/null  # built by the release stage
-  (cd "$dir" && ctest --output-on-failure --timeout 600 -j 2)
+  ctest_run aarch64 "$dir" -j 2
 }
 
 stage_bullseye() {
@@ -104,4 +99,5 @@ for stage in "${stages[@]}"; do
   start=$SECONDS
   "stage_$stage"
   echo "portability: $stage passed in $((SECONDS - start)) s"
+  python3 "$root/scripts/lib/test_budget.py" stage "portability-$stage" $((SECONDS - start))
 done

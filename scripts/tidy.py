@@ -2,8 +2,8 @@
 """clang-tidy over the project's sources, a unity batch at a time, re-run only where the input
 changed.
 
-Batches: a unity build's batches (CMake's Unity/unity_N_cxx.cxx, eight sources of one target),
-each written out as one file that holds its sources' text, each after a `#line` naming it. To
+Batches: a unity build's batches (cmake/unity_batches.cmake: unity/TARGET/batch_N.cpp, sources
+of one target included by their path in the checkout), eight sources at a time, each written out as one file that holds its sources' text, each after a `#line` naming it. To
 clang-tidy every source of the batch is then the main file, as it is when checked alone, so
 every check and the static analyzer look at it as they would; but the headers (Asio, Beast,
 Catch2, ...) are parsed and walked once per batch instead of once per source: a cold check of the
@@ -43,6 +43,8 @@ PLACEHOLDER = b"@NPU_RUN_ROOT@"
 EXTRA_ARGS = ["--extra-arg=-Xclang", "--extra-arg=-analyzer-config",
               "--extra-arg=-Xclang", "--extra-arg=c++-template-inlining=false"]
 UNITY_MEMBER = re.compile(r'^#include "([^"]+)"$', re.M)
+UNITY_MARKER = "// npu_run unity batch"
+TIDY_BATCH = 8  # sources clang-tidy checks as one file, whatever the compiled batch's size
 
 
 def cache_dir():
@@ -97,12 +99,12 @@ def compile_flags(entry):
 class Batch:
     """One unity batch written out as a single main file (see the module's docstring)."""
 
-    def __init__(self, entry, members, build_dir):
+    def __init__(self, entry, members, build_dir, part=0):
         self.entry = entry
         self.members = members  # real paths, in the batch's order
         self.compiler, self.flags = compile_flags(entry)
         unity = os.path.relpath(entry["file"], build_dir)
-        self.dir = os.path.join(build_dir, "tidy-batches", os.path.splitext(unity)[0])
+        self.dir = os.path.join(build_dir, "tidy-batches", f"{os.path.splitext(unity)[0]}_{part}")
         self.path = os.path.join(self.dir, "batch.cpp")
         self.starts = []  # (first line of the member in the batch file, member)
 
@@ -148,13 +150,17 @@ class Batch:
 def batches_of(database, build_dir, wanted):
     batches = []
     for entry in database:
-        if "/Unity/unity_" in entry["file"]:
-            with open(entry["file"], encoding="utf-8") as f:
-                members = [os.path.realpath(m) for m in UNITY_MEMBER.findall(f.read())]
+        with open(entry["file"], encoding="utf-8") as f:
+            text = f.read()
+        if text.startswith(UNITY_MARKER):
+            members = [os.path.realpath(os.path.join(ROOT, m)) for m in UNITY_MEMBER.findall(text)]
         else:
             members = [os.path.realpath(entry["file"])]  # a source compiled alone
-        if any(m in wanted for m in members):
-            batches.append(Batch(entry, members, build_dir))
+        # A compiled batch may hold more sources than clang-tidy's: a change re-checks its part.
+        for part, first in enumerate(range(0, len(members), TIDY_BATCH)):
+            chunk = members[first:first + TIDY_BATCH]
+            if any(m in wanted for m in chunk):
+                batches.append(Batch(entry, chunk, build_dir, part))
     return batches
 
 

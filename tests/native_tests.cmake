@@ -1,6 +1,7 @@
 # The tests that need this machine's own architecture: the real npu_run binary started as a
 # subprocess (integration), behind the old-kernel wrapper, end to end with PyTorch, Slurm and
 # Open MPI, and the benchmark smokes. Included by tests/CMakeLists.txt unless cross-building.
+# Which of their runs a tree registers is its role's (tests/ctest/axes.cmake).
 
 # Integration and end-to-end tests: the real npu_run binary, real worker processes, real PyTorch.
 file(GLOB integration_sources CONFIGURE_DEPENDS integration/*.cpp)
@@ -15,8 +16,7 @@ add_executable(integration_tests ${integration_sources} support/cut_proxy.cpp su
 target_include_directories(integration_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(integration_tests PRIVATE npu_run_all npu_run_test_main npu_run_warnings)
 add_dependencies(integration_tests npu_run)
-catch_discover_tests(integration_tests TEST_SPEC "~[serial]" TEST_PREFIX "integration: "
-                     EXTRA_ARGS --warn NoTests PROPERTIES LABELS integration)
+# Its runs are registered below, by the tree's role (tests/ctest/axes.cmake).
 
 # A healthy node's npu-smi and hccn_tool, compiled, for the health gate's benchmark on 16 nodes
 # (scripts/bench/health_gate.py): build/tests/fast_fake_tools/{hccn_tool,npu-smi}.
@@ -36,12 +36,11 @@ add_dependencies(integration_tests fast_fake_tools)
 
 # Old kernels: as_old_kernel makes the system calls a kernel lacks fail with ENOSYS (seccomp), and
 # npu_run-as-linux-3.10 is npu_run behind it, a drop-in for the binary (CentOS 7's kernel: no
-# pidfd_open, clone3, close_range or getrandom). The whole integration suite, end-to-end tests
-# included, runs a second time through it, but for the cases tagged [kernel-neutral]: what they
-# check is npu_run's own user-space work (a page drawn, a metrics text served), which the first
-# run already proves and no system call of the filter touches. Not under an emulator: qemu-user would apply the
-# filter to its own, host-architecture system calls. Label integration-old-kernel: selected by
-# `-L integration` and by `-L old-kernel` (labels are regular expressions).
+# pidfd_open, clone3, close_range or getrandom). The ASan tree's runs of the integration and
+# end-to-end suites go through it, but for the cases tagged [kernel-neutral]: what they check is
+# npu_run's own user-space work (a page drawn, a metrics text served), which no system call of
+# the filter touches. Not under an emulator: qemu-user would apply the filter to its own,
+# host-architecture system calls.
 add_executable(as_old_kernel tools/as_old_kernel.cpp)
 target_link_libraries(as_old_kernel PRIVATE npu_run_warnings)
 set(old_kernel_npu_run ${CMAKE_CURRENT_BINARY_DIR}/npu_run-as-linux-3.10)
@@ -50,420 +49,21 @@ file(GENERATE OUTPUT ${old_kernel_npu_run}
      FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ
                       WORLD_EXECUTE)
 add_dependencies(integration_tests as_old_kernel)
-if(CMAKE_CROSSCOMPILING)
-  set(NPU_RUN_OLD_KERNEL_SUITE OFF)
-else()
-  set(NPU_RUN_OLD_KERNEL_SUITE ON)
-endif()
-if(NPU_RUN_OLD_KERNEL_SUITE)
-  # EXTRA_ARGS differ from the first discovery's (--name only names the run), so Catch's
-  # generated test lists do not collide.
-  catch_discover_tests(integration_tests TEST_SPEC "~[kernel-neutral]~[serial]"
-                       TEST_PREFIX "linux 3.10: integration: "
-                       EXTRA_ARGS --warn NoTests --name linux-3.10
-                       PROPERTIES LABELS integration-old-kernel
-                                  ENVIRONMENT "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
+
+include(ctest/axes.cmake)
+include(ctest/integration_runs.cmake)
+include(ctest/e2e_runs.cmake)
+if(NPU_RUN_TEST_ROLE STREQUAL "plain")
+  include(ctest/build_checks.cmake)
+  include(ctest/bench_smokes.cmake)
 endif()
 
-# Cases tagged [serial] compare CPU shares (the pre-flight probe's figures of nodes on one
-# machine): under ctest -j other tests' load slows some nodes and not others, as a CPU quota
-# does. Each runs alone, natively; the slowed node's case also as Linux 3.10 (the ten healthy
-# runs are about the figures' spread, which the kernel's calls do not touch).
-# (A name here is a Catch test spec: a comma in it would split it into two that match nothing,
-# which --warn NoTests fails.)
-set(serial_cases "preflight: a node slowed by a CPU quota is named before any worker starts"
-                 "preflight: ten healthy runs name no node"
-                 "stragglers: a node slowed mid-run is named in the log and status with its cost"
-                 "stragglers: with --straggler replace a spare takes the slowed node's seat"
-                 "stragglers: ten healthy runs name no straggler")
-foreach(name IN LISTS serial_cases)
-  add_test(NAME "integration:${name}" COMMAND integration_tests "${name}" --warn NoTests)
-  set_tests_properties("integration:${name}" PROPERTIES RUN_SERIAL TRUE LABELS integration
-                                                         TIMEOUT 300)
-  if(NPU_RUN_OLD_KERNEL_SUITE AND name MATCHES "^preflight: .*slowed")
-    add_test(NAME "linux 3.10: integration:${name}" COMMAND integration_tests "${name}"
-                                                              --warn NoTests)
-    set_tests_properties("linux 3.10: integration:${name}"
-                         PROPERTIES RUN_SERIAL TRUE LABELS integration-old-kernel TIMEOUT 300
-                                    ENVIRONMENT "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
-  endif()
-endforeach()
-
-# The build's own rules: a layer including one it did not declare fails to configure
-# (cmake/layers.cmake), for today's layers and for one the test adds.
-add_test(NAME "build: a layer that includes an undeclared layer fails to configure"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/build/layer_check.sh ${PROJECT_SOURCE_DIR})
-set_tests_properties("build: a layer that includes an undeclared layer fails to configure"
-                     PROPERTIES LABELS build TIMEOUT 300 PASS_REGULAR_EXPRESSION "layer check: all passed")
-
-# Every file the docs and the code's comments name exists; the architecture page stays short.
-add_test(NAME "build: every file the docs name exists"
-         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/doc_paths.py ${PROJECT_SOURCE_DIR})
-set_tests_properties("build: every file the docs name exists"
-                     PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION " 0 missing")
-
-# Every npu_run option the README and docs/guide name is one of its command's, read from the
-# binary's own tables.
-add_test(NAME "build: every option the guide names exists"
-         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/doc_options.py ${PROJECT_SOURCE_DIR}
-                 $<TARGET_FILE:npu_run>)
-set_tests_properties("build: every option the guide names exists"
-                     PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION " 0 unknown")
-
-# catch_discover_tests splits names on ';': a test name holding one would fail in CI only.
-add_test(NAME "build: no test name holds a semicolon"
-         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/test_names.py ${PROJECT_SOURCE_DIR})
-set_tests_properties("build: no test name holds a semicolon"
-                     PROPERTIES LABELS build TIMEOUT 60 PASS_REGULAR_EXPRESSION "files read, 0 with")
-# (The pattern holds no ';' itself: CMake would split it into two patterns, "'" among them,
-# which any output matches.)
-
-# End to end, with the binary and behind the Linux 3.10 wrapper (need root / mpirun; skipped
-# otherwise): across two network namespaces, a real Slurm (controller and two slurmd on this
-# machine) running the sbatch templates, and Open MPI's mpirun starting two agents.
-set(e2e_binaries "$<TARGET_FILE:npu_run>")
-set(e2e_prefixes "e2e")
-if(NPU_RUN_OLD_KERNEL_SUITE)
-  list(APPEND e2e_binaries ${old_kernel_npu_run})
-  list(APPEND e2e_prefixes "linux 3.10: e2e")
-endif()
-# Registers tests/e2e/SCRIPT as "<prefix>: TITLE" for each binary above. Each kind holds a
-# machine-wide resource (namespace names, the test cluster's ports, mpirun's session): with
-# ctest -j the runs of one kind must not overlap (LOCK).
-function(npu_run_e2e_test title script timeout lock)
-  foreach(binary prefix IN ZIP_LISTS e2e_binaries e2e_prefixes)
-    set(labels "e2e;integration")
-    if(NOT prefix STREQUAL "e2e")
-      list(APPEND labels integration-old-kernel)
-    endif()
-    add_test(NAME "${prefix}: ${title}"
-             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${script} ${binary} ${PROJECT_SOURCE_DIR})
-    set_tests_properties("${prefix}: ${title}"
-                         PROPERTIES SKIP_RETURN_CODE 77 LABELS "${labels}" TIMEOUT ${timeout}
-                                    RESOURCE_LOCK ${lock})
-  endforeach()
-endfunction()
-npu_run_e2e_test("PyTorch DDP across two network namespaces" netns_ddp.sh 300 netns)
-npu_run_e2e_test("Slurm jobs on a real two-node test cluster" slurm_e2e.sh 400 slurm)
-# Hot spares: a node of a DDP job killed and cut off, its seat taken by the spare, which restores
-# the lost node's ranks from the copy of their snapshots on node 0.
-npu_run_e2e_test("a spare takes a lost node's seat in DDP across network namespaces"
-                 netns_spare_ddp.sh 300 netns)
-# The etcd rendezvous: the leader etcd elected is killed and cut off, another leads, DDP goes on.
-npu_run_e2e_test("the etcd-elected leader lost, DDP goes on across network namespaces"
-                 netns_etcd_ddp.sh 300 netns)
-# Its two other ways (this build's binary only): a spare takes the lost leader's seat, and a
-# leader cut from etcd alone steps down before the new leader's round starts.
-foreach(variant IN ITEMS spare split)
-  set(title "e2e: the etcd-elected leader lost (${variant}), across network namespaces")
-  add_test(NAME "${title}"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_etcd_ddp.sh $<TARGET_FILE:npu_run>
-                   ${PROJECT_SOURCE_DIR} ${variant})
-  set_tests_properties("${title}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "e2e;integration"
-                                             TIMEOUT 300 RESOURCE_LOCK netns)
-endforeach()
-# A host of three slowed by a CPU quota, its agent and workers with it: named by the pre-flight
-# probe before any worker starts (torch 1.13's here; as a straggler mid-run with 2.14's flight
-# recorder below). RUN_SERIAL: other tests' load would slow the healthy hosts as well.
-set(slow_host "e2e: a slowed host named by the pre-flight probe across network namespaces")
-add_test(NAME "${slow_host}"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_slow_node.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR} preflight)
-set_tests_properties("${slow_host}" PROPERTIES SKIP_RETURN_CODE 77 LABELS "e2e;integration"
-                                               TIMEOUT 300 RUN_SERIAL TRUE RESOURCE_LOCK netns)
-npu_run_e2e_test("mpirun -n 2 forms one two-node job" mpi_e2e.sh 300 mpirun)
-# etcd's own faults in scripts/chaos, a short fixed-seed round: a follower member and etcd's leader
-# member killed and every member frozen past the lease, each once, during the join or the run;
-# every run checked for exit codes, new leaders, re-forms and strays (docs/HARDENING.md).
-add_test(NAME "chaos: etcd's faults, one round of each with a fixed seed"
-         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/chaos/chaos.py --npu-run
-                 $<TARGET_FILE:npu_run> --faults etcd --runs 3 --seed 7 --each-in-turn)
-set_tests_properties("chaos: etcd's faults, one round of each with a fixed seed"
-                     PROPERTIES LABELS integration TIMEOUT 300
-                                PASS_REGULAR_EXPRESSION "no broken promise")
-# MindSpore's scheduler and the TF Adapter's chief on node 0, reached from node 1's namespace.
-npu_run_e2e_test("MindSpore and TensorFlow contracts across two network namespaces"
-                 netns_frameworks.sh 240 netns)
-# A partition shorter than the heartbeat timeout, ridden out; behind the old-kernel wrapper too,
-# where TCP_RTO_MAX_MS is refused as before Linux 6.15 and only the session's resume on a new
-# connection carries the job through.
-npu_run_e2e_test("a partition of 2/3 of the heartbeat timeout between two network namespaces"
-                 netns_partition.sh 180 netns-partition)
-# A whole job started from here over ssh: real OpenSSH servers in network namespaces (DDP on two
-# hosts, a failing rank's code, SIGINT, SIGKILL, an unreachable host, a lost session, device
-# filters, --ship-binary, --ssh-tree). Behind the old-kernel wrapper the launcher's side runs as
-# on Linux 3.10 (its ssh children reaped through SIGCHLD); the hosts' agents are started by sshd.
-npu_run_e2e_test("--hosts starts a job on two ssh hosts in network namespaces" ssh_launch.sh 400
-                 ssh-hosts)
-
-# The workers' store against real torch 1.13 clients (2.6's below): torch's own store tests
-# re-enacted by the workers, on one node and on two (the rendezvous port shared), with a restart
-# that must see a fresh key space; node 0's store for every rank (agent), and each node's
-# workers through their agent's proxy (tiered).
-foreach(mode agent tiered)
-  set(name "store: torch 1.13 clients in ${mode} mode, one node and two")
-  add_test(NAME "${name}"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
-                   ${PROJECT_SOURCE_DIR} ${mode})
-  set_tests_properties("${name}" PROPERTIES LABELS integration TIMEOUT 400
-                       ENVIRONMENT "PYTHON_EXEC=/usr/bin/python3"
-                       PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 1")
-endforeach()
-
-# torch 2.6 and 2.14 beside the host's 1.13: Debian 13's and Debian unstable's python3-torch in
-# chroots cached outside the checkout (tests/torch2/chroot.sh; each made by its fixture test the
-# first time, 2 to 8 minutes and 1.6 GB or more), reached through tests/torch2/python and
-# tests/torch2/python2.14 as PYTHON_EXEC. The PyTorch tests (Catch tag [pytorch]), the store's
-# peer suite and the two-namespace DDP run again with each; 2.6 leaves out the snapshots' cases,
-# whose torch side (the pre-1.6 save format, the restore) is 1.13's (SPEC). One label, matched by
-# -L integration, -L e2e and -L torch2 (labels are regular expressions).
-set(torch2_label integration-e2e-torch2)
-function(npu_run_torch_suite version suite distribution python spec)
-  set(fixture torch-${version})
-  set(chroot "torch ${version}: a ${distribution} chroot with python3-torch")
-  add_test(NAME "${chroot}" COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/torch2/chroot.sh ${suite})
-  set_tests_properties("${chroot}" PROPERTIES FIXTURES_SETUP ${fixture} LABELS ${torch2_label}
-                                              TIMEOUT 1500 SKIP_RETURN_CODE 77)
-  catch_discover_tests(integration_tests TEST_SPEC "${spec}"
-                       TEST_PREFIX "torch ${version}: integration: "
-                       EXTRA_ARGS --warn NoTests --name torch-${version}
-                       PROPERTIES LABELS ${torch2_label} FIXTURES_REQUIRED ${fixture}
-                                  ENVIRONMENT "PYTHON_EXEC=${python}"
-                                  SKIP_REGULAR_EXPRESSION "debootstrap needs root")
-  foreach(mode agent tiered)
-    set(name "torch ${version}: store: torch ${version} clients in ${mode} mode, one node and two")
-    add_test(NAME "${name}"
-             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/store/peer_suite.sh $<TARGET_FILE:npu_run>
-                     ${PROJECT_SOURCE_DIR} ${mode})
-    set_tests_properties("${name}" PROPERTIES LABELS ${torch2_label} TIMEOUT 400
-                         FIXTURES_REQUIRED ${fixture} ENVIRONMENT "PYTHON_EXEC=${python}"
-                         PASS_REGULAR_EXPRESSION "peer suite: all passed in ${mode} mode \\(torch 2")
-  endforeach()
-  set(ddp "torch ${version}: e2e: PyTorch DDP across two network namespaces")
-  add_test(NAME "${ddp}"
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_ddp.sh $<TARGET_FILE:npu_run>
-                   ${PROJECT_SOURCE_DIR})
-  set_tests_properties("${ddp}" PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                           RESOURCE_LOCK netns FIXTURES_REQUIRED ${fixture}
-                                           ENVIRONMENT "PYTHON_EXEC=${python}")
-endfunction()
-# The straggler watch reads the flight recorder of torch 2.8 and later: its [serial] cases again
-# with 2.14, alone, the slowed node's also as Linux 3.10.
-foreach(name IN LISTS serial_cases)
-  if(NOT name MATCHES "^stragglers: ")
-    continue()
-  endif()
-  set(prefixes "torch 2.14: integration:")
-  if(NPU_RUN_OLD_KERNEL_SUITE AND name MATCHES "slowed mid-run")
-    list(APPEND prefixes "torch 2.14: linux 3.10: integration:")
-  endif()
-  foreach(prefix IN LISTS prefixes)
-    set(environment "PYTHON_EXEC=${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14")
-    set(labels ${torch2_label})
-    if(prefix MATCHES "linux 3.10")
-      list(APPEND environment "NPU_RUN_UNDER_TEST=${old_kernel_npu_run}")
-      list(APPEND labels integration-old-kernel)
-    endif()
-    add_test(NAME "${prefix}${name}" COMMAND integration_tests "${name}" --warn NoTests)
-    set_tests_properties("${prefix}${name}"
-                         PROPERTIES RUN_SERIAL TRUE LABELS "${labels}" TIMEOUT 300
-                                    FIXTURES_REQUIRED torch-2.14 ENVIRONMENT "${environment}")
-  endforeach()
-endforeach()
-set(slow_run "torch 2.14: e2e: a host slowed mid-run named as a straggler across network namespaces")
-add_test(NAME "${slow_run}"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_slow_node.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR} straggler)
-set_tests_properties("${slow_run}"
-                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                RUN_SERIAL TRUE RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.14
-                                ENVIRONMENT "PYTHON_EXEC=${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14")
-set(torch2_python ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python)
-npu_run_torch_suite(2.6 trixie "Debian 13" ${torch2_python} "[pytorch]~[snapshots]")
-npu_run_torch_suite(2.14 sid "Debian unstable" ${CMAKE_CURRENT_SOURCE_DIR}/torch2/python2.14
-                    "[pytorch]")
-
-add_test(NAME "torch 2.6: e2e: a spare takes a lost node's seat in DDP across network namespaces"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_spare_ddp.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR})
-set_tests_properties("torch 2.6: e2e: a spare takes a lost node's seat in DDP across network namespaces"
-                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.6
-                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
-
-set(etcd_ddp "torch 2.6: e2e: the etcd-elected leader lost, DDP goes on across network namespaces")
-add_test(NAME "${etcd_ddp}"
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/netns_etcd_ddp.sh $<TARGET_FILE:npu_run>
-                 ${PROJECT_SOURCE_DIR})
-set_tests_properties("${etcd_ddp}"
-                     PROPERTIES SKIP_RETURN_CODE 77 LABELS ${torch2_label} TIMEOUT 300
-                                RESOURCE_LOCK netns FIXTURES_REQUIRED torch-2.6
-                                ENVIRONMENT "PYTHON_EXEC=${torch2_python}")
-
-# A benchmark's smoke run: its script with tiny sizes, passing when its table has the row PASS
-# matches, so that the script never rots. One smoke at a time, beside the other tests (a smoke
-# asserts no figure); ALONE for those that start hundreds of connections at once, whose small
-# listen backlog another test's load could make refuse one (RUN_SERIAL).
-function(npu_run_bench_smoke name script)
-  cmake_parse_arguments(PARSE_ARGV 2 smoke "ALONE" "TIMEOUT;PASS;SKIP;FIXTURES" "ARGS")
-  set(test "bench smoke: ${name}")
-  add_test(NAME "${test}"
-           COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/bench/${script} ${smoke_ARGS})
-  set_tests_properties("${test}" PROPERTIES LABELS bench TIMEOUT ${smoke_TIMEOUT}
-                                            PASS_REGULAR_EXPRESSION "${smoke_PASS}")
-  if(smoke_ALONE)
-    set_tests_properties("${test}" PROPERTIES RUN_SERIAL TRUE)
-  else()
-    set_tests_properties("${test}" PROPERTIES RESOURCE_LOCK bench)
-  endif()
-  if(smoke_SKIP)
-    set_tests_properties("${test}" PROPERTIES SKIP_REGULAR_EXPRESSION "${smoke_SKIP}")
-  endif()
-  if(smoke_FIXTURES)
-    set_tests_properties("${test}" PROPERTIES FIXTURES_REQUIRED ${smoke_FIXTURES})
-  endif()
-  # One that needs a torch 2 chroot runs where the torch 2 reruns do (CI's portability stage).
-  if(smoke_FIXTURES MATCHES "^torch-2")
-    set_tests_properties("${test}" PROPERTIES LABELS "bench;${torch2_label}")
-  endif()
-endfunction()
-
-# Smoke run of the start-up benchmark (this build's binary and the for-loop only).
-npu_run_bench_smoke("starting hosts over ssh against the ssh for-loops" ssh_start.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --hosts 4 --runs 1
-  TIMEOUT 300 SKIP "^skipped"
-  PASS "\\| 4 \\| npu_run --hosts \\(fan-out 32\\) \\| [0-9.]+ s")
-npu_run_bench_smoke("start-up against the shell for-loop" startup.py
-  ARGS --dynamic $<TARGET_FILE:npu_run> --runs 3
-  TIMEOUT 60
-  PASS "\\| npu_run dynamic \\| [0-9.]+ ms")
-
-# Smoke runs of the single-node benchmark and the TCPStore anchor, so the scripts never rot.
-npu_run_bench_smoke("single-node launch, idle cost and failure against torchrun" single_node.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --nproc 2 --runs 1 --idle-seconds 1 --idle-runs 1
-  TIMEOUT 180 FIXTURES torch2
-  PASS "Supervision cost")
-npu_run_bench_smoke("TCPStore barrier anchor" tcpstore_barrier.py
-  ARGS --sizes 16 --runs 1
-  TIMEOUT 120
-  PASS "\\| 16 \\| [0-9.]+ s")
-
-npu_run_bench_smoke("time to the first DDP step against torchrun" training_start.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --runs 1
-  TIMEOUT 180 FIXTURES torch2
-  PASS "\\| npu_run \\| [0-9.]+ s")
-
-npu_run_bench_smoke("figures and targets from docs/BENCHMARKS.md" plots.py
-  ARGS ${PROJECT_SOURCE_DIR}/docs/BENCHMARKS.md ${CMAKE_CURRENT_BINARY_DIR}/bench_plots
-  TIMEOUT 60
-  PASS "launch.png")
-
-# Smoke run of the node-order benchmark: 4 namespaces behind two bridges and a shaped spine, one
-# tiny all_reduce each way (root; skipped otherwise).
-set(gain "bench smoke: all_reduce bus bandwidth by node order across a shaped spine")
-add_test(NAME "${gain}"
-         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/bench/topology_gain.sh $<TARGET_FILE:npu_run>
-                 --nodes 4 --mb 1 --iters 1)
-set_tests_properties("${gain}" PROPERTIES LABELS bench TIMEOUT 180 RESOURCE_LOCK bench
-                                          SKIP_RETURN_CODE 77
-                                          PASS_REGULAR_EXPRESSION "\\| 4 \\| \\| topology / host \\| \\*\\*[0-9.]+x")
-
-# Smoke run of the pre-flight probe's cost (2 nodes, off, quick and full, one run each).
-npu_run_bench_smoke("the pre-flight probe's time to the first worker" preflight_time.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1
-  TIMEOUT 180
-  PASS "\\| 2 \\| [0-9.]+ s \\| [0-9.]+ s \\| [0-9.]+ s")
-
-# Smoke run of the spare take-over benchmark (2 nodes and a spare, one run, npu_run only).
-npu_run_bench_smoke("a spare taking a lost node's seat" spare_takeover.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1
-  TIMEOUT 120
-  PASS "\\| 2 \\+ 1 \\| npu_run \\| [0-9.]+ s")
-
-# Smoke run of the etcd failover benchmark (a 3-member etcd, 2 agents, one run, npu_run only).
-npu_run_bench_smoke("the etcd-elected leader lost" etcd_failover.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --torchrun-sizes none --runs 1
-  TIMEOUT 120
-  PASS "\\| 2 \\| npu_run etcd \\(lease TTL 2 s\\) \\| [0-9.]+ s")
-
-# Smoke run of the etcd scale benchmark (8 agents, short windows), so the script never rots.
-npu_run_bench_smoke("etcd's load from idle agents" etcd_scale.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --agents 8 --window 2 --settle 0.5
-  TIMEOUT 120
-  PASS "of which lease renewals \\(LeaseKeepAlive\\) \\| [0-9.]+ \\| [0-9.]+ \\|")
-
-# Smoke run of the multi-node benchmark (2 agents, one run), so the script never rots.
-npu_run_bench_smoke("multi-node launch and failure against torchrun" multi_node.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1 --straggle 2 --torch26 off
-  TIMEOUT 180
-  PASS "\\| npu_run \\| [0-9]+ ms")
-
-# Smoke run of the health gate's benchmark (one node, one run, fast tools), so the script never
-# rots.
-npu_run_bench_smoke("the health gate's added latency" health_gate.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 1 --runs 1 --delays 0.01
-  TIMEOUT 120
-  PASS "\\| 10 ms \\| 1 \\| [0-9.]+ s")
-
-# Smoke run of the workers' store benchmark at a tiny size, so the script and the load generator
-# never rot.
-npu_run_bench_smoke("workers' store at scale against torch's stores" store_scale.py ALONE
-  ARGS --loadgen $<TARGET_FILE:npu_run_store_loadgen> --sizes 256 --kinds "torch 1.13,agent,tiered,floor"
-  TIMEOUT 120
-  PASS "\\| 256 \\| tiered \\| [0-9.]+ s.*\\| 256 \\| floor \\| [0-9.]+ s")
-
-# Smoke run of the rendezvous scale benchmark at a tiny size, so the script never rots.
-npu_run_bench_smoke("rendezvous scale" rendezvous_scale.py ALONE
-  ARGS --npu-run $<TARGET_FILE:npu_run> --loadgen $<TARGET_FILE:npu_run_rdzv_loadgen> --sizes 64 --runs 1 --small-backlog 4
-  TIMEOUT 120
-  PASS "\\| 64 \\| 4 \\|.*\\| 0 \\|")
-
-# Smoke run of the progress-beat benchmark, so the script and the module never rot.
-npu_run_bench_smoke("progress beats' cost to the agent" beat_cost.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1
-  TIMEOUT 120
-  PASS "\\| beating \\| [0-9.]+ % \\| [0-9]+ \\| [0-9]+ \\|")
-
-# Smoke run of the automatic beats' cost per optimizer step (torch 1.13 only: a few hundred steps).
-npu_run_bench_smoke("automatic progress beats' cost per step" auto_progress_cost.py
-  ARGS --steps 200 --runs 1 --only-host
-  TIMEOUT 120
-  PASS "\\| 1.13 \\(Debian 12\\) \\| [0-9.]+ us \\| [0-9.]+ us \\|.*\\| [0-9.]+ us .*\\| 200 of 200 \\|")
-
-# Smoke run of npu_run's defaults' cost on examples/train_ddp.py (torch 1.13: one short round).
-npu_run_bench_smoke("npu_run's defaults' cost per step of examples/train_ddp.py" train_ddp_cost.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --steps 80 --runs 1 --only-host
-  TIMEOUT 120
-  PASS "\\| 1.13 \\(Debian 12\\) \\| both \\(npu_run's default\\) \\| [0-9,]+ us \\|")
-
-# Smoke run of the time to a hang's culprit (torch 2.14: 2 ranks, one run each side).
-npu_run_bench_smoke("a hang's culprit named, against torchrun 2.14" time_to_culprit.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 2 --runs 1
-  TIMEOUT 240 SKIP "^skipped" FIXTURES torch-2.14
-  PASS "\\| npu_run \\| 2 \\| 1 \\| [0-9.]+ s, [0-9.]+ s \\| 1 of 1 \\|.*\\| torchrun 2.14 \\| 2 \\|")
-
-# Smoke run of the flight recorder's cost per step (torch 2.14: a few steps, one buffer size).
-npu_run_bench_smoke("the flight recorder's cost per step" recorder_cost.py
-  ARGS --steps 50 --runs 1 --sizes 200
-  TIMEOUT 180 SKIP "^skipped" FIXTURES torch-2.14
-  PASS "\\| 200 \\| [0-9.]+ us \\| [0-9.]+-[0-9.]+ us \\| [-+][0-9.]+ % \\|")
-
-# Smoke run of the recording's cost (2 workers, one short run, a report of the synthetic job).
-npu_run_bench_smoke("what the timeline, the report and metrics cost" record_cost.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --workers 2 --rate 100 --seconds 1 --runs 1 --nodes 64
-  TIMEOUT 180
-  PASS "\\| beating, metrics scraped 10/s, report written \\([0-9]+ scrapes\\) \\| [0-9.]+ %.*\\| [0-9.]+ MB \\| [0-9.]+ MB \\| [0-9.]+ s \\|")
-
-# Smoke run of the snapshots' cost (torch 1.13, 10 MB, one save of each kind), so the script and
-# the module's restore path never rot.
-# Goodput under faults (torch 1.13 here; the benchmark's figures are 2.14's): a few seconds each.
-npu_run_bench_smoke("goodput under faults: snapshots in memory against torchrun's torch.save"
-  goodput.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --torch 1.13 --duration 12 --fault-every 5 --state-mb 5
-       --ideal-seconds 3
-  TIMEOUT 180
-  PASS "\\| npu_run, npu_run_checkpoint in memory \\| [0-9]+ steps \\| [0-9.]+ s \\| [1-9]")
-npu_run_bench_smoke("a checkpoint's cost: snapshots in memory against torch.save" snapshot_cost.py
-  ARGS --npu-run $<TARGET_FILE:npu_run> --sizes 10 --repeats 1
-  TIMEOUT 120
-  PASS "\\| \\*\\*200 MB/s shared FS \\+ fsync / npu_run\\*\\* \\| \\*\\*[0-9.]+x\\*\\* \\|")
+# Every tree checks its own registrations against docs/guide/development.md's table: a case
+# whose tags fit no row, or that runs in a combination its row does not give (or misses one),
+# fails it.
+set(axes_check "build: every test runs where development.md's table says")
+add_test(NAME "${axes_check}"
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/build/test_axes.py ${PROJECT_SOURCE_DIR}
+                 ${PROJECT_BINARY_DIR} ${NPU_RUN_TEST_ROLE} $<TARGET_FILE:integration_tests>)
+set_tests_properties("${axes_check}" PROPERTIES LABELS build TIMEOUT 120
+                                                PASS_REGULAR_EXPRESSION " 0 problems")

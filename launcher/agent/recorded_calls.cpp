@@ -26,7 +26,7 @@ int64_t sequence_of(const json& value) {
   return std::max<int64_t>(n, 0);
 }
 
-std::string cut(std::string text) {
+std::string cut_to_call_limit(std::string text) {
   if (text.size() > rdzv::Limits::kMaxCallText) text.resize(rdzv::Limits::kMaxCallText);
   return text;
 }
@@ -35,16 +35,16 @@ std::string cut(std::string text) {
 std::string op_of(const json& entry) {
   std::string name = entry.value("profiling_name", std::string("collective"));
   if (const auto colon = name.find(':'); colon != std::string::npos) name.erase(0, colon + 1);
-  return cut(name);
+  return cut_to_call_limit(name);
 }
 
 // ["0", "default_pg"] -> "default_pg": the description torch gives, else the name.
 std::string group_of(const json& entry, const std::string& pg_id) {
   const json& pg = entry.contains("process_group") ? entry["process_group"] : json();
   if (pg.is_array() && pg.size() == 2 && pg[1].is_string() && !pg[1].get<std::string>().empty())
-    return cut(pg[1].get<std::string>());
+    return cut_to_call_limit(pg[1].get<std::string>());
   if (pg.is_array() && !pg.empty() && pg[0].is_string())
-    return cut("group " + pg[0].get<std::string>());
+    return cut_to_call_limit("group " + pg[0].get<std::string>());
   return "group " + pg_id;
 }
 
@@ -52,14 +52,14 @@ std::string dtypes_of(const json& entry) {
   std::string out;
   for (const json& dtype : entry.value("input_dtypes", json::array()))
     if (dtype.is_string()) out += (out.empty() ? "" : ", ") + dtype.get<std::string>();
-  return cut(out);
+  return cut_to_call_limit(out);
 }
 
 rdzv::RecordedCall call_of(const json& entry, int64_t now_ns) {
   rdzv::RecordedCall call;
   call.seq = sequence_of(entry.value("collective_seq_id", json(0)));
   call.op = op_of(entry);
-  call.sizes = cut(entry.value("input_sizes", json::array()).dump());
+  call.sizes = cut_to_call_limit(entry.value("input_sizes", json::array()).dump());
   call.dtypes = dtypes_of(entry);
   const int64_t created = entry.value("time_created_ns", int64_t{0});
   call.age_ms = created > 0 && now_ns >= created ? (now_ns - created) / 1'000'000 : -1;
@@ -101,7 +101,7 @@ std::optional<std::vector<rdzv::GroupCalls>> recorded_groups(std::string_view fr
   for (const auto& [pg_id, status] : answer["pg_status"].items()) {
     if (!status.is_object()) continue;
     rdzv::GroupCalls group;
-    group.group = "group " + cut(pg_id);
+    group.group = "group " + cut_to_call_limit(pg_id);
     group.entered = sequence_of(status.value("last_enqueued_collective", json(0)));
     group.completed = sequence_of(status.value("last_completed_collective", json(0)));
     if (group.entered == 0) continue;  // never used: nothing to compare

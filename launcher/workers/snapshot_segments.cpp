@@ -16,7 +16,7 @@
 namespace npu_run {
 namespace {
 
-constexpr std::string_view kPrefix = "npu_run_snapshots_";
+constexpr std::string_view kSegmentPrefix = "npu_run_snapshots_";
 
 // The agent's pid in a mark ("<pid>-<random>"), or 0.
 pid_t pid_of(std::string_view mark) {
@@ -35,10 +35,10 @@ void sweep_dead_agents() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(kSegmentRoot, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0) continue;
+    if (name.rfind(kSegmentPrefix, 0) != 0) continue;
     struct stat st {};
     if (::lstat(entry.path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
-    const pid_t pid = pid_of(std::string_view(name).substr(kPrefix.size()));
+    const pid_t pid = pid_of(std::string_view(name).substr(kSegmentPrefix.size()));
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
     remove_segment_directory(entry.path().string());
   }
@@ -47,7 +47,7 @@ void sweep_dead_agents() {
 }  // namespace
 
 std::string segment_directory_for(const std::string& mark) {
-  return fmt::format("{}/{}{}", kSegmentRoot, kPrefix, mark);
+  return fmt::format("{}/{}{}", kSegmentRoot, kSegmentPrefix, mark);
 }
 
 std::string make_segment_directory(const std::string& mark) {

@@ -91,6 +91,14 @@ class Agent:
                 return float(parts[2])
         return None
 
+    def started_since(self, moment):
+        """The start time of the first worker, of any attempt, that started after `moment`."""
+        for _, line in list(self.out):
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "start" and float(parts[2]) > moment:
+                return float(parts[2])
+        return None
+
     def said(self, text):
         return any(text in line for _, line in list(self.err))
 

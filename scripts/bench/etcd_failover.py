@@ -7,7 +7,7 @@ mode against npu_run's static one.
 Failover, npu_run: N agents of an elastic job (--nnodes N-1:N, --rdzv-conf lease_ttl=2,
 last_call_timeout=0), one worker each (/bin/sh printing its start time, then sleeping in
 attempt 0). Once every worker runs, the leader's agent (its pid from etcd's leader key) is
-SIGKILLed with its worker; the clock stops when a survivor's worker of attempt 1 prints its
+SIGKILLed with its worker; the clock stops when a survivor's next worker prints its
 start. Its floor is the lease's TTL: etcd must expire the lease before anyone else may lead.
 
 Failover, torchrun 2.6 (c10d): the same job with the agent that hosts the c10d store killed
@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -96,15 +97,26 @@ def failover_npu_run(args, n, etcd, env, marker):
     run_id = f"fail{time.time_ns()}"
     agents = [Agent(npu_run_cmd(args, f"{n - 1}:{n}", etcd, run_id), env) for _ in range(n)]
     try:
-        if not wait_until(lambda: all(a.started(0) is not None for a in agents), 300):
-            raise RuntimeError("npu_run: the workers of attempt 0 did not all start")
+        # Every agent in the full world first: an agent that formed a one-node round alone
+        # re-forms when the other joins, and a kill in between would time that re-forming.
+        formed = f"of {n}, attempt"
+        if not wait_until(lambda: all(a.said(formed) and a.started(0) is not None
+                                      for a in agents), 300):
+            raise RuntimeError(f"npu_run: the workers of a {n}-node round did not all start")
         leader = json.loads(etcd.value(f"/torchelastic/p2p/{run_id}/leader"))
         victim = next(a for a in agents if a.proc.pid == leader["pid"])
         killed_at = time.time()
         os.killpg(victim.proc.pid, signal.SIGKILL)
         survivors = [a for a in agents if a is not victim]
-        wait_until(lambda: any(a.started(1) is not None for a in survivors), args.patience)
-        firsts = [a.started(1) for a in survivors if a.started(1) is not None]
+        # Any worker started after the kill: a leader lost re-forms the job without counting a
+        # restart when the survivors' workers were not failed by it, so the attempt may stay 0.
+        wait_until(lambda: any(a.started_since(killed_at) for a in survivors), args.patience)
+        firsts = [a.started_since(killed_at) for a in survivors if a.started_since(killed_at)]
+        if not firsts:  # say why, so a failed smoke run can be read without rerunning it
+            for a in survivors:
+                tail = "".join(line for _, line in list(a.err)[-15:])
+                print(f"a survivor (pid {a.proc.pid}) started no worker after the kill; "
+                      f"its last lines:\n{tail}", file=sys.stderr, flush=True)
         return min(firsts) - killed_at if firsts else None
     finally:
         stop_agents(agents, marker)

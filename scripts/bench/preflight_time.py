@@ -57,24 +57,29 @@ def main():
     parser.add_argument("--npu-run", required=True)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sizes", default="4,16")
+    parser.add_argument("--modes", default="off,quick,full",
+                        help="the --preflight modes to time (the suite's smoke: off,quick)")
     args = parser.parse_args()
+    modes = args.modes.split(",")
     print("| nodes | off: first worker | quick: first worker | quick's probe | "
           "full: first worker | full's probe |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in [int(s) for s in args.sizes.split(",")]:
-            runs = {"off": [], "quick": [], "full": []}
-            probes = {"quick": [], "full": []}
+            runs = {mode: [] for mode in modes}
+            probes = {mode: [] for mode in modes if mode != "off"}
             for _ in range(args.runs):  # interleaved, so drift hits all alike
                 for mode in runs:
                     took, probe = first_worker(args, n, mode, tmp)
                     runs[mode].append(took)
                     if mode in probes and probe is not None:
                         probes[mode].append(probe)
-            med = {mode: statistics.median(t) for mode, t in runs.items()}
-            probe = {mode: statistics.median(t) if t else float("nan") for mode, t in probes.items()}
-            print(f"| {n} | {med['off']:.2f} s | {med['quick']:.2f} s | {probe['quick']:.2f} s | "
-                  f"{med['full']:.2f} s | {probe['full']:.2f} s |", flush=True)
+            def cell(figures):
+                return f"{statistics.median(figures):.2f} s" if figures else "-"
+            cells = [cell(runs.get("off"))]
+            for mode in ("quick", "full"):
+                cells += [cell(runs.get(mode)), cell(probes.get(mode))]
+            print(f"| {n} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ if [ "$smoke" = --smoke ]; then
   ssh_hosts=(--hosts 4 --runs 1)
   gain=(--nodes 4 --mb 1 --iters 1)
   preflight=(--sizes 2 --runs 1)
+  alarms=(--list)
 else
   out=${BENCH_OUT:-$root/docs/BENCHMARKS.md}
   single=(--nproc 1,8,32 --runs 5)
@@ -59,6 +60,7 @@ else
   ssh_hosts=(--hosts 16,64 --runs 3)
   gain=(--nodes 4,8)
   preflight=(--sizes 4,16 --runs 3)
+  alarms=(--runs 10)
 fi
 
 {
@@ -94,6 +96,8 @@ fi
   echo "## The pre-flight probe's time (scripts/bench/preflight_time.py)"
   echo
   "$py" "$bench/preflight_time.py" --npu-run "$bin/npu_run" "${preflight[@]}"
+  echo
+  "$py" "$bench/false_alarms.py" --integration-tests "$bin/tests/integration_tests" "${alarms[@]}"
   for delay in 0 0.2; do
     echo
     "$py" "$bench/ssh_start.py" --npu-run "$bin/npu_run" --login-delay "$delay" "${ssh_hosts[@]}"

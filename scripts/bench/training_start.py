@@ -45,18 +45,22 @@ def main():
     parser.add_argument("--npu-run", default=os.path.join(ROOT, "build", "npu_run"))
     parser.add_argument("--anchor", default=DEFAULT_ANCHOR)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--nproc", type=int, default=4)
+    parser.add_argument("--anchors", choices=["all", "host"], default="all",
+                        help="torch 1.13, 2.6 and 2.14, or 1.13's alone (the smoke run)")
     args = parser.parse_args()
     env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3", OMP_NUM_THREADS="1")
     train = [TRAIN, "--steps", "2"]
     launchers = {
-        "npu_run": lambda port: [args.npu_run, "--nproc-per-node", "4", "--master-port", str(port), *train],
-        "torchrun (monitor 0.1 s)": lambda port: ["/usr/bin/python3", args.anchor, "--nproc_per_node", "4",
+        "npu_run": lambda port: [args.npu_run, "--nproc-per-node", str(args.nproc), "--master-port", str(port), *train],
+        "torchrun (monitor 0.1 s)": lambda port: ["/usr/bin/python3", args.anchor, "--nproc_per_node", str(args.nproc),
                                                   "--master_port", str(port), "--monitor_interval", "0.1",
                                                   *train],
     }
     envs = {name: env for name in launchers}
-    t26 = torchrun26()
-    for version, command, python in (("2.6", t26, TORCH2_PYTHON), ("2.14", torchrun214(), TORCH214_PYTHON)):
+    t26 = torchrun26() if args.anchors == "all" else None
+    t214 = torchrun214() if args.anchors == "all" else None
+    for version, command, python in (("2.6", t26, TORCH2_PYTHON), ("2.14", t214, TORCH214_PYTHON)):
         if not command:
             continue
         # torch 2.x workers: npu_run starts them through the chroot's python; torchrun 2.x runs
@@ -64,11 +68,11 @@ def main():
         launchers[f"npu_run (torch {version} workers)"] = launchers["npu_run"]
         envs[f"npu_run (torch {version} workers)"] = dict(env, PYTHON_EXEC=python)
         launchers[f"torchrun {version}"] = lambda port, command=command: [
-            *command, "--nproc_per_node", "4", "--master_port", str(port), *train]
+            *command, "--nproc_per_node", str(args.nproc), "--master_port", str(port), *train]
         envs[f"torchrun {version}"] = env
     results = {name: [time_to_first_step(make(free_port()), envs[name]) for _ in range(args.runs)]
                for name, make in launchers.items()}
-    print(f"## Real training start: launch to the first DDP step, 4 workers of examples/train_ddp.py "
+    print(f"## Real training start: launch to the first DDP step, {args.nproc} workers of examples/train_ddp.py "
           f"(gloo, CPU; median, min-max of {args.runs} runs)\n")
     print("| launcher | time to first step | vs npu_run |")
     print("|---|---|---|")
@@ -78,7 +82,9 @@ def main():
         ours = statistics.median(results[f"npu_run (torch {version} workers)" if version else "npu_run"])
         print(f"| {name} | {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f}) | "
               f"{statistics.median(times) / ours:.2f}x |")
-    if not t26:
+    if args.anchors == "host":
+        print("\ntorch 2.6 and 2.14 left out (--anchors host)")
+    elif not t26:
         print("\ntorchrun 2.6 left out: its chroot is not made (run tests/torch2/chroot.sh as root)")
     print("\nMost of this is Python and torch start-up in each worker, the same under any launcher; "
           "the difference is the launcher's own share.")

@@ -70,7 +70,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
 # Look at pending jobs every second (default 60), so a requeued job restarts promptly.
-SchedulerParameters=sched_interval=1
+SchedulerParameters=sched_interval=1,sched_min_interval=100000
 SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=5

@@ -136,12 +136,12 @@ void each_member_at_each_moment(int ttl) {
 }  // namespace
 
 TEST_CASE("etcd member lost: at the default lease, no agent notices",
-          "[integration][etcd][kernel-neutral]") {
+          "[integration][etcd][kernel-neutral][etcd-faults]") {
   each_member_at_each_moment(0);
 }
 
 TEST_CASE("etcd member lost: at the smallest lease npu_run accepts, no agent notices",
-          "[integration][etcd][kernel-neutral]") {
+          "[integration][etcd][kernel-neutral][etcd-faults]") {
   each_member_at_each_moment(2);
 }
 

@@ -177,10 +177,14 @@ TEST_CASE("health gate: the pings stop a warning-only call in flight, which runs
     const auto warn_only = [](const std::string& text) {
       return count_occurrences(text, " -optical\n") + count_occurrences(text, " -link_stat\n");
     };
-    // Each device's two warning-only calls answered once; some were started twice, the first
-    // time killed for the pings.
-    CHECK(warn_only(read_file(scenario + ".calls")) == 16);
-    CHECK(warn_only(read_file(scenario + ".started")) > 16);
+    // Each device's two warning-only calls answered; some were started twice, the first time
+    // stopped for the pings. A call whose answer crossed the stop on a slow machine (an ASan
+    // build as Linux 3.10) is logged as answered and asked again, so answers may exceed 16.
+    const size_t answered = warn_only(read_file(scenario + ".calls"));
+    const size_t started = warn_only(read_file(scenario + ".started"));
+    CHECK(answered >= 16);
+    CHECK(answered <= started);
+    CHECK(started > 16);
   }
   CHECK(job.workers_started() == 16);
 }
@@ -320,8 +324,9 @@ TEST_CASE("health gate: a hanging tool is stopped at its timeout, and the job st
   const Finished f = job.wait_all()[0];
   INFO(f.err);
   CHECK(f.exit_code == 0);
+  // Within the 1 s timeout and the stop's own time: 1.1 s on a loaded ASan build.
   CHECK_THAT(f.err, Contains("health check not run: link device 1: hccn_tool -i 1 -link -g: no "
-                             "answer within 1.0 s"));
+                             "answer within 1.") && Contains(" s (stopped)"));
   CHECK(job.workers_started() == 2);
 }
 

@@ -21,7 +21,7 @@ TEST_CASE("pytorch: 4 DDP workers train and agree on the weights", "[integration
 TEST_CASE("pytorch: a failing rank is the root cause, with its exception from the error file",
           "[integration][e2e][pytorch]") {
   const Finished f = run_npu_run(
-      {"--nproc-per-node", "3", "--term-timeout", "10", source_dir() + "/examples/train_ddp.py",
+      {"--nproc-per-node", "2", "--term-timeout", "10", source_dir() + "/examples/train_ddp.py",
        "--steps", "50", "--fail-rank", "1", "--fail-step", "3"},
       {}, 180s);
   INFO(f.err);

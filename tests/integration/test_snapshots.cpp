@@ -3,12 +3,18 @@
 // deterministically, so a run that failed and resumed must end with the weights of one that did
 // not, bit for bit. Each failure is restored from the step the rendezvous chose; the files on
 // storage load with plain torch.load; no segment outlives its agent, even a SIGKILLed one.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.hpp"
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/nodes.hpp"
@@ -45,9 +51,9 @@ nlohmann::json result(TempDir& dir, const std::string& out) {
 }
 
 // The digest of an uninterrupted run's final weights: what every interrupted one must reach.
-std::string uninterrupted(TempDir& dir) {
+std::string run_uninterrupted(TempDir& dir, const std::vector<std::string>& more) {
   std::vector<std::string> args = {"--nproc-per-node", "2"};
-  for (const std::string& a : training(dir, "clean.json")) args.push_back(a);
+  for (const std::string& a : training(dir, "clean.json", more)) args.push_back(a);
   const Finished f = run_npu_run(args, {}, 120s);
   INFO(f.out << f.err);
   REQUIRE(f.exit_code == 0);
@@ -55,6 +61,32 @@ std::string uninterrupted(TempDir& dir) {
   CHECK(r["start"] == 1);
   CHECK(r["loaded"].is_null());
   return r["digest"].get<std::string>();
+}
+
+// Training is deterministic: the cases that train the same steps with the same torch share one
+// uninterrupted run per build tree (two torch processes each fewer), kept under the tree's
+// Testing/ by the first case that needs it while the others wait on its lock. The key holds
+// what the weights depend on: the trainer, the snapshots' module, the arguments and the torch.
+std::string uninterrupted(TempDir& dir, const std::vector<std::string>& more = {}) {
+  const auto [major, minor] = torch_version();
+  std::string key = fmt::format("{}|{}.{}|{}|{}", test_python(), major, minor, read_file(trainer()),
+                                read_file(source_dir() + "/python/npu_run_checkpoint.py"));
+  for (const std::string& a : more) key += "|" + a;
+  const fs::path cache =
+      fs::path(build_paths::kNpuRun).parent_path() / "Testing" / "snapshot_digests";
+  fs::create_directories(cache);
+  const fs::path entry = cache / std::to_string(std::hash<std::string>{}(key));
+  const int lock = ::open((entry.string() + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  REQUIRE(lock >= 0);
+  ::flock(lock, LOCK_EX);
+  std::string digest = fs::exists(entry) ? read_file(entry.string()) : "";
+  if (digest.empty()) {
+    digest = run_uninterrupted(dir, more);
+    std::ofstream(entry.string() + ".new") << digest;
+    fs::rename(entry.string() + ".new", entry);
+  }
+  ::close(lock);  // and with it the lock
+  return digest;
 }
 
 // The agent `pid`'s segment directories still in /dev/shm.
@@ -201,11 +233,7 @@ TEST_CASE("snapshots: a node lost, the spare in its seat restores its rank from 
   TempDir dir;
   // Slow steps, so that the copy of a snapshot is on node 0 well before the next one begins.
   const std::vector<std::string> pace = {"--steps", "40", "--step-seconds", "0.2"};
-  std::vector<std::string> clean_args = {"--nproc-per-node", "2"};
-  for (const std::string& a : training(dir, "clean.json", {"--steps", "40"}))
-    clean_args.push_back(a);
-  REQUIRE(run_npu_run(clean_args, {}, 120s).exit_code == 0);
-  const std::string clean = result(dir, "clean.json")["digest"].get<std::string>();
+  const std::string clean = uninterrupted(dir, {"--steps", "40"});
   const int port = unused_port();
   std::string command = "exec " + test_python();
   for (const std::string& a : training(dir, "spare.json", pace)) command += " '" + a + "'";

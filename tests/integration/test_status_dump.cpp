@@ -103,13 +103,14 @@ TEST_CASE(
   const std::string logs = dir.file("logs");
   std::filesystem::create_directory(tmp);
   const EnvOverrides env{{"TMPDIR", tmp}};
-  NpuRunProcess job({"--nproc-per-node", "4", "--log-dir", logs, stalling_script(dir)}, env);
-  REQUIRE(settled(env, 4, 5));
+  // Three ranks: two that agree against the stalled one, one torch process fewer than four.
+  NpuRunProcess job({"--nproc-per-node", "3", "--log-dir", logs, stalling_script(dir)}, env);
+  REQUIRE(settled(env, 3, 5));
   const Finished d = run_npu_run({"status", "--dump"}, env, 30s);
   INFO(d.out << d.err);
   CHECK(d.exit_code == 0);
   CHECK_THAT(d.out, Contains("job 'none': running"));
-  CHECK_THAT(d.out, Contains("dump 1: 4 ranks on 1 node answered in"));
+  CHECK_THAT(d.out, Contains("dump 1: 3 ranks on 1 node answered in"));
   CHECK_THAT(d.out, Contains("apart: rank 2"));
   // What each torch offers: 1.13 no worker server (the kernel's view), 2.6 a server without a
   // recorder (the Python stacks decide), 2.14 the recorder (the collective names the rank).
@@ -120,11 +121,11 @@ TEST_CASE(
     CHECK_THAT(d.out, Contains("apart: rank 2 on ") && Contains("is in train.py:8 in load_batch"));
   } else {
     CHECK_THAT(d.out, Contains("apart: rank 2 never entered all_reduce #6 of the default group, "
-                               "which ranks 0, 1 and 3 entered"));
+                               "which ranks 0 and 1 entered"));
     CHECK(std::filesystem::exists(std::filesystem::directory_iterator(logs)->path() /
                                   "attempt_0/1/dump_1/fr_trace.json"));
   }
-  // Nothing was stopped: a second dump (dump 2) finds the same four workers, alive.
+  // Nothing was stopped: a second dump (dump 2) finds the same three workers, alive.
   const Finished again = run_npu_run({"status", "--dump", "--json"}, env, 30s);
   INFO(again.out << again.err);
   REQUIRE(again.exit_code == 0);
@@ -132,7 +133,7 @@ TEST_CASE(
   CHECK(j["phase"] == "running");
   CHECK(j["dump"]["id"] == 2);
   CHECK(j["dump"]["odd_ranks"][0] == 2);
-  REQUIRE(j["dump"]["nodes"][0]["stacks"].size() == 4);
+  REQUIRE(j["dump"]["nodes"][0]["stacks"].size() == 3);
   for (const auto& rank : j["dump"]["nodes"][0]["stacks"]) {
     const int pid = rank["pid"].get<int>();
     CHECK_THAT(d.out, Contains(" pid " + std::to_string(pid) + " "));

@@ -4,8 +4,8 @@
 // (cpu.cfs_quota_us): node 1 is named in the log, `npu_run status` and the report with what it
 // cost, and with --straggler replace a spare takes its seat. A healthy run names nobody. The
 // recorder is torch 2.8's and later: with torch 1.13 the agents say they read nothing, and name
-// nobody. [serial]: the cases compare CPU shares, so ctest runs them alone
-// (tests/native_tests.cmake), with torch 1.13 and again with 2.14.
+// nobody. [serial]: the cases compare CPU shares, so ctest runs them alone; [pytorch]: with torch
+// 1.13 in the plain tree, with 2.14 in the ASan tree (tests/ctest/integration_runs.cmake).
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -89,7 +89,7 @@ bool has_recorder() {
 }  // namespace
 
 TEST_CASE("stragglers: a node slowed mid-run is named in the log and status with its cost",
-          "[integration][straggler][serial]") {
+          "[integration][straggler][serial][pytorch]") {
   CpuQuota quota(15);
   if (!quota.made) {
     WARN("no writable cgroup v1 cpu controller here");
@@ -149,7 +149,7 @@ TEST_CASE("stragglers: a node slowed mid-run is named in the log and status with
 }
 
 TEST_CASE("stragglers: with --straggler replace a spare takes the slowed node's seat",
-          "[integration][straggler][serial]") {
+          "[integration][straggler][serial][pytorch]") {
   if (!has_recorder()) return;  // nothing to name without a recorder (the case above says so)
   CpuQuota quota(15);
   if (!quota.made) {
@@ -162,7 +162,10 @@ TEST_CASE("stragglers: with --straggler replace a spare takes the slowed node's 
   NpuRunProcess& n1 = job.start(1, replace);
   n0.wait_for_output("rank 0 step 100", 1, 90s);
   job.start(-1, replace).wait_for_output("standing by as a spare", 1, 30s, true);
-  quota.take(n1.pid());
+  // Its workers slowed, not its agent: the case is the seat handed over, and an agent starved
+  // past its heartbeat timeout (an ASan build as Linux 3.10 under CI's load, once) is lost
+  // instead of dismissed, which the case above and the elastic ones cover.
+  quota.take_children(n1.pid());
   n0.wait_for_output("its seat goes to a ready spare", 1, 60s, true);
   n0.wait_for_output("rank 0 step 100", 2, 90s);  // the round with the spare trains
   job.stop();
@@ -175,24 +178,24 @@ TEST_CASE("stragglers: with --straggler replace a spare takes the slowed node's 
   CHECK_THAT(done[1].err, Contains("a spare takes its seat"));
 }
 
-// Ten runs with windows of a second (the noisiest the watch allows), each long enough for five
-// windows: a false alarm needs three in a row over the threshold.
-TEST_CASE("stragglers: ten healthy runs name no straggler", "[integration][straggler][serial]") {
+// A healthy run at windows of a second (the noisiest the watch allows), long enough for five
+// windows: a false alarm needs three in a row over the threshold. Once here; ten times and more
+// as a benchmark (scripts/bench/false_alarms.py), where the rare false alarm is counted.
+TEST_CASE("stragglers: a healthy run at one-second windows names no straggler",
+          "[integration][straggler][serial][pytorch]") {
   if (!has_recorder()) return;  // nothing is judged without a recorder
-  for (int run = 0; run < 10; ++run) {
-    Job job;
-    job.window = "1";
-    NpuRunProcess& n0 = job.start(0);
-    job.start(1);
-    n0.wait_for_output("rank 0 step 100", 1, 90s);
-    ::usleep(5'000'000);
-    job.stop();
-    const std::vector<Finished> done = job.wait_all();
-    for (const Finished& f : done) {
-      INFO("run " << run << ": " << f.err);
-      CHECK(f.exit_code == 0);
-      CHECK_THAT(f.err, !Contains("straggler: "));
-    }
+  Job job;
+  job.window = "1";
+  NpuRunProcess& n0 = job.start(0);
+  job.start(1);
+  n0.wait_for_output("rank 0 step 100", 1, 90s);
+  ::usleep(5'000'000);
+  job.stop();
+  const std::vector<Finished> done = job.wait_all();
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+    CHECK_THAT(f.err, !Contains("straggler: "));
   }
 }
 

@@ -1,6 +1,7 @@
 // A cgroup v1 CPU quota (cpu.cfs_quota_us) that slows a node on this machine as a throttled or
 // shared host would: the test joins it while it starts a node (enter/leave), or moves a running
-// process tree into it (take). Removed, its members back in the root group, when it goes.
+// process tree into it (take), or only the tree's descendants (take_children). Removed, its
+// members back in the root group, when it goes.
 #pragma once
 
 #include <fmt/format.h>
@@ -58,6 +59,12 @@ struct CpuQuota {
   void take(pid_t root) const {
     for (const pid_t p : process_tree(root))
       std::ofstream(group / "cgroup.procs") << p << std::flush;
+  }
+  // The tree under `root` without `root` itself: a node's workers slowed, its agent not.
+  void take_children(pid_t root) const {
+    const std::vector<pid_t> tree = process_tree(root);
+    for (size_t i = 1; i < tree.size(); ++i)
+      std::ofstream(group / "cgroup.procs") << tree[i] << std::flush;
   }
   ~CpuQuota() {
     // Whatever is left goes back to the root group first: a group with members stays.

@@ -113,14 +113,15 @@ bool takes_value(const CLI::Option* option) {
 
 }  // namespace
 
-std::vector<std::string> expand_abbreviations(const std::vector<std::string>& args,
-                                              const CLI::App& app) {
+std::vector<std::string> spell_out_options(const std::vector<std::string>& args,
+                                           const CLI::App& app) {
   std::vector<std::string> out = args;
   for (size_t i = 0; i < out.size(); ++i) {
     const std::string& token = out[i];
     if (token == "--" || token.size() < 2 || token[0] != '-') break;  // the script starts here
     const CLI::Option* option = nullptr;
     const size_t equals = token.find('=');
+    const bool empty_value = equals != std::string::npos && equals + 1 == token.size();
     if (token[1] == '-') {
       const std::string name = token.substr(2, equals == std::string::npos ? equals : equals - 2);
       std::vector<std::string> ambiguous;
@@ -137,6 +138,14 @@ std::vector<std::string> expand_abbreviations(const std::vector<std::string>& ar
             "--" + (name.find('_') != std::string::npos ? underscored(full) : full);
         if (equals != std::string::npos) written += token.substr(equals);
         out[i] = written;
+      }
+      // "--role=": the empty value, as argparse reads it. CLI11 would take the next word
+      // instead (the script), so the value becomes a word of its own.
+      if (empty_value && takes_value(option)) {
+        out[i].pop_back();
+        out.insert(out.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::string());
+        ++i;
+        continue;
       }
     } else {
       option = app.get_option_no_throw(token.substr(0, 2));
@@ -177,10 +186,9 @@ std::string unknown_option_message(const std::string& token,
     if (d < best_distance) best = candidate, best_distance = d;
   }
   if (!best.empty()) return fmt::format("unknown option '{}'; did you mean '{}'?", name, best);
+  // usage_error() adds the line that points to --help: once is enough.
   return fmt::format(
-      "unknown option '{}'; see 'npu_run --help' for the options (the training script must come "
-      "after all npu_run options)",
-      name);
+      "unknown option '{}' (the training script must come after all npu_run options)", name);
 }
 
 }  // namespace npu_run

@@ -52,11 +52,12 @@ class OptionNames {
   std::vector<std::string> typed_;
 };
 
-// The options part of `args` (up to the script or "--") with abbreviated long options written
-// out, as argparse accepts them: "--max_restart 3" -> "--max_restarts 3", "--rdzv_endp=h:1" ->
-// "--rdzv_endpoint=h:1". Throws UsageError when an abbreviation fits several options, naming
-// them. Unknown options are left for the parser to report.
-std::vector<std::string> expand_abbreviations(const std::vector<std::string>& args,
+// The options part of `args` (up to the script or "--") as argparse reads it: abbreviated long
+// options written out ("--max_restart 3" -> "--max_restarts 3", "--rdzv_endp=h:1" ->
+// "--rdzv_endpoint=h:1"), and "--name=" of an option with a value given the empty value as a
+// word of its own ("--role=" -> "--role" ""). Throws UsageError when an abbreviation fits
+// several options, naming them. Unknown options are left for the parser to report.
+std::vector<std::string> spell_out_options(const std::vector<std::string>& args,
                                               const CLI::App& app);
 
 // "unknown option '--nproc-per-nod'; did you mean '--nproc-per-node'?" (within 3 edits), or where

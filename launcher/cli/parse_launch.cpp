@@ -81,7 +81,7 @@ ParseResult parse_command_line(const std::vector<std::string>& args, const EnvMa
   LaunchOptions options;
   std::vector<std::string> expanded;
   try {
-    expanded = expand_abbreviations(args, options.app());
+    expanded = spell_out_options(args, options.app());
   } catch (const UsageError& e) {
     return usage_error(e.what());
   }

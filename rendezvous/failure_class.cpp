@@ -34,6 +34,26 @@ std::string raised(const FailureEvidence& e) {
   return e.frame.empty() ? e.exception : fmt::format("{} at {}", e.exception, e.frame);
 }
 
+// The module in Python's "No module named x" (`python -m x`, which prints no traceback) or
+// "No module named 'x'" (an import's ModuleNotFoundError); empty when the line says neither.
+std::string missing_module(const std::string& line) {
+  constexpr std::string_view kSays = "No module named ";
+  const size_t at = line.find(kSays);
+  if (at == std::string::npos) return "";
+  std::string name = line.substr(at + kSays.size());
+  if (name.size() >= 2 && name.front() == '\'' && name.back() == '\'')
+    name = name.substr(1, name.size() - 2);
+  return name;
+}
+
+// What a rank printed last and how it ended, when it raised no Python exception.
+bool same_end_without_exception(const FailureReport& failure, const FailureReport& previous) {
+  const FailureEvidence& e = failure.evidence;
+  return e.exception.empty() && previous.evidence.exception.empty() && !e.last_line.empty() &&
+         e.last_line == previous.evidence.last_line && failure.exit_code == previous.exit_code &&
+         e.last_beat == previous.evidence.last_beat;
+}
+
 Classification infrastructure(const std::string& why) {
   return {FailureClass::kInfrastructure, "infrastructure: " + why};
 }
@@ -56,6 +76,16 @@ Classification classify_failure(const FailureReport& failure, const FailureRepor
         fmt::format("node {} ({}) failed its health gate", failure.node_rank, failure.host));
   if (e.early && e.usage) return deterministic("a usage error at start");
   if (e.early && broken_at_start(e.exception)) return deterministic(raised(e) + " at start");
+  if (const std::string module = missing_module(e.last_line); e.early && !module.empty()) {
+    return deterministic(fmt::format(
+        "Python found no module '{}' at start; it looks in the script's directory (for -m, the "
+        "working directory) and PYTHONPATH: check the name, both, and that the package is "
+        "installed for this Python",
+        module));
+  }
+  if (previous != nullptr && same_end_without_exception(failure, *previous)) {
+    return deterministic(fmt::format("'{}', then {}, twice", e.last_line, failure.description));
+  }
   if (previous != nullptr && !e.exception.empty() && e.exception == previous->evidence.exception &&
       e.frame == previous->evidence.frame && e.last_beat == previous->evidence.last_beat) {
     const std::string beat =

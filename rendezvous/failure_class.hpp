@@ -6,8 +6,9 @@
 // - infrastructure: a lost node, a failed health gate, a worker the OOM killer killed, or one
 //   whose output named a device or link fault (health/fault_patterns.hpp);
 // - deterministic: the same exception type at the same place after the same last beat as in the
-//   attempt before, or an ImportError, ModuleNotFoundError, SyntaxError (or IndentationError,
-//   TabError) or a usage error within --startup-window of the start;
+//   attempt before (without an exception: the same last line of stderr and the same exit), or
+//   an ImportError, ModuleNotFoundError, SyntaxError (or IndentationError, TabError), Python's
+//   "No module named" (`-m`) or a usage error within --startup-window of the start;
 // - other: everything else, which costs a restart of --max-restarts as it always did.
 #pragma once
 

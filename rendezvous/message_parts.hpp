@@ -69,9 +69,12 @@ struct FailureEvidence {
   std::string exception;  // the Python exception's type: "ValueError"
   std::string frame;      // where it was raised: "train.py:88 in step"
   std::string last_beat;  // the text of the failed rank's last progress beat; empty: none
-  bool early = false;     // it failed within --startup-window of its start
-  bool usage = false;     // argparse refused its command line
-  bool oom = false;       // the kernel's OOM killer killed it
+  // Without a Python exception: the last line the rank printed on stderr ("No module named x"),
+  // which tells one failure from another as a traceback does. Empty from agents before it.
+  std::string last_line;
+  bool early = false;  // it failed within --startup-window of its start
+  bool usage = false;  // argparse refused its command line
+  bool oom = false;    // the kernel's OOM killer killed it
 };
 
 // The first failure of a round, as every node will print it.

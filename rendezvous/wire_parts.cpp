@@ -54,7 +54,8 @@ json to_json(const FailureEvidence& e) {
   json j = json::object();
   for (const auto& [key, text] :
        {std::pair{"fault", &e.fault}, std::pair{"exception", &e.exception},
-        std::pair{"frame", &e.frame}, std::pair{"last_beat", &e.last_beat}}) {
+        std::pair{"frame", &e.frame}, std::pair{"last_beat", &e.last_beat},
+        std::pair{"last_line", &e.last_line}}) {
     if (!text->empty()) j[key] = *text;
   }
   for (const auto& [key, flag] :
@@ -71,6 +72,7 @@ FailureEvidence evidence_from(const json& j) {
                          f.text("exception", kMax, false),
                          f.text("frame", kMax, false),
                          f.text("last_beat", kMax, false),
+                         f.text("last_line", kMax, false),
                          f.boolean("early"),
                          f.boolean("usage"),
                          f.boolean("oom")};

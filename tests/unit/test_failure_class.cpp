@@ -15,6 +15,7 @@
 namespace test_failure_class {
 
 using namespace npu_run;
+using Catch::Matchers::Contains;
 using rdzv::FailureClass;
 using rdzv::FailureReport;
 using namespace std::chrono_literals;
@@ -160,8 +161,41 @@ TEST_CASE("classification: broken at start, or the same failure twice, is determ
   FailureReport later = first;
   later.evidence.last_beat = "step 4";  // it got further this time
   CHECK(rdzv::classify_failure(later, &first).kind == FailureClass::kOther);
-  const FailureReport crash = failure_with({});  // no exception seen: never "the same"
+  const FailureReport crash = failure_with({});  // nothing seen at all: never "the same"
   CHECK(rdzv::classify_failure(crash, &crash).kind == FailureClass::kOther);
+}
+
+TEST_CASE("classification: without a traceback, the last line and the exit tell it", "[classify]") {
+  // `python -m no_such_module`: one line, exit 1, no traceback; at start it stops at once.
+  rdzv::FailureEvidence module;
+  module.last_line = "/usr/bin/python3: No module named no_such_module_xyz";
+  module.early = true;
+  const rdzv::Classification at_start = rdzv::classify_failure(failure_with(module), nullptr);
+  CHECK(at_start.kind == FailureClass::kDeterministic);
+  CHECK_THAT(at_start.reason, Contains("Python found no module 'no_such_module_xyz' at start") &&
+                                  Contains("PYTHONPATH") && Contains("-m"));
+  module.last_line = "ModuleNotFoundError: No module named 'apex'";  // quoted, as imports say
+  CHECK_THAT(rdzv::classify_failure(failure_with(module), nullptr).reason,
+             Contains("no module 'apex'"));
+  // Any other last line: the same one and the same exit twice is deterministic.
+  rdzv::FailureEvidence line;
+  line.last_line = "cannot open /data/shard-0: No such file or directory";
+  FailureReport first = failure_with(line);
+  first.exit_code = 1;
+  first.description = "exit code 1";
+  CHECK(rdzv::classify_failure(first, nullptr).kind == FailureClass::kOther);
+  CHECK(rdzv::classify_failure(first, &first).reason ==
+        "deterministic: 'cannot open /data/shard-0: No such file or directory', then exit code 1, "
+        "twice");
+  FailureReport other_exit = first;
+  other_exit.exit_code = 2;
+  CHECK(rdzv::classify_failure(other_exit, &first).kind == FailureClass::kOther);
+  FailureReport other_line = first;
+  other_line.evidence.last_line = "cannot open /data/shard-1: No such file or directory";
+  CHECK(rdzv::classify_failure(other_line, &first).kind == FailureClass::kOther);
+  FailureReport old_peer = first;  // an agent from before last_line reports none
+  old_peer.evidence.last_line.clear();
+  CHECK(rdzv::classify_failure(old_peer, &old_peer).kind == FailureClass::kOther);
 }
 
 TEST_CASE("oom kills: the counter of the memory cgroup, v1, v2 or the container's root",
@@ -223,6 +257,14 @@ TEST_CASE("failure evidence: what the root cause's files and output say", "[clas
   usage.stderr_tail = "usage: train.py [-h]\ntrain.py: error: unrecognized arguments: --x\n";
   usage.finished_at = start + 1s;
   CHECK(failure_evidence({usage, WorkerError{}, "", start, 60s, false}).usage);
+  // No traceback: the last line with text, trimmed; with one, none.
+  WorkerOutcome plain;
+  plain.status = ExitStatus::exited(1);
+  plain.stderr_tail = "loading\n  /usr/bin/python3: No module named x  \n\n";
+  plain.finished_at = start + 1s;
+  CHECK(failure_evidence({plain, WorkerError{}, "", start, 60s, false}).last_line ==
+        "/usr/bin/python3: No module named x");
+  CHECK(failure_evidence({w, WorkerError{}, "", start, 60s, false}).last_line.empty());
 }
 
 }  // namespace test_failure_class

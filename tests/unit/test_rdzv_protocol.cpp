@@ -220,8 +220,14 @@ TEST_CASE("messages: every server message survives encode and decode", "[protoco
   // The restart classification: the evidence a failure carries, the class and why.
   FailureReport raised = f;
   raised.lost = true;
-  raised.evidence = FailureEvidence{
-      "HCCS link error: x", "ValueError", "train.py:88 in step", "step 3", true, true, true};
+  raised.evidence = FailureEvidence{"HCCS link error: x",
+                                    "ValueError",
+                                    "train.py:88 in step",
+                                    "step 3",
+                                    "last: line",
+                                    true,
+                                    true,
+                                    true};
   Decision classified{4, Action::kFinish, 1, 123, raised};
   classified.failure_class = FailureClass::kDeterministic;
   classified.class_reason = "deterministic: ValueError at train.py:88 in step, twice";
@@ -236,6 +242,7 @@ TEST_CASE("messages: every server message survives encode and decode", "[protoco
   CHECK(seen.exception == "ValueError");
   CHECK(seen.frame == "train.py:88 in step");
   CHECK(seen.last_beat == "step 3");
+  CHECK(seen.last_line == "last: line");
   CHECK((seen.early && seen.usage && seen.oom));
   CHECK(round_trip_server<Decision>(Decision{}).failure_class == FailureClass::kNone);
   classified.root_cause->evidence.frame.assign(Limits::kMaxEvidenceText + 1, 'x');

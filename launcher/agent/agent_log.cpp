@@ -73,8 +73,8 @@ void set_identity(const std::string& who) {
 }  // namespace
 
 void set_agent_log_identity(int node_rank, const std::string& host) {
-  const std::string node = node_rank < 0 ? "?" : std::to_string(node_rank);
-  set_identity(fmt::format("node {} {}", node, host));
+  // Before the rendezvous gives it a rank, a node is its host alone ("node ?" read as broken).
+  set_identity(node_rank < 0 ? host : fmt::format("node {} {}", node_rank, host));
 }
 
 void set_launcher_log_identity(const std::string& host) {

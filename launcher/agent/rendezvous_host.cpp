@@ -108,9 +108,17 @@ std::unique_ptr<rdzv::RendezvousServer> host_rendezvous_if_node_0(boost::asio::i
                                                                   store::StoreServer& store) {
   const bool other_node = cfg.shape.node_rank && *cfg.shape.node_rank != 0;
   if (!cfg.rendezvous.is_host.value_or(!other_node)) return nullptr;
-  // An unresolvable name: the client reports it, with its timeout.
+  // A name that failed to resolve for now: the client retries it, and reports it with its
+  // timeout. One that does not exist, on the node given rank 0, is refused at once: that node
+  // hosts the job at the name, and a single node is refused the same way.
   const net::ResolvedEndpoints resolved =
       net::resolve_endpoints(cfg.rendezvous.master_addr, cfg.rendezvous.master_port);
+  if (resolved.not_found && cfg.shape.node_rank == 0) {
+    throw UsageError(fmt::format(
+        "--master-addr '{}': cannot resolve it ({}), and node 0 hosts the rendezvous there; give "
+        "this node's IP address or a name it resolves (/etc/hosts or DNS)",
+        cfg.rendezvous.master_addr, resolved.error));
+  }
   // Thousands of agents need thousands of descriptors; the hard limit is what we may use.
   raise_open_files_limit();
   rdzv::JobSettings settings = job_settings(cfg);

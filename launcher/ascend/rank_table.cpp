@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -258,6 +259,14 @@ RankTable parse_rank_table(const std::string& text, const std::string& path) {
 }
 
 RankTable read_rank_table(const std::string& path) {
+  // An ifstream opens a directory and then reads nothing, which would read as broken JSON.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UsageError(fmt::format(
+        "cannot read the rank table {}: it is a directory; give the JSON file in it, or "
+        "--rank-table auto",
+        path));
+  }
   std::ifstream in(path);
   if (!in)
     throw UsageError(fmt::format("cannot read the rank table {}: {}", path, std::strerror(errno)));

@@ -15,6 +15,16 @@ ExitStatus ExitStatus::from_wait_status(int wait_status) {
   return ExitStatus{};
 }
 
+bool ExitStatus::self_inflicted() const {
+  if (kind != Kind::kSignaled) return false;
+  // Not SIGABRT: npu_run sends it to a hung group for its stacks (agent/hang_response.cpp).
+  for (const int own :
+       {SIGPIPE, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP, SIGXCPU, SIGXFSZ}) {
+    if (signal == own) return true;
+  }
+  return false;
+}
+
 int ExitStatus::as_exit_code() const {
   switch (kind) {
     case Kind::kExited:

@@ -43,6 +43,10 @@ struct ExitStatus {
   int as_exit_code() const;
   // "exit code 3", "signal SIGKILL (9)", "not started: Permission denied".
   std::string describe() const;
+  // Killed by a signal the process brings on itself and npu_run never sends: a write to a closed
+  // pipe (SIGPIPE), a crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP), a limit
+  // (SIGXCPU, SIGXFSZ). Such an end is its own even while npu_run was stopping it.
+  bool self_inflicted() const;
 };
 
 // "SIGTERM" for 15; "signal 42" for numbers without a name.

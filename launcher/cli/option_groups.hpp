@@ -286,8 +286,8 @@ struct SupervisionFlags : FlagGroup {
        .help = "A worker that sent a progress beat (NPU_RUN_PROGRESS) and then none for S seconds "
                "is hung: every worker's stacks are dumped and the job fails (a restart if any "
                "are left). 'auto' learns it: 5 times the longest silence between beats seen, at "
-               "least 300 s (auto:S for another floor)",
-       .type = "S|auto[:S]"}};
+               "least 300 s (auto:S for another floor). 0 or off: none (the default)",
+       .type = "S|auto[:S]|off"}};
   Flag<std::string> auto_progress{
       *this,
       {.name = "--auto-progress",

@@ -82,6 +82,13 @@ void take_counted(const LaunchInputs& in, const std::optional<std::vector<int>>&
     shape.devices_source = "default 0..N-1";
     return;
   }
+  if (static_cast<int>(listed->size()) != shape.nproc_per_node && !o.nproc_per_node.given()) {
+    // One worker per listed device is what they meant: the count is the fix, not the list.
+    throw UsageError(fmt::format(
+        "{} {} names {} devices, one per worker, but {} was not given and is {}; add {} {}",
+        o.devices.source(), *o.devices, listed->size(), o.nproc_per_node.source(), n,
+        o.nproc_per_node.source(), listed->size()));
+  }
   if (static_cast<int>(listed->size()) != shape.nproc_per_node) {
     throw UsageError(fmt::format(
         "{} {} names {} device{} but {} is {}; list exactly {} device ids (e.g. --devices 0-{}) "

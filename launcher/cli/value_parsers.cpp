@@ -80,7 +80,7 @@ HangPolicy parse_hang_timeout(const std::string& value, const std::string& sourc
   constexpr double kMax = 7 * 24 * 3600.0;
   constexpr double kLearnedFloor = 300.0;
   HangPolicy policy;
-  if (value.empty() || value == "0") return policy;
+  if (value.empty() || value == "0" || value == "off") return policy;  // none, the default
   std::string seconds = value;
   if (value == "auto" || value.rfind("auto:", 0) == 0) {
     policy.learned = true;
@@ -97,7 +97,7 @@ HangPolicy parse_hang_timeout(const std::string& value, const std::string& sourc
     if (used != seconds.size() || !(parsed > 0) || parsed > kMax) {
       throw UsageError(fmt::format(
           "{} '{}': expected seconds (more than 0, at most 7 days), 'auto' or 'auto:<seconds>' "
-          "(the floor of the learned timeout), e.g. 600 or auto:120",
+          "(the floor of the learned timeout), e.g. 600 or auto:120; 0 or 'off' for none",
           source, value));
     }
   }
@@ -106,6 +106,12 @@ HangPolicy parse_hang_timeout(const std::string& value, const std::string& sourc
 }
 
 void check_name(const std::string& value, const std::string& source, const char* what) {
+  if (value.empty()) {  // "--role=" reaches here as the empty value (cli/option_names.hpp)
+    throw UsageError(
+        fmt::format("{} '': {} may not be empty; give letters, digits, '-', '_' "
+                    "and '.', or drop {} for its default",
+                    source, what, source));
+  }
   const bool ok = !value.empty() && value != "." && value != ".." &&
                   std::all_of(value.begin(), value.end(), [](unsigned char c) {
                     return std::isalnum(c) || c == '-' || c == '_' || c == '.';
@@ -274,6 +280,17 @@ Endpoint parse_endpoint(const std::string& text, const std::string& source) {
   }
   if (ep.host.empty())
     throw UsageError(fmt::format("{} '{}': the host is empty; write HOST:PORT", source, text));
+  // A name or an IPv4 address outside brackets: refused here, not after the resolver's retries
+  // (a space, a comma-separated list, a URL).
+  const bool name_like = std::all_of(ep.host.begin(), ep.host.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_';
+  });
+  if (text.front() != '[' && !name_like) {
+    throw UsageError(fmt::format(
+        "{} '{}': '{}' is no host name or address (a name has only letters, digits, '-', '.' "
+        "and '_'); write HOST:PORT, or [IPv6 address]:PORT",
+        source, text, ep.host));
+  }
   return ep;
 }
 

@@ -18,6 +18,7 @@ ResolvedEndpoints resolve_endpoints(const std::string& host, int port) {
   ResolvedEndpoints resolved;
   if (ec) {
     resolved.error = ec.message();
+    resolved.not_found = ec == asio::error::host_not_found;
     return resolved;
   }
   for (const auto& entry : results) resolved.endpoints.push_back(entry.endpoint());

@@ -13,6 +13,8 @@ namespace npu_run::net {
 struct ResolvedEndpoints {
   std::vector<boost::asio::ip::tcp::endpoint> endpoints;
   std::string error;  // why it did not resolve; empty when it did
+  // The name does not exist (NXDOMAIN, EAI_NONAME), rather than a lookup that failed for now.
+  bool not_found = false;
 };
 // HOST:PORT (numeric port), resolved synchronously.
 ResolvedEndpoints resolve_endpoints(const std::string& host, int port);

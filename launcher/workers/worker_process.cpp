@@ -294,7 +294,8 @@ void WorkerProcess::ended(boost::system::error_code ec, int wait_status, bool st
     outcome_.status = ExitStatus::from_wait_status(wait_status);
   }
   outcome_.finished_at = std::chrono::system_clock::now();
-  outcome_.stopped_by_agent = stopped_by_agent;
+  // A broken pipe or a crash while the group was being stopped is the worker's own end.
+  outcome_.stopped_by_agent = stopped_by_agent && !outcome_.status.self_inflicted();
   // Whatever the worker left running in its group goes with it. Done now, while the group
   // id cannot have been reused: pid_max may be as low as 32768.
   signal_process_group(outcome_.pid, SIGKILL);

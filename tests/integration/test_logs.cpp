@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "support/fixtures.hpp"
 #include "support/harness.hpp"
 #include "support/private_mounts.hpp"
 #include "support/temp_dir.hpp"
@@ -267,6 +268,17 @@ TEST_CASE(
     CHECK_THAT(f.err, Contains("      incomplete: " + logs) &&
                           Contains("stderr.log (may be incomplete: its file system is full"));
   }
+}
+
+// Before the rendezvous gives this node a rank, its lines name its host alone: not "node ?".
+TEST_CASE("logs: a node without a rank yet is its host in the log lines", "[integration][logs]") {
+  const Finished f =
+      run_npu_run({"--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(unused_port()),
+                   "--rdzv-timeout", "1", "--no-python", "/bin/true"},
+                  {{kHostNameVariable, "lg-host"}});
+  INFO(f.err);
+  CHECK(f.exit_code == 125);
+  CHECK_THAT(f.err, Contains("[npu_run lg-host] ") && !Contains("node ?"));
 }
 
 }  // namespace test_logs

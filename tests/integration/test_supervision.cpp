@@ -73,6 +73,26 @@ TEST_CASE("supervision: a worker killed by a signal gives 128+signal",
   CHECK_THAT(f.err, Contains("signal SIGSEGV (11)"));
 }
 
+// Output into `head -2`: every rank dies of its own SIGPIPE, the later ones while npu_run is
+// stopping them. None was stopped by npu_run (issue 64); the 30 s grace is not waited out.
+TEST_CASE("supervision: a rank killed by its own SIGPIPE while being stopped is not called stopped",
+          "[integration][supervision]") {
+  TempDir dir;
+  const std::string gate = make_gate(dir.file("gate"));
+  NpuRunProcess p(sh_workers(2, "if [ $LOCAL_RANK = 0 ]; then read x < " + gate +
+                                    "; kill -PIPE $$; fi; trap '' TERM; echo ready; sleep 2; "
+                                    "kill -PIPE $$"));
+  p.wait_for_output("ready", 1, 10s);
+  open_gate(gate);
+  const Finished f = p.wait(15s);
+  INFO(f.err);
+  CHECK(f.exit_code == 128 + SIGPIPE);
+  CHECK(f.seconds < 10);
+  CHECK(count_occurrences(f.err, "signal SIGPIPE (13)\n") == 2);  // both rows, nothing after
+  CHECK(count_occurrences(f.err, "stopped by npu_run") == 0);
+  require_no_strays(p);
+}
+
 TEST_CASE("supervision: workers ignoring SIGTERM get SIGKILL after --term-timeout",
           "[integration][supervision]") {
   TempDir dir;

@@ -217,9 +217,15 @@ TEST_CASE("cli: unknown options are named, with a suggestion when one is close",
              Contains("unknown option '--nproc-per-nodes'; did you mean '--nproc-per-node'?"));
   CHECK_THAT(cli.error({"--max-restrats=3", cli.script}),
              Contains("did you mean '--max-restarts'?"));
-  CHECK_THAT(cli.error({"--frobnicate", cli.script}),
-             Contains("unknown option '--frobnicate'; see 'npu_run --help'") &&
-                 Contains("script must come after"));
+  const std::string unknown = cli.error({"--frobnicate", cli.script});
+  CHECK_THAT(unknown, Contains("unknown option '--frobnicate' (the training script must come "
+                               "after all npu_run options)"));
+  // One pointer to --help, the line every usage error ends with, not a second in the message.
+  size_t hints = 0;
+  for (size_t at = unknown.find("--help"); at != std::string::npos;
+       at = unknown.find("--help", at + 1))
+    ++hints;
+  CHECK(hints == 1);
 }
 
 TEST_CASE("cli: malformed options are explained in npu_run's words, never CLI11's", "[cli]") {
@@ -292,6 +298,17 @@ TEST_CASE("cli: what to run: script, module, executable, interpreter", "[cli]") 
   fresh.dir.write("lib/x.py", "");
   CHECK_THAT(fresh.error({fresh.dir.file("lib")}),
              Contains("is a directory without a __main__.py"));
+}
+
+TEST_CASE("cli: --hang-timeout 0 and off are none, as its help and its message say", "[cli]") {
+  Cli cli;
+  for (const char* none : {"0", "off"})
+    CHECK(cli.ok({"--hang-timeout", none, cli.script}).supervision.hang.timeout.count() == 0);
+  CHECK(cli.ok({"--hang-timeout", "2.5", cli.script}).supervision.hang.timeout ==
+        std::chrono::milliseconds(2500));
+  CHECK_THAT(cli.error({"--hang-timeout", "never", cli.script}),
+             Contains("--hang-timeout 'never': expected seconds (more than 0") &&
+                 Contains("0 or 'off' for none"));
 }
 
 }  // namespace test_command_line

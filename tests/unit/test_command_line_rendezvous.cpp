@@ -60,6 +60,13 @@ TEST_CASE("cli: rendezvous address, port, endpoint and conf", "[cli]") {
   CHECK_THAT(cli.error({"--rdzv-endpoint", "a:1", "--master-port", "2", cli.script}),
              Contains("disagree about the rendezvous port"));
   CHECK_THAT(cli.error({"--rdzv-endpoint", "a:x", cli.script}), Contains("expected a port"));
+  // No host name has a space or a comma: refused now, never retried for --rdzv-timeout.
+  for (const char* bad : {"a b:29500", "a,b:29500", "a/b:29500"}) {
+    CHECK_THAT(cli.error({"--nnodes", "2", "--rdzv-endpoint", bad, cli.script}),
+               Contains("is no host name or address"));
+  }
+  CHECK(cli.ok({"--nnodes", "2", "--rdzv-endpoint", "node_1.cluster-a:29500", cli.script})
+            .rendezvous.master_addr == "node_1.cluster-a");
   CHECK_THAT(cli.error({"--rdzv-backend", "zookeeper", cli.script}),
              Contains("expected static, c10d"));
 

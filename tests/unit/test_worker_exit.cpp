@@ -32,6 +32,12 @@ TEST_CASE("exit statuses decode wait statuses and map to npu_run's exit code", "
   CHECK(ExitStatus::not_started(ENOENT).describe() == "not started: No such file or directory");
   CHECK(signal_name(SIGTERM) == "SIGTERM");
   CHECK(signal_name(SIGUSR1) == "SIGUSR1");
+  // A broken pipe or a crash is the process's own end, never one npu_run's stop caused.
+  CHECK(ExitStatus::signaled(SIGPIPE).self_inflicted());
+  CHECK(ExitStatus::signaled(SIGSEGV).self_inflicted());
+  for (const int sent : {SIGTERM, SIGKILL, SIGINT, SIGABRT})
+    CHECK_FALSE(ExitStatus::signaled(sent).self_inflicted());
+  CHECK_FALSE(ExitStatus::exited(141).self_inflicted());
 }
 
 TEST_CASE("group results give the contract's exit status", "[exit]") {

@@ -23,6 +23,11 @@ namespace {
 // (the agent exited or was killed), then SIGKILL every group still remembered.
 [[noreturn]] void guardian_main(int read_fd, const std::string& mark) {
   ::prctl(PR_SET_NAME, "npu_run-guard");
+  // A session (and process group) of its own: timeout(1), `kill -9 -PGID` and batch systems
+  // SIGKILL the agent's group or session, and a guardian inside it would go with the agent,
+  // leaving what the workers started running (issue 64). Outside, only a kill aimed at it
+  // reaches it.
+  (void)::setsid();
   // Its lifetime is tied to the pipe, not to signals: a Ctrl-C to the terminal's process group
   // must not remove it before the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})

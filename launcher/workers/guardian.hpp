@@ -1,6 +1,7 @@
 // The guardian: a small helper process that outlives a SIGKILLed agent just long enough to kill
 // its workers' process groups. PR_SET_PDEATHSIG only reaches each worker's first process, not
-// the children it started (data loaders, shells); the guardian covers those.
+// the children it started (data loaders, shells); the guardian covers those. It leads a
+// session of its own, so that a SIGKILL of the agent's process group or session misses it.
 #pragma once
 
 #include <sys/types.h>

@@ -8,6 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <filesystem>
+#include <utility>
 
 #include "basics/environment.hpp"
 #include "support/output_pipes.hpp"
@@ -34,6 +36,33 @@ struct NpuRunProcess::State {
     if (pid_fd >= 0) ::close(pid_fd);
   }
 };
+
+namespace {
+
+// The program the harness starts and its arguments: npu_run itself, or behind the wrappers an
+// override asks for. Each wrapper execs, so npu_run keeps the pid the test knows.
+std::pair<std::filesystem::path, std::vector<std::string>> command_for(
+    const std::vector<std::string>& args, const EnvOverrides& env) {
+  std::filesystem::path program = npu_run_binary();
+  std::vector<std::string> argv = args;
+  // A host of its own: npu_run in a UTS namespace with that host name (the same pid, as
+  // unshare and sh exec it), so that loopback nodes differ by host as real ones do.
+  if (const auto name = env.find(kHostNameVariable); name != env.end() && name->second) {
+    argv = {"--uts",       "/bin/sh",       "-c", "hostname \"$0\" && exec \"$@\"",
+            *name->second, program.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    program = "/usr/bin/unshare";
+  }
+  // Its own session and process group, as under timeout(1), a batch system or a login shell:
+  // setsid(1) calls setsid() and execs, since the harness's child leads no group.
+  if (env.count(kOwnSessionVariable) != 0) {
+    argv.insert(argv.begin(), program.string());
+    program = "/usr/bin/setsid";
+  }
+  return {program, argv};
+}
+
+}  // namespace
 
 NpuRunProcess::NpuRunProcess(const std::vector<std::string>& args, const EnvOverrides& env,
                              const std::string& cwd)
@@ -69,16 +98,7 @@ NpuRunProcess::NpuRunProcess(const std::vector<std::string>& args, const EnvOver
   bp::default_process_launcher launcher;
   launcher.env = envp.data();
   bp::error_code ec;
-  // A host of its own: npu_run in a UTS namespace with that host name (the same pid, as
-  // unshare and sh exec it), so that loopback nodes differ by host as real ones do.
-  std::filesystem::path program = npu_run_binary();
-  std::vector<std::string> argv = args;
-  if (const auto name = env.find(kHostNameVariable); name != env.end() && name->second) {
-    argv = {"--uts",       "/bin/sh",       "-c", "hostname \"$0\" && exec \"$@\"",
-            *name->second, program.string()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    program = "/usr/bin/unshare";
-  }
+  auto [program, argv] = command_for(args, env);
   if (cwd.empty()) {
     state_->process.emplace(launcher(state_->io.get_executor(), ec, program, argv,
                                      bp::process_stdio{nullptr, out_pipe[1], err_pipe[1]}));

@@ -24,6 +24,9 @@ using EnvOverrides = std::map<std::string, std::optional<std::string>>;  // null
 // In an NpuRunProcess's EnvOverrides: runs npu_run in a UTS namespace of its own with this host
 // name (the variable itself reaches npu_run too, unread).
 inline constexpr const char* kHostNameVariable = "NPU_RUN_TEST_HOST_NAME";
+// In an NpuRunProcess's EnvOverrides, any value: npu_run leads a session and process group of its
+// own (pid() is both ids), so that a test can kill them whole.
+inline constexpr const char* kOwnSessionVariable = "NPU_RUN_TEST_OWN_SESSION";
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 

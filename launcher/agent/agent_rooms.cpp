@@ -3,6 +3,7 @@
 #include "agent/health_room.hpp"
 #include "agent/metrics_room.hpp"
 #include "agent/snapshot_notes.hpp"
+#include "agent/worker_plan.hpp"
 #include "basics/enum_table.hpp"
 
 namespace npu_run {
@@ -56,6 +57,15 @@ void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx) {
   rooms.add(health_room(ctx, [&kept](const NodeVerdict& v) { kept.gate_took(v.elapsed_ms); }));
   rooms.add(preflight_room(ctx));
   rooms.add(waiting_room(ctx));
+}
+
+void give_rooms_env(std::vector<WorkerSpec>& specs, const LaunchConfig& cfg,
+                    const EnvMap& agent_env, const std::string& agent_directory) {
+  add_progress_env(specs, agent_directory, cfg, agent_env);  // progress_room
+  give_python_hooks_env(specs, cfg, agent_directory);
+  give_recorder_env(specs);
+  give_cann_log_env(specs);
+  give_snapshot_env(specs, agent_directory);  // after the hooks: it adds to their path
 }
 
 }  // namespace npu_run

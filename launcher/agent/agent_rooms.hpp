@@ -76,4 +76,16 @@ std::unique_ptr<AgentRoom> waiting_room(const RoomContext& ctx);
 // Every room, in the order above (the health gate's and metrics' rooms are made here too).
 void add_agent_rooms(AgentRooms& rooms, const RoomContext& ctx);
 
+// The variables the rooms above give each worker as an attempt starts, for the agent's private
+// directory `agent_directory` (ProgressBeats::directory()); each room calls its own in
+// starting(). The dry run calls them all, in the rooms' order (give_rooms_env), with the
+// directory's template, so that it shows what a real worker receives.
+void give_python_hooks_env(std::vector<WorkerSpec>& specs, const LaunchConfig& cfg,
+                           const std::string& agent_directory);
+void give_recorder_env(std::vector<WorkerSpec>& specs);
+void give_cann_log_env(std::vector<WorkerSpec>& specs);
+void give_snapshot_env(std::vector<WorkerSpec>& specs, const std::string& agent_directory);
+void give_rooms_env(std::vector<WorkerSpec>& specs, const LaunchConfig& cfg,
+                    const EnvMap& agent_env, const std::string& agent_directory);
+
 }  // namespace npu_run

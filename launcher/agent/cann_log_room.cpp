@@ -65,12 +65,8 @@ class CannLogRoom final : public AgentRoom {
  public:
   void starting(std::vector<WorkerSpec>& specs) override {
     ranks_.clear();
+    give_cann_log_env(specs);
     for (WorkerSpec& spec : specs) {
-      if (!spec.log_dir.empty() && spec.env.count("ASCEND_PROCESS_LOG_PATH") == 0) {
-        const std::string logs = fs::path(spec.log_dir).parent_path().string() + "/process_log";
-        spec.env["ASCEND_PROCESS_LOG_PATH"] = logs;
-        spec.contract_env["ASCEND_PROCESS_LOG_PATH"] = logs;
-      }
       ranks_[spec.local_rank] =
           RankLogs{cann_log_root(spec.env), {spec.global_rank, spec.device_id, 0}};
       link_training_log(spec);
@@ -128,6 +124,15 @@ class CannLogRoom final : public AgentRoom {
 };
 
 }  // namespace
+
+void give_cann_log_env(std::vector<WorkerSpec>& specs) {
+  for (WorkerSpec& spec : specs) {
+    if (spec.log_dir.empty() || spec.env.count("ASCEND_PROCESS_LOG_PATH") != 0) continue;
+    const std::string logs = fs::path(spec.log_dir).parent_path().string() + "/process_log";
+    spec.env["ASCEND_PROCESS_LOG_PATH"] = logs;
+    spec.contract_env["ASCEND_PROCESS_LOG_PATH"] = logs;
+  }
+}
 
 std::unique_ptr<AgentRoom> cann_log_room(const RoomContext& /*ctx*/) {
   return std::make_unique<CannLogRoom>();

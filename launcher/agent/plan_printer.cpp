@@ -1,10 +1,13 @@
 #include "agent/plan_printer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
+#include "agent/agent_rooms.hpp"
 #include "agent/job_records.hpp"
+#include "agent/plan_supervision.hpp"
 #include "agent/rendezvous_settings.hpp"
 #include "agent/run_directory.hpp"
 #include "agent/worker_plan.hpp"
@@ -13,22 +16,43 @@
 #include "etcd/member_probe.hpp"
 #include "net/host_address.hpp"
 #include "rendezvous/node_order.hpp"
+#include "workers/agent_directory.hpp"
+#include "workers/escaped_processes.hpp"
 
 namespace npu_run {
 namespace {
 
 constexpr EnumTable<StreamSink, 4> kSinkNames({{{StreamSink::kInherit, "console"},
                                                 {StreamSink::kFile, "file"},
-                                                {StreamSink::kRelay, "console+file"},
+                                                {StreamSink::kRelay, "relay"},
                                                 {StreamSink::kDiscard, "discarded"}}});
 
-std::string describe_route(const StreamRoute& route, bool relayed_prefix) {
-  if (route.sink == StreamSink::kRelay && route.file.empty())
-    return relayed_prefix ? "console (prefixed)" : "console";
-  std::string text(kSinkNames.name(route.sink));
-  if (!route.file.empty()) text += " " + route.file;
+// What npu_run does with one stream, as the run does it: "console", "console, each line
+// prefixed '[default0]:'", "file F", "console+file F", "discarded", and what else it keeps.
+std::string describe_route(const StreamRoute& route, const std::string& prefix) {
+  std::string text;
+  if (route.sink == StreamSink::kRelay) {
+    text = route.to_console ? "console" : "";
+    if (route.to_console && route.prefixed && !prefix.empty())
+      text += fmt::format(", each line prefixed '{}'", prefix);
+    if (!route.file.empty()) text += (text.empty() ? "file " : ", and file ") + route.file;
+    if (text.empty()) text = "discarded";
+    text += " (through npu_run";
+    if (!route.filters.empty())
+      text += fmt::format("; lines with '{}' also to {}", fmt::join(route.filters, "', '"),
+                          route.filtered_file);
+    text += ")";
+  } else {
+    text = kSinkNames.name(route.sink);
+    if (!route.file.empty()) text += " " + route.file;
+  }
+  // The evidence of a failure: its last lines, read when the worker has ended.
+  if (route.keep_tail) text += "; its tail read for a failure's summary";
   return text;
 }
+
+// The mark as the dry run shows it: the agent's pid and 16 random hex digits, made at launch.
+constexpr const char* kAgentMarkTemplate = "<pid>-<16 hex digits>";
 
 // MASTER_PORT, and MindSpore's and the TF Adapter's names for the same port node 0 holds.
 bool is_held_port(const std::string& name) {
@@ -81,9 +105,8 @@ std::string format_spec_text(const WorkerSpec& spec, const Assignment& a) {
   out += "  env (set by npu_run; everything else is inherited):\n";
   for (const auto& [name, value] : spec.contract_env)
     out += fmt::format("    {}={}\n", name, env_value(name, value, a));
-  const bool prefixed = !spec.console_prefix.empty();
-  out += fmt::format("  stdout: {}\n  stderr: {}\n", describe_route(spec.out, prefixed),
-                     describe_route(spec.err, prefixed));
+  out += fmt::format("  stdout: {}\n  stderr: {}\n", describe_route(spec.out, spec.console_prefix),
+                     describe_route(spec.err, spec.console_prefix));
   return out;
 }
 
@@ -173,6 +196,7 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
   out += "records: " + records_text(cfg, run_dir) + "\n";
   out += fmt::format("stop: forward the signal, SIGKILL after {:.1f} s\n",
                      std::chrono::duration<double>(cfg.supervision.term_timeout).count());
+  out += supervision_text(cfg.supervision);
   out += cfg.supervision.auto_progress
              ? "progress: beats from the scripts (NPU_RUN_PROGRESS) and, until a script beats "
                "itself, one per torch optimizer step (--auto-progress on)\n"
@@ -185,30 +209,45 @@ std::string format_plan_text(const LaunchConfig& cfg, const Assignment& a,
   return out;
 }
 
+namespace {
+
+// What npu_run does with one stream of `spec`, for scripts.
+nlohmann::json route_json(const StreamRoute& r, const WorkerSpec& spec) {
+  using nlohmann::json;
+  const bool relayed = r.sink == StreamSink::kRelay;
+  return json{{"sink", kSinkNames.name(r.sink)},
+              {"file", r.file.empty() ? json(nullptr) : json(r.file)},
+              {"console", r.sink == StreamSink::kInherit || (relayed && r.to_console)},
+              {"prefixed", relayed && r.to_console && r.prefixed && !spec.console_prefix.empty()},
+              {"tail_read", r.keep_tail},
+              {"text", describe_route(r, spec.console_prefix)}};
+}
+
+// One worker of the JSON plan: a port not yet held is null.
+nlohmann::json worker_json(const WorkerSpec& spec, const Assignment& a) {
+  using nlohmann::json;
+  json env = json::object();
+  for (const auto& [name, value] : spec.contract_env)
+    env[name] = is_held_port(name) && a.worker_master_port == 0 ? json(nullptr) : json(value);
+  return json{{"local_rank", spec.local_rank},
+              {"rank", spec.global_rank},
+              {"device_id", spec.device_id},
+              {"command", command_of(spec)},
+              {"env", env},
+              {"stdout", route_json(spec.out, spec)},
+              {"stderr", route_json(spec.err, spec)},
+              {"console_prefix", spec.console_prefix},
+              {"cpus", spec.cpus.empty() ? json(nullptr) : json(spec.cpus)},
+              {"numa_node", spec.cpus.empty() ? json(nullptr) : json(spec.numa_node)}};
+}
+
+}  // namespace
+
 std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
                              const std::vector<WorkerSpec>& specs, const std::string& run_dir) {
   using nlohmann::json;
-  json workers = json::array();
-  for (const WorkerSpec& spec : specs) {
-    auto route = [](const StreamRoute& r) {
-      return json{{"sink", kSinkNames.name(r.sink)},
-                  {"file", r.file.empty() ? json(nullptr) : json(r.file)}};
-    };
-    json env = json::object();
-    for (const auto& [name, value] : spec.contract_env) {
-      env[name] = is_held_port(name) && a.worker_master_port == 0 ? json(nullptr) : json(value);
-    }
-    workers.push_back({{"local_rank", spec.local_rank},
-                       {"rank", spec.global_rank},
-                       {"device_id", spec.device_id},
-                       {"command", command_of(spec)},
-                       {"env", env},
-                       {"stdout", route(spec.out)},
-                       {"stderr", route(spec.err)},
-                       {"console_prefix", spec.console_prefix},
-                       {"cpus", spec.cpus.empty() ? json(nullptr) : json(spec.cpus)},
-                       {"numa_node", spec.cpus.empty() ? json(nullptr) : json(spec.numa_node)}});
-  }
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerSpec& spec : specs) workers.push_back(worker_json(spec, a));
   json plan{{"dry_run", true},
             {"nnodes", a.nnodes},
             {"node_rank", a.node_rank},
@@ -235,6 +274,7 @@ std::string format_plan_json(const LaunchConfig& cfg, const Assignment& a,
             {"topology", a.nnodes > 1 ? json(cfg.placement.path.describe()) : json(nullptr)},
             {"devices", cfg.shape.devices},
             {"health_check", health_mode_text(cfg.health)},
+            {"supervision", supervision_json(cfg.supervision)},
             {"records", records_text(cfg, run_dir)},
             {"workers", workers}};
   return plan.dump(2) + "\n";
@@ -253,8 +293,13 @@ std::string format_plan(const LaunchConfig& cfg, const EnvMap& env, const std::s
   const AttemptLayout layout{run_dir,
                              cfg.output.log_dir.has_value() || cfg.output.log_dir_is_temporary, 0};
   auto specs = make_worker_specs(cfg, assignment, layout, env);
+  // What the rooms add as the attempt starts, in the agent's directory yet to be made.
+  give_rooms_env(specs, cfg, env, agent_directory_template());
   if (auto scheduler = make_scheduler_spec(cfg, assignment, layout, env))
     specs.insert(specs.begin(), std::move(*scheduler));
+  // Every process npu_run starts carries the agent's mark (workers/escaped_processes.hpp).
+  for (WorkerSpec& spec : specs)
+    spec.contract_env[std::string(kAgentMarkVariable)] = kAgentMarkTemplate;
   return cfg.agent.json ? format_plan_json(cfg, assignment, specs, run_dir)
                         : format_plan_text(cfg, assignment, specs, run_dir);
 }

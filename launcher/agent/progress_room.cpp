@@ -37,7 +37,8 @@ class ProgressRoom final : public AgentRoom {
   }
 
   void starting(std::vector<WorkerSpec>& specs) override {
-    add_progress_env(specs, ctx_.beats, ctx_.cfg, ctx_.agent.agent_env);
+    add_progress_env(specs, ctx_.beats != nullptr ? ctx_.beats->directory() : std::string(),
+                     ctx_.cfg, ctx_.agent.agent_env);
   }
 
   void started(Attempt& /*attempt*/) override {

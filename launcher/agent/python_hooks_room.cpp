@@ -45,43 +45,47 @@ std::string write_sitecustomize(const std::string& agent_directory) {
   return directory;
 }
 
+bool beat_steps(const LaunchConfig& cfg) {
+  return cfg.supervision.auto_progress;
+}
+
+bool serve(const LaunchConfig& cfg) {
+  return beat_steps(cfg) || cfg.supervision.hang.any() ||
+         cfg.supervision.straggler.mode != StragglerMode::kOff;
+}
+
 class PythonHooksRoom final : public AgentRoom {
  public:
-  explicit PythonHooksRoom(const RoomContext& ctx)
-      : beat_steps_(ctx.cfg.supervision.auto_progress),
-        serve_(beat_steps_ || ctx.cfg.supervision.hang.any() ||
-               ctx.cfg.supervision.straggler.mode != StragglerMode::kOff) {
-    if (ctx.beats == nullptr || !(beat_steps_ || serve_)) return;
-    directory_ = write_sitecustomize(ctx.beats->directory());
-    servers_ = ctx.beats->directory();
+  explicit PythonHooksRoom(const RoomContext& ctx) : cfg_(ctx.cfg) {
+    if (ctx.beats == nullptr || !(beat_steps(cfg_) || serve(cfg_))) return;
+    if (!write_sitecustomize(ctx.beats->directory()).empty()) directory_ = ctx.beats->directory();
   }
 
   void starting(std::vector<WorkerSpec>& specs) override {
-    if (directory_.empty()) return;
-    for (WorkerSpec& spec : specs) {
-      if (serve_) set(spec, kWorkerServerVariable, worker_server_path(servers_, spec.local_rank));
-      if (beat_steps_) set(spec, "NPU_RUN_BEAT_STEPS", "1");
-      const auto user = spec.env.find("PYTHONPATH");
-      std::string path = directory_;
-      if (user != spec.env.end() && !user->second.empty()) path += ":" + user->second;
-      spec.env["PYTHONPATH"] = path;
-      spec.contract_env["PYTHONPATH"] = path;
-    }
+    if (!directory_.empty()) give_python_hooks_env(specs, cfg_, directory_);
   }
 
  private:
-  static void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
-    spec.env[name] = value;
-    spec.contract_env[name] = value;
-  }
-
-  bool beat_steps_;
-  bool serve_;
-  std::string directory_;  // where sitecustomize.py is; empty: no hooks
-  std::string servers_;    // where the worker servers' sockets are
+  const LaunchConfig& cfg_;
+  std::string directory_;  // the agent's, where sitecustomize.py was written; empty: no hooks
 };
 
 }  // namespace
+
+void give_python_hooks_env(std::vector<WorkerSpec>& specs, const LaunchConfig& cfg,
+                           const std::string& agent_directory) {
+  if (!(beat_steps(cfg) || serve(cfg))) return;
+  for (WorkerSpec& spec : specs) {
+    if (serve(cfg))
+      set_contract_env(spec, kWorkerServerVariable,
+                       worker_server_path(agent_directory, spec.local_rank));
+    if (beat_steps(cfg)) set_contract_env(spec, "NPU_RUN_BEAT_STEPS", "1");
+    const auto user = spec.env.find("PYTHONPATH");
+    std::string path = agent_directory + "/python";
+    if (user != spec.env.end() && !user->second.empty()) path += ":" + user->second;
+    set_contract_env(spec, "PYTHONPATH", path);
+  }
+}
 
 std::unique_ptr<AgentRoom> python_hooks_room(const RoomContext& ctx) {
   return std::make_unique<PythonHooksRoom>(ctx);

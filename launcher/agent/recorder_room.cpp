@@ -75,20 +75,22 @@ bool chosen(const EnvMap& env, const std::string& name) {
 
 class RecorderRoom final : public AgentRoom {
  public:
-  void starting(std::vector<WorkerSpec>& specs) override {
-    for (WorkerSpec& spec : specs) {
-      if (spec.log_dir.empty()) continue;  // no run directory: nowhere of the job's to dump
-      const EnvMap given = spec.env;       // the user's, or the agent's environment's
-      for (auto& [name, value] : recorder_env(spec.log_dir, spec.env)) {
-        if (chosen(given, name)) continue;
-        spec.env[name] = value;
-        spec.contract_env[name] = std::move(value);
-      }
-    }
-  }
+  void starting(std::vector<WorkerSpec>& specs) override { give_recorder_env(specs); }
 };
 
 }  // namespace
+
+void give_recorder_env(std::vector<WorkerSpec>& specs) {
+  for (WorkerSpec& spec : specs) {
+    if (spec.log_dir.empty()) continue;  // no run directory: nowhere of the job's to dump
+    const EnvMap given = spec.env;       // the user's, or the agent's environment's
+    for (auto& [name, value] : recorder_env(spec.log_dir, spec.env)) {
+      if (chosen(given, name)) continue;
+      spec.env[name] = value;
+      spec.contract_env[name] = std::move(value);
+    }
+  }
+}
 
 std::unique_ptr<AgentRoom> recorder_room(const RoomContext& /*ctx*/) {
   return std::make_unique<RecorderRoom>();

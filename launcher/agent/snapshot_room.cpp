@@ -34,14 +34,13 @@ uint64_t snapshot_budget(const SnapshotConfig& cfg, const std::string& directory
 }
 
 // <agent directory>/python/npu_run_checkpoint.py; throws when it cannot be written.
-std::string write_module(const std::string& agent_directory) {
+void write_module(const std::string& agent_directory) {
   const std::string directory = agent_directory + "/python";
   std::filesystem::create_directories(directory);
   std::ofstream out(directory + "/npu_run_checkpoint.py", std::ios::trunc);
   out << kCheckpointModule;
   out.close();
   if (!out) throw std::runtime_error("cannot write " + directory + "/npu_run_checkpoint.py");
-  return directory;
 }
 
 // The ring of copies needs other nodes; its key comes from the job's token (agent/copy_stream.hpp).
@@ -51,9 +50,8 @@ std::optional<SnapshotDesk::CopySettings> copy_settings(const LaunchConfig& cfg)
                                     cfg.rendezvous.run_id};
 }
 
-void set(WorkerSpec& spec, const std::string& name, const std::string& value) {
-  spec.env[name] = value;
-  spec.contract_env[name] = value;
+std::string socket_path(const std::string& agent_directory) {
+  return agent_directory + "/snapshots";
 }
 
 class SnapshotRoom final : public AgentRoom {
@@ -66,9 +64,9 @@ class SnapshotRoom final : public AgentRoom {
       desk_ = std::make_unique<SnapshotDesk>(ctx.io, directory_, ctx.cfg.shape.nproc_per_node,
                                              budget, ctx.cfg.snapshots.keep, std::move(notes),
                                              copy_settings(ctx.cfg));
-      socket_path_ = ctx.beats->directory() + "/snapshots";
+      agent_directory_ = ctx.beats->directory();
       socket_ = std::make_unique<net::LineSocket>(
-          ctx.io, socket_path_,
+          ctx.io, socket_path(agent_directory_),
           [desk = desk_.get()](uint64_t id, const std::string& line) {
             return desk->answer(id, line);
           },
@@ -77,7 +75,7 @@ class SnapshotRoom final : public AgentRoom {
       desk_->set_reply([socket = socket_.get()](uint64_t id, const std::string& line) {
         socket->reply(id, line);
       });
-      module_directory_ = write_module(ctx.beats->directory());
+      write_module(agent_directory_);
       spdlog::debug("snapshots in memory: up to {} in {}", size_text(budget), directory_);
     } catch (const std::exception& e) {
       spdlog::warn("{}; npu_run_checkpoint saves go to storage directly", e.what());
@@ -109,14 +107,7 @@ class SnapshotRoom final : public AgentRoom {
   }
 
   void starting(std::vector<WorkerSpec>& specs) override {
-    if (!desk_) return;
-    for (WorkerSpec& spec : specs) {
-      set(spec, "NPU_RUN_CHECKPOINT", socket_path_);
-      const auto user = spec.env.find("PYTHONPATH");
-      const std::string path = user == spec.env.end() ? "" : user->second;
-      if (path == module_directory_ || path.rfind(module_directory_ + ":", 0) == 0) continue;
-      set(spec, "PYTHONPATH", path.empty() ? module_directory_ : module_directory_ + ":" + path);
-    }
+    if (desk_) give_snapshot_env(specs, agent_directory_);
   }
 
   void done(GroupEnd& /*end*/, Attempt& /*attempt*/) override {
@@ -151,12 +142,23 @@ class SnapshotRoom final : public AgentRoom {
   const ProgressBeats* beats_ = nullptr;
   std::string directory_;  // the segments'
   std::unique_ptr<SnapshotDesk> desk_;
-  std::string socket_path_;
+  std::string agent_directory_;  // the socket's and the module's
   std::unique_ptr<net::LineSocket> socket_;
-  std::string module_directory_;
 };
 
 }  // namespace
+
+void give_snapshot_env(std::vector<WorkerSpec>& specs, const std::string& agent_directory) {
+  const std::string module_directory = agent_directory + "/python";  // write_module()'s
+  for (WorkerSpec& spec : specs) {
+    set_contract_env(spec, "NPU_RUN_CHECKPOINT", socket_path(agent_directory));
+    const auto user = spec.env.find("PYTHONPATH");
+    const std::string path = user == spec.env.end() ? "" : user->second;
+    if (path == module_directory || path.rfind(module_directory + ":", 0) == 0) continue;
+    set_contract_env(spec, "PYTHONPATH",
+                     path.empty() ? module_directory : module_directory + ":" + path);
+  }
+}
 
 std::unique_ptr<AgentRoom> snapshot_room(const RoomContext& ctx,
                                          std::shared_ptr<SnapshotNotes> notes) {

@@ -203,14 +203,15 @@ std::optional<WorkerSpec> make_scheduler_spec(const LaunchConfig& cfg, const Ass
   return spec;
 }
 
-void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats,
+void add_progress_env(std::vector<WorkerSpec>& specs, const std::string& agent_directory,
                       const LaunchConfig& cfg, const EnvMap& agent_env) {
   for (WorkerSpec& spec : specs) {
     const auto set = [&spec](const std::string& name, const std::string& value) {
       spec.env[name] = value;
       spec.contract_env[name] = value;
     };
-    if (beats != nullptr) set("NPU_RUN_PROGRESS", beats->path(spec.local_rank));
+    if (!agent_directory.empty())
+      set("NPU_RUN_PROGRESS", fmt::format("{}/{}", agent_directory, spec.local_rank));
     if (cfg.supervision.hang.any() && agent_env.count("PYTHONFAULTHANDLER") == 0)
       set("PYTHONFAULTHANDLER", "1");
   }

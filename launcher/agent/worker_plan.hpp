@@ -33,10 +33,10 @@ std::vector<WorkerSpec> make_worker_specs(const LaunchConfig& cfg, const Assignm
 std::optional<WorkerSpec> make_scheduler_spec(const LaunchConfig& cfg, const Assignment& assignment,
                                               const AttemptLayout& layout, const EnvMap& agent_env);
 
-// NPU_RUN_PROGRESS for every worker (`beats` null: none could be made), and with hang detection
-// PYTHONFAULTHANDLER=1 unless the agent's environment sets it: a hang's stack dump is SIGABRT,
-// on which faulthandler prints every Python thread.
-void add_progress_env(std::vector<WorkerSpec>& specs, const ProgressBeats* beats,
+// NPU_RUN_PROGRESS for every worker, its socket in the agent's `agent_directory` (empty: none
+// could be made), and with hang detection PYTHONFAULTHANDLER=1 unless the agent's environment
+// sets it: a hang's stack dump is SIGABRT, on which faulthandler prints every Python thread.
+void add_progress_env(std::vector<WorkerSpec>& specs, const std::string& agent_directory,
                       const LaunchConfig& cfg, const EnvMap& agent_env);
 
 // The interface holding `address`, the one peers use for this node: what the workers'

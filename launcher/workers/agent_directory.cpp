@@ -64,6 +64,10 @@ void remove_stale_directories(const std::string& base) {
 
 }  // namespace
 
+std::string agent_directory_template() {
+  return fmt::format("{}/{}<pid>_XXXXXX", bases().front(), kPrefix);
+}
+
 std::string make_agent_directory() {
   std::vector<std::string> errors;  // one per place tried
   for (const std::string& base : bases()) {

@@ -13,6 +13,9 @@ namespace npu_run {
 // Creates it, first removing those of this user whose agent is gone (a SIGKILLed agent never
 // removed its own). Throws std::runtime_error naming every place tried and the fix.
 std::string make_agent_directory();
+// What make_agent_directory() will make, as the dry run shows it:
+// "/tmp/npu_run_progress_<pid>_XXXXXX" (the pid and the six characters are chosen then).
+std::string agent_directory_template();
 
 struct AgentDirectory {
   pid_t pid = 0;  // the agent's

@@ -53,4 +53,10 @@ struct WorkerSpec {
   int numa_node = -1;
 };
 
+// A variable npu_run gives the worker: in its environment, and in the part plans show.
+inline void set_contract_env(WorkerSpec& spec, const std::string& name, const std::string& value) {
+  spec.env[name] = value;
+  spec.contract_env[name] = value;
+}
+
 }  // namespace npu_run

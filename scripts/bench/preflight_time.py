@@ -26,8 +26,9 @@ PROBE_LINE = re.compile(r"pre-flight probe \((\w+), (\d+) nodes, ([0-9.]+) s\)")
 
 
 def first_worker(args, n, mode, tmp):
-    """Seconds from starting n agents to the first worker's start, and the probe's own seconds
-    from node 0's log (None with off); checks that all succeeded."""
+    """(seconds from starting n agents to the first worker's start, the probe's own seconds
+    from node 0's log or None with off), node 0's log and the exit codes; the figures are None
+    unless every agent succeeded."""
     starts = os.path.join(tmp, "starts")
     open(starts, "w").close()
     env = dict(os.environ, STARTS=starts, PYTHON_EXEC="/usr/bin/python3",
@@ -45,11 +46,29 @@ def first_worker(args, n, mode, tmp):
     codes = [p.wait(timeout=600) for p in procs]
     kill_leftovers(f"preflight{os.getpid()}")
     if any(codes):
-        sys.exit(f"preflight bench: {mode}, {n} nodes: exit codes {codes}\n{log}")
+        return None, log, codes
     with open(starts) as f:
         times = [float(line) for line in f if line.strip()]
     probe = PROBE_LINE.search(log)
-    return min(times) - begin, float(probe.group(3)) if probe else None
+    return (min(times) - begin, float(probe.group(3)) if probe else None), log, codes
+
+
+# The probe's own verdict on this machine's load: N agents' matmuls share two cores, and one
+# that a test beside it slowed is "over twice the median" (exit 122). Not a figure of the
+# probe's cost, so such a run is run again, at most twice, and said so.
+SLOW_VERDICT = re.compile(r"preflight: matmul [0-9.]+ s, [0-9.]+x the median")
+
+
+def timed_run(args, n, mode, tmp):
+    for attempt in range(3):
+        figures, log, codes = first_worker(args, n, mode, tmp)
+        if figures is not None:
+            return figures
+        if set(codes) != {122} or not SLOW_VERDICT.search(log) or attempt == 2:
+            sys.exit(f"preflight bench: {mode}, {n} nodes: exit codes {codes}\n{log}")
+        print(f"preflight bench: {mode}, {n} nodes: the probe called a node slow under this "
+              "machine's load; running it again", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 def main():
@@ -70,7 +89,7 @@ def main():
             probes = {mode: [] for mode in modes if mode != "off"}
             for _ in range(args.runs):  # interleaved, so drift hits all alike
                 for mode in runs:
-                    took, probe = first_worker(args, n, mode, tmp)
+                    took, probe = timed_run(args, n, mode, tmp)
                     runs[mode].append(took)
                     if mode in probes and probe is not None:
                         probes[mode].append(probe)

@@ -27,6 +27,13 @@ NpuRunProcess start_job() {
                        {{kOwnSessionVariable, "1"}});
 }
 
+// Until every worker said it is ready and the processes whose end is checked exist: agent,
+// guardian, 2 x (sh, sleep, daemon).
+void wait_until_running(NpuRunProcess& p) {
+  p.wait_for_output("ready", 2, 10s);
+  CHECK(wait_for_marker_processes(p.marker(), 2 + 2 * 3, 5s) >= 2 + 2 * 3);
+}
+
 // SIGKILL to every process of the session `sid`, as a batch system's or a terminal's end does.
 void kill_session(pid_t sid) {
   DIR* proc = ::opendir("/proc");
@@ -53,9 +60,7 @@ void require_all_gone_soon(NpuRunProcess& p) {
 TEST_CASE("kill scope: SIGKILL to npu_run's process group leaves nothing, daemons included",
           "[integration][supervision]") {
   NpuRunProcess p = start_job();
-  p.wait_for_output("ready", 2, 10s);
-  // agent, guardian, 2 x (sh, sleep, daemon): the processes whose end is checked exist
-  CHECK(wait_for_marker_processes(p.marker(), 2 + 2 * 3, 5s) >= 2 + 2 * 3);
+  wait_until_running(p);
   REQUIRE(::getpgid(p.pid()) == p.pid());
   ::kill(-p.pid(), SIGKILL);
   require_all_gone_soon(p);
@@ -64,8 +69,7 @@ TEST_CASE("kill scope: SIGKILL to npu_run's process group leaves nothing, daemon
 TEST_CASE("kill scope: SIGKILL to every process of npu_run's session leaves nothing",
           "[integration][supervision]") {
   NpuRunProcess p = start_job();
-  p.wait_for_output("ready", 2, 10s);
-  CHECK(wait_for_marker_processes(p.marker(), 2 + 2 * 3, 5s) >= 2 + 2 * 3);
+  wait_until_running(p);
   REQUIRE(::getsid(p.pid()) == p.pid());
   kill_session(p.pid());  // the agent, the workers and their children: all but the daemons
   require_all_gone_soon(p);

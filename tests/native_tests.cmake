@@ -14,7 +14,7 @@ add_executable(integration_tests ${integration_sources} support/cut_proxy.cpp su
                                  support/private_mounts.cpp support/process_census.cpp
                                  support/temp_dir.cpp ${build_paths} ${binary_paths})
 target_include_directories(integration_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(integration_tests PRIVATE npu_run_all npu_run_test_main npu_run_warnings)
+target_link_libraries(integration_tests PRIVATE npu_run_all npu_run_test_main npu_run_warnings npu_run_test_code)
 add_dependencies(integration_tests npu_run)
 # Its runs are registered below, by the tree's role (tests/ctest/axes.cmake).
 

@@ -14,7 +14,9 @@ directory first on each worker's PYTHONPATH. Python imports it at start-up, befo
    itself would cost seconds to a worker that never uses it), then starts the server, and beats
    after every optimizer step: through torch's global step hook (torch 2.0 and later), or, on
    torch 1.13, which has none, by wrapping the step of each optimizer class the first time one of
-   its optimizers is made.
+   its optimizers is made;
+ - a module imported already (by a .pth file, by the sitecustomize this one shadows: patching
+   torch.distributed there is a common fix) gets its hook at once, as one imported later does.
 A beat is one datagram to NPU_RUN_PROGRESS whose first byte (\\x01) marks it automatic: once the
 script beats itself, the agent ignores these. Nothing here may stop a worker: every failure is
 swallowed, and a worker without torch never notices it.
@@ -170,12 +172,27 @@ class _WhenModulesLoad:
 
 def _hooks_wanted():
     hooks = {}
-    if (os.environ.get("NPU_RUN_BEAT_STEPS") == "1" and os.environ.get("NPU_RUN_PROGRESS") and
-            "torch.optim.optimizer" not in sys.modules):
+    if os.environ.get("NPU_RUN_BEAT_STEPS") == "1" and os.environ.get("NPU_RUN_PROGRESS"):
         hooks["torch.optim.optimizer"] = _hook_optimizers
-    if _server_path and "torch.distributed" not in sys.modules:
+    if _server_path:
         hooks["torch.distributed"] = lambda module: _serve_worker(sys.modules["torch"])
     return hooks
+
+
+def _hook_imported(hooks):
+    """Runs the hook of each module that is imported already; returns the others' hooks, for
+    when their module loads."""
+    later = {}
+    for name, hook in hooks.items():
+        module = sys.modules.get(name)
+        if module is None:
+            later[name] = hook
+            continue
+        try:
+            hook(module)
+        except Exception:
+            pass
+    return later
 
 
 _server = None
@@ -183,6 +200,6 @@ _server = None
 # take its socket, so the variable goes with this process.
 _server_path = os.environ.pop("NPU_RUN_WORKER_SERVER", None)
 _run_shadowed_sitecustomize()
-_wanted = _hooks_wanted()
+_wanted = _hook_imported(_hooks_wanted())
 if _wanted:
     sys.meta_path.insert(0, _WhenModulesLoad(_wanted))

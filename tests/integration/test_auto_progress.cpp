@@ -1,6 +1,7 @@
 // Automatic progress beats (--auto-progress, issue 46) with real torch: scripts that never beat
-// are found hung after their last optimizer step, a user's own sitecustomize still runs, a
-// script's own beats replace the automatic ones, and --auto-progress off sends none. Tagged
+// are found hung after their last optimizer step, a user's own sitecustomize still runs (and may
+// import torch before the hooks look), a script's own beats replace the automatic ones, and
+// --auto-progress off sends none. Tagged
 // [pytorch]: the suite runs them again with torch 2.6, whose optimizers have the global step hook
 // (1.13's do not: there each optimizer class's step is wrapped).
 #include <catch2/catch.hpp>
@@ -50,11 +51,14 @@ std::string training_script(TempDir& dir, int steps, const std::string& own_beat
 TEST_CASE("auto progress: a script that never beats is found hung after its last optimizer step",
           "[integration][hangs][pytorch]") {
   TempDir dir;
-  // A sitecustomize of the user's own, which npu_run's must not hide.
+  // A sitecustomize of the user's own, which npu_run's must not hide; it imports torch's
+  // optimizers and torch.distributed before npu_run's hooks look (as a patch of
+  // torch.distributed there does), and the beats must come all the same.
   const std::string user_site = dir.path() + "/site";
   dir.write("site/sitecustomize.py",
             "import os\nopen(os.path.join('" + dir.path() +
-                "', 'user_site.' + os.environ['LOCAL_RANK']), 'w').close()\n");
+                "', 'user_site.' + os.environ['LOCAL_RANK']), 'w').close()\n"
+                "import torch.distributed, torch.optim\n");
   NpuRunProcess p({"--nproc-per-node", "2", "--hang-timeout", "3", training_script(dir, 4)},
                   {{"PYTHONPATH", user_site}});
   const Finished f = p.wait(120s);

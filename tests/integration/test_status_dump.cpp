@@ -102,7 +102,10 @@ TEST_CASE(
   const std::string tmp = dir.file("tmp");
   const std::string logs = dir.file("logs");
   std::filesystem::create_directory(tmp);
-  const EnvOverrides env{{"TMPDIR", tmp}};
+  // The user's own sitecustomize imports torch.distributed before npu_run's hooks look (a patch
+  // of it there is a common fix): the worker server must start all the same (torch 2.5 on).
+  dir.write("site/sitecustomize.py", "import torch.distributed\n");
+  const EnvOverrides env{{"TMPDIR", tmp}, {"PYTHONPATH", dir.file("site")}};
   // Three ranks: two that agree against the stalled one, one torch process fewer than four.
   NpuRunProcess job({"--nproc-per-node", "3", "--log-dir", logs, stalling_script(dir)}, env);
   REQUIRE(settled(env, 3, 5));

@@ -4,9 +4,11 @@ with their data, frozen and thawed by pid; which one is etcd's leader asked over
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -24,6 +26,10 @@ class EtcdCluster:
         if not os.access(ETCD, os.X_OK):
             raise SystemExit(f"chaos: {ETCD} is missing; run scripts/install_deps.sh")
         self.scratch = scratch
+        # The members' data in memory: a disk kept busy by CI's background builds can stall an
+        # fsync past etcd's election timeout, and each change of etcd's leader renews every lease.
+        self.data = tempfile.mkdtemp(prefix="npu_run_chaos_etcd_",
+                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self.names = [f"c{i}" for i in range(members)]
         self.client = [free_port() for _ in self.names]
         self.peer = [free_port() for _ in self.names]
@@ -41,7 +47,7 @@ class EtcdCluster:
         log = open(os.path.join(self.scratch, f"{self.names[i]}.log"), "a")
         self.procs[i] = subprocess.Popen(
             [ETCD, "--name", self.names[i], "--data-dir",
-             os.path.join(self.scratch, f"{self.names[i]}.data"), "--listen-client-urls", url,
+             os.path.join(self.data, f"{self.names[i]}.data"), "--listen-client-urls", url,
              "--advertise-client-urls", url, "--listen-peer-urls",
              f"http://127.0.0.1:{self.peer[i]}", "--initial-advertise-peer-urls",
              f"http://127.0.0.1:{self.peer[i]}", "--initial-cluster", self.initial,
@@ -93,3 +99,4 @@ class EtcdCluster:
         for i in range(len(self.procs)):
             self.thaw(i)
             self.kill(i)
+        shutil.rmtree(self.data, ignore_errors=True)

@@ -162,8 +162,20 @@ TEST_CASE("health gate: the pings stop a warning-only call in flight, which runs
   GateNodes job;
   job.nproc = 8;
   // Slow calls: when the pings are asked for, every device is in its first warning-only call.
-  job.start(0, "2", "delay 0.4\nlog_calls\n", {"--node-rank", "0"});
-  job.start(1, "2", "delay 0.4\nlog_calls\nip_base 10.0.1\n", {"--node-rank", "1"});
+  // The workers wait until every device's two warning-only calls are answered (the job would
+  // otherwise end, and stop the calls asked again, before a loaded machine answers them all).
+  job.start(0, "2", "delay 0.4\nlog_calls\n", {"--node-rank", "0"}, true);
+  job.start(1, "2", "delay 0.4\nlog_calls\nip_base 10.0.1\n", {"--node-rank", "1"}, true);
+  const auto warn_only = [](const std::string& text) {
+    return count_occurrences(text, " -optical\n") + count_occurrences(text, " -link_stat\n");
+  };
+  const auto answered_on = [&](const char* node) {
+    const std::string calls = job.dir.file(std::string("scenario.") + node + ".calls");
+    return std::filesystem::exists(calls) ? warn_only(read_file(calls)) : 0;
+  };
+  for (int i = 0; i < 600 && (answered_on("0") < 16 || answered_on("1") < 16); ++i)
+    ::usleep(50'000);
+  job.dir.write("go", "");
   for (const Finished& f : job.wait_all()) {
     INFO(f.err);
     CHECK(f.exit_code == 0);
@@ -174,9 +186,6 @@ TEST_CASE("health gate: the pings stop a warning-only call in flight, which runs
     INFO("node " << node);
     const std::string scenario = job.dir.file(std::string("scenario.") + node);
     CHECK(::access((scenario + ".collisions").c_str(), F_OK) != 0);
-    const auto warn_only = [](const std::string& text) {
-      return count_occurrences(text, " -optical\n") + count_occurrences(text, " -link_stat\n");
-    };
     // Each device's two warning-only calls answered; some were started twice, the first time
     // stopped for the pings. A call whose answer crossed the stop on a slow machine (an ASan
     // build as Linux 3.10) is logged as answered and asked again, so answers may exceed 16.

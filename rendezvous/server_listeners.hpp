@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "net/accept_loop.hpp"
-#include "rendezvous/server.hpp"
+#include "rendezvous/server_options.hpp"
 
 namespace npu_run::rdzv {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "rendezvous/server.hpp"
+#include "rendezvous/server_options.hpp"
 
 namespace npu_run::rdzv {
 

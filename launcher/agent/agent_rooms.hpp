@@ -1,17 +1,26 @@
 // The rooms every agent has (agent/agent_room.hpp), each in a file named after what it does,
-// and the order they hear the agent's events in: the progress sockets first (the others read
-// the beats they collect), the hang watch next (its dump is in the round's end before anyone
-// reads it), the evidence of the root cause's failure (the hang's, if it was one), then the
-// timeline, metrics, the health gate (it tells metrics what its verdict
-// took) and the waiting room.
+// in the order they hear the agent's events (add_agent_rooms):
+//   progress        the beats' sockets and `npu_run status` (the others read the beats)
+//   python hooks    --auto-progress, a beat per optimizer step
+//   recorder        torch's and torch_npu's flight recorders, dumping per attempt
+//   hang            the hang watch and its stack dump (in the round's end before anyone reads it)
+//   recorder watch  a recorder's watchdog that dumped itself (after the recorders: their files)
+//   records dump    `npu_run status --dump`
+//   straggler       --straggler, the entered collectives sampled
+//   evidence        what the root cause's failure showed beyond its exit (the hang's, if one)
+//   CANN logs       each attempt's plogs, read after a failure (after evidence: a link fault)
+//   snapshot        npu_run_checkpoint's snapshots in memory (after the hooks: their path)
+//   timeline        this node's part of the job's timeline
+//   metrics         --metrics-port
+//   health          --health-check's gate and pings (it tells metrics what its verdict took)
+//   preflight       --preflight, this node's part of the probe
+//   waiting         what the agent says while it waits for a round
 #pragma once
 
 #include <memory>
 
-#include "agent/agent_context.hpp"
-#include "agent/agent_room.hpp"
 #include "agent/hang_collection.hpp"
-#include "config/launch_config.hpp"
+#include "agent/room_context.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -21,16 +30,6 @@ namespace npu_run {
 
 class ProgressBeats;
 struct SnapshotNotes;
-
-// What every room may use; each outlives the rooms.
-struct RoomContext {
-  boost::asio::io_context& io;
-  const LaunchConfig& cfg;
-  Rendezvous& rendezvous;
-  const AgentContext& agent;
-  RoomHost& host;
-  ProgressBeats* beats;  // NPU_RUN_PROGRESS; null when it could not be made
-};
 
 // agent/progress_room.cpp: NPU_RUN_PROGRESS in the workers' environment, the beats of each
 // attempt, whether they progressed, and `npu_run status` on this host, with each rank's snapshots

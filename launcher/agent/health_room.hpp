@@ -8,7 +8,7 @@
 #include <functional>
 #include <memory>
 
-#include "agent/agent_rooms.hpp"
+#include "agent/room_context.hpp"
 #include "health/verdict.hpp"
 
 namespace npu_run {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "agent/agent_metrics.hpp"
-#include "agent/agent_rooms.hpp"
+#include "agent/room_context.hpp"
 
 namespace npu_run {
 

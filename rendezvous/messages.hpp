@@ -170,6 +170,12 @@ using ClientMessage =
     std::variant<Hello, Join, Heartbeat, Report, Auth, Resume, HangNotice, StatusQuery,
                  HealthReport, PingReport, RecordsCollected, ProbeReport, CollectiveSample>;
 
+// What an agent's rooms send (Rendezvous::send): the messages of the job's features, as against
+// the link's own (hello, auth, join, heartbeat, resume, report, status). Each is a ClientMessage
+// too; a link carries any of them without knowing which.
+using RoomMessage = std::variant<HangNotice, HealthReport, PingReport, RecordsCollected,
+                                 ProbeReport, CollectiveSample>;
+
 // ---- server -> agent ----
 
 struct Welcome {

@@ -8,7 +8,9 @@
 // The events, in the order a round meets them; every room hears each one, in the order the
 // rooms were added (agent/agent_rooms.cpp):
 //
-//   listen     at the start: the rendezvous' messages the room handles itself
+//   listen     at the start: the rendezvous' messages the room handles itself (registered in
+//              the agent's Inbox, agent/rendezvous_inbox.hpp), and what its joins and
+//              heartbeats carry (the Handlers' beats and snapshots)
 //   joining    INIT or REPORTING -> RENDEZVOUS: a round is joined (the first, after a restart)
 //   assigned   this node has a seat in the round (before the job's checks)
 //   starting   the round's workers are about to be spawned: their specs, to add to
@@ -30,6 +32,7 @@
 #include "agent/assignment.hpp"
 #include "agent/attempt.hpp"
 #include "agent/rendezvous.hpp"
+#include "agent/rendezvous_inbox.hpp"
 #include "rendezvous/messages.hpp"
 #include "workers/worker_spec.hpp"
 
@@ -53,7 +56,7 @@ class RoomHost {
 class AgentRoom {
  public:
   virtual ~AgentRoom() = default;
-  virtual void listen(Rendezvous::Handlers& /*handlers*/) {}
+  virtual void listen(Rendezvous::Handlers& /*handlers*/, Inbox& /*inbox*/) {}
   virtual void joining() {}
   virtual void assigned(const Assignment& /*assignment*/) {}
   virtual void starting(std::vector<WorkerSpec>& /*specs*/) {}

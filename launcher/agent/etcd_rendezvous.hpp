@@ -49,12 +49,7 @@ class EtcdRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override { link_.join(); }
   void report(const rdzv::Report& report) override { link_.report(report); }
-  void send_health(const rdzv::HealthReport& report) override { link_.send_health(report); }
-  void send_pings(const rdzv::PingReport& report) override { link_.send_pings(report); }
-  void send_probe(const rdzv::ProbeReport& report) override { link_.send_probe(report); }
-  void notice_hang(const rdzv::HangNotice& notice) override { link_.notice_hang(notice); }
-  void send_records(const rdzv::RecordsCollected& records) override { link_.send_records(records); }
-  void send_sample(const rdzv::CollectiveSample& sample) override { link_.send_sample(sample); }
+  void send(const rdzv::RoomMessage& message) override { link_.send(message); }
   void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override {
     link_.query_status(ask, std::move(done));
   }

@@ -62,7 +62,7 @@ void HangResponse::respond(const Hang& h) {
     return;
   }
   const rdzv::FailureReport report = failure(h);
-  ctx_.rendezvous.notice_hang(rdzv::HangNotice{ctx_.assignment.round, report});
+  ctx_.rendezvous.send(rdzv::HangNotice{ctx_.assignment.round, report});
   dump_at(report.time_ms, pids);
 }
 

@@ -19,9 +19,9 @@ class HealthRoom final : public AgentRoom {
         gate_(ctx.io, ctx.cfg, ctx.agent.host, ctx.agent.agent_env),
         heard_(std::move(heard)) {}
 
-  void listen(Rendezvous::Handlers& handlers) override {
-    handlers.pings = [this](const rdzv::PingRequest& request) { ping(request); };
-    handlers.ping_verdict = [this](const rdzv::PingVerdict& v) { gate_.pinged(v.findings); };
+  void listen(Rendezvous::Handlers& handlers, Inbox& inbox) override {
+    inbox.on<rdzv::PingRequest>([this](const rdzv::PingRequest& request) { ping(request); });
+    inbox.on<rdzv::PingVerdict>([this](const rdzv::PingVerdict& v) { gate_.pinged(v.findings); });
     // The gate stopped the job: nothing more to check, and this node's name goes where the
     // failed hosts are kept before the agent leaves.
     handlers.health_failed = [this,
@@ -44,7 +44,7 @@ class HealthRoom final : public AgentRoom {
           heard_(verdict);
           const AgentState state = ctx_.host.state();
           if (state == AgentState::kRendezvous || state == AgentState::kRunning)
-            ctx_.rendezvous.send_health(rdzv::HealthReport{compact(verdict)});
+            ctx_.rendezvous.send(rdzv::HealthReport{compact(verdict)});
         },
         [this](const NodeVerdict& verdict) {
           whole_ = compact(verdict);
@@ -87,7 +87,7 @@ class HealthRoom final : public AgentRoom {
       for (PingResult& r : results) {
         if (r.detail.size() > Limits::kMaxPingText) r.detail.resize(Limits::kMaxPingText);
       }
-      ctx_.rendezvous.send_pings(rdzv::PingReport{run, std::move(results)});
+      ctx_.rendezvous.send(rdzv::PingReport{run, std::move(results)});
     });
   }
 
@@ -105,7 +105,7 @@ class HealthRoom final : public AgentRoom {
   void send_whole() {
     const AgentState state = ctx_.host.state();
     if (state == AgentState::kRendezvous || state == AgentState::kRunning)
-      ctx_.rendezvous.send_health(rdzv::HealthReport{std::move(*whole_)});
+      ctx_.rendezvous.send(rdzv::HealthReport{std::move(*whole_)});
     whole_.reset();
   }
 

@@ -59,28 +59,22 @@ Rendezvous::Handlers LeaderLink::link_handlers(uint64_t mine) {
     restart_count_ = a.restart_count;
     handlers_.assigned(a);
   };
-  h.decided = [this, mine](const rdzv::Decision& d) {
-    if (generation_ != mine) return;
-    round_.reset();
-    reported_ = false;
-    handlers_.decided(d);
-  };
-  h.dismissed = [this, mine](const rdzv::Dismissed& d) {
-    if (generation_ != mine) return;
-    round_.reset();
-    handlers_.dismissed(d);
-  };
-  h.stop_workers = current_only(generation_, mine, handlers_.stop_workers);
-  h.reform = current_only(generation_, mine, handlers_.reform);
-  h.progress = current_only(generation_, mine, handlers_.progress);
+  h.message = [this, mine](const rdzv::ServerMessage& message) { on_message(mine, message); };
   h.failed = [this, mine](const std::string& why) { on_link_failed(mine, why); };
   h.health_failed = current_only(generation_, mine, handlers_.health_failed);
-  h.pings = current_only(generation_, mine, handlers_.pings);
-  h.ping_verdict = current_only(generation_, mine, handlers_.ping_verdict);
-  h.probe = current_only(generation_, mine, handlers_.probe);
-  h.standby = current_only(generation_, mine, handlers_.standby);
-  h.collect_records = current_only(generation_, mine, handlers_.collect_records);
   return h;
+}
+
+// A message of the current leader's link goes to the agent as it is; a decision and a
+// dismissal end the round this link carries over to a new leader.
+void LeaderLink::on_message(uint64_t mine, const rdzv::ServerMessage& message) {
+  if (generation_ != mine) return;
+  if (std::holds_alternative<rdzv::Decision>(message) ||
+      std::holds_alternative<rdzv::Dismissed>(message)) {
+    round_.reset();
+    if (std::holds_alternative<rdzv::Decision>(message)) reported_ = false;
+  }
+  if (handlers_.message) handlers_.message(message);
 }
 
 // The leader's server is gone (or refused this agent): a new leader may be on its way. The
@@ -124,7 +118,7 @@ void LeaderLink::follow(const std::string& addr, int port, int64_t epoch) {
   }
   if (join_wanted_) {
     link_->rdzv->join();
-    if (health_) link_->rdzv->send_health(*health_);
+    if (health_) link_->rdzv->send(*health_);
   }
 }
 
@@ -137,17 +131,19 @@ void LeaderLink::carry_over(const std::string& leader) {
       return;
     }
     answer_next_report_ = true;
-    handlers_.reform(rdzv::Reform{
-        *round_, "", -1,
-        fmt::format("the rendezvous leader was lost; the job re-forms at the new leader {}",
-                    leader)});
+    if (handlers_.message) {
+      handlers_.message(rdzv::Reform{
+          *round_, "", -1,
+          fmt::format("the rendezvous leader was lost; the job re-forms at the new leader {}",
+                      leader)});
+    }
     return;
   }
   if (!join_wanted_) return;
   spdlog::info("the rendezvous moved to the new leader at {} (epoch {}): joining there", leader,
                epoch_);
   link_->rdzv->join();
-  if (health_) link_->rdzv->send_health(*health_);
+  if (health_) link_->rdzv->send(*health_);
 }
 
 // The round's leader is gone, and with it whatever it would have decided: the agent hears a
@@ -162,7 +158,7 @@ void LeaderLink::answer_with_restart() {
   round_.reset();
   reported_ = false;
   boost::asio::post(io_, [this, decision, alive = std::weak_ptr<int>(alive_)] {
-    if (!alive.expired() && !closed_) handlers_.decided(decision);
+    if (!alive.expired() && !closed_ && handlers_.message) handlers_.message(decision);
   });
 }
 
@@ -182,29 +178,9 @@ void LeaderLink::report(const rdzv::Report& report) {
   if (link_) link_->rdzv->report(report);
 }
 
-void LeaderLink::send_health(const rdzv::HealthReport& report) {
-  health_ = report;
-  if (link_) link_->rdzv->send_health(report);
-}
-
-void LeaderLink::send_pings(const rdzv::PingReport& report) {
-  if (link_) link_->rdzv->send_pings(report);
-}
-
-void LeaderLink::send_probe(const rdzv::ProbeReport& report) {
-  if (link_) link_->rdzv->send_probe(report);
-}
-
-void LeaderLink::notice_hang(const rdzv::HangNotice& notice) {
-  if (link_) link_->rdzv->notice_hang(notice);
-}
-
-void LeaderLink::send_records(const rdzv::RecordsCollected& records) {
-  if (link_) link_->rdzv->send_records(records);
-}
-
-void LeaderLink::send_sample(const rdzv::CollectiveSample& sample) {
-  if (link_) link_->rdzv->send_sample(sample);
+void LeaderLink::send(const rdzv::RoomMessage& message) {
+  if (const auto* health = std::get_if<rdzv::HealthReport>(&message)) health_ = *health;
+  if (link_) link_->rdzv->send(message);
 }
 
 void LeaderLink::query_status(Rendezvous::StatusAsk ask,

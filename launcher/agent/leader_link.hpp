@@ -43,12 +43,9 @@ class LeaderLink {
 
   void join();
   void report(const rdzv::Report& report);
-  void send_health(const rdzv::HealthReport& report);
-  void send_pings(const rdzv::PingReport& report);
-  void send_probe(const rdzv::ProbeReport& report);
-  void notice_hang(const rdzv::HangNotice& notice);
-  void send_records(const rdzv::RecordsCollected& records);
-  void send_sample(const rdzv::CollectiveSample& sample);
+  // To the current leader (dropped while there is none); the last health verdict goes again
+  // to a new leader along with the join it belongs to.
+  void send(const rdzv::RoomMessage& message);
   void query_status(Rendezvous::StatusAsk ask, std::function<void(Rendezvous::StatusAnswer)> done);
   void close();
   std::string describe() const;
@@ -57,6 +54,7 @@ class LeaderLink {
  private:
   struct Link;
   Rendezvous::Handlers link_handlers(uint64_t mine);
+  void on_message(uint64_t mine, const rdzv::ServerMessage& message);
   void carry_over(const std::string& leader);
   void on_link_failed(uint64_t mine, const std::string& why);
   void answer_with_restart();

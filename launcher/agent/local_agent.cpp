@@ -92,16 +92,18 @@ struct LocalAgent::Impl final : RoomHost {
     move_to(State::kRendezvous);
     Rendezvous::Handlers handlers;
     handlers.assigned = [this](const Assignment& a) { on_assigned(a); };
-    handlers.stop_workers = [this](const rdzv::FailureReport& root) { on_stop_workers(root); };
-    handlers.reform = [this](const rdzv::Reform& r) { on_reform(r); };
-    handlers.decided = [this](const rdzv::Decision& d) { on_decided(d); };
     handlers.failed = [this](const std::string& why) { on_rendezvous_failed(why); };
     handlers.health_failed = [this](const std::string& why) {
       spdlog::error("{}", why);
       finish(kExitHealth);
     };
-    handlers.dismissed = [this](const rdzv::Dismissed& d) { on_dismissed(d); };
-    rooms.each([&](AgentRoom& room) { room.listen(handlers); });
+    handlers.message = [this](const rdzv::ServerMessage& m) { inbox.deliver(m); };
+    inbox.on<rdzv::StopWorkers>(
+        [this](const rdzv::StopWorkers& m) { on_stop_workers(m.root_cause); });
+    inbox.on<rdzv::Reform>([this](const rdzv::Reform& r) { on_reform(r); });
+    inbox.on<rdzv::Decision>([this](const rdzv::Decision& d) { on_decided(d); });
+    inbox.on<rdzv::Dismissed>([this](const rdzv::Dismissed& d) { on_dismissed(d); });
+    rooms.each([&](AgentRoom& room) { room.listen(handlers, inbox); });
     rendezvous.start(std::move(handlers));
     join_round();
   }
@@ -322,6 +324,7 @@ struct LocalAgent::Impl final : RoomHost {
   State current = State::kInit;
   std::unique_ptr<Attempt> round;        // this round's; a fresh one for every round
   std::unique_ptr<ProgressBeats> beats;  // NPU_RUN_PROGRESS; null if it could not be made
+  Inbox inbox;                           // the rendezvous' messages, to the agent and rooms
   AgentRooms rooms;                      // after what they use: they go first
   FinishedHandler on_finished;
 };

@@ -35,14 +35,8 @@ class LocalRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override;
   void report(const rdzv::Report& report) override;
-  void send_health(const rdzv::HealthReport& report) override;
+  void send(const rdzv::RoomMessage& message) override;
   void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override;
-  void send_records(const rdzv::RecordsCollected& records) override {
-    deliver(state_.on_message(kSelf, records, rdzv::now()));
-  }
-  void send_sample(const rdzv::CollectiveSample& sample) override {
-    deliver(state_.on_message(kSelf, sample, rdzv::now()));
-  }
   void close() override { closed_ = true; }
   void add_metrics(MetricsText& out) const override {
     write_rendezvous_metrics(out, state_, 1);
@@ -166,8 +160,12 @@ void LocalRendezvous::report(const rdzv::Report& report) {
   deliver(state_.on_message(kSelf, report, rdzv::now()));
 }
 
-void LocalRendezvous::send_health(const rdzv::HealthReport& report) {
-  deliver(state_.on_message(kSelf, report, rdzv::now()));
+// Every room's message goes to the state as a server's would, but a hang's notice: the only
+// node has nobody to tell, and its report follows. (Pings and the probe are never asked of one
+// node: a ring and a group need two.)
+void LocalRendezvous::send(const rdzv::RoomMessage& message) {
+  if (std::holds_alternative<rdzv::HangNotice>(message)) return;
+  std::visit([this](const auto& m) { deliver(state_.on_message(kSelf, m, rdzv::now())); }, message);
 }
 
 void LocalRendezvous::deliver(std::vector<rdzv::Outgoing> outgoing) {

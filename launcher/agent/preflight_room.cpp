@@ -32,8 +32,8 @@ class PreflightRoom final : public AgentRoom {
 
   // Always: node 0's --preflight decides for the job, and a node launched without it answers
   // that it cannot probe, rather than leave the round waiting.
-  void listen(Rendezvous::Handlers& handlers) override {
-    handlers.probe = [this](const rdzv::ProbeRequest& request) { run(request); };
+  void listen(Rendezvous::Handlers& /*handlers*/, Inbox& inbox) override {
+    inbox.on<rdzv::ProbeRequest>([this](const rdzv::ProbeRequest& request) { run(request); });
   }
 
   // What the probe before this round found: every node logs it.
@@ -57,7 +57,7 @@ class PreflightRoom final : public AgentRoom {
   void run(const rdzv::ProbeRequest& request) {
     if (ctx_.host.state() != AgentState::kRendezvous) return;
     if (ctx_.cfg.health.preflight == PreflightMode::kOff) {
-      ctx_.rendezvous.send_probe(rdzv::ProbeReport{
+      ctx_.rendezvous.send(rdzv::ProbeReport{
           request.run, 0, 0, true,
           "this node runs with --preflight off while node 0 asked for a probe; give every node "
           "the same --preflight"});
@@ -122,7 +122,7 @@ class PreflightRoom final : public AgentRoom {
                                   : "",
                    request.size - 1, static_cast<double>(report.gather_us) / 1e6, report.detail);
     }
-    if (ctx_.host.state() == AgentState::kRendezvous) ctx_.rendezvous.send_probe(report);
+    if (ctx_.host.state() == AgentState::kRendezvous) ctx_.rendezvous.send(report);
   }
 
   RoomContext ctx_;

@@ -32,7 +32,7 @@ class ProgressRoom final : public AgentRoom {
         std::move(snapshots));
   }
 
-  void listen(Rendezvous::Handlers& handlers) override {
+  void listen(Rendezvous::Handlers& handlers, Inbox& /*inbox*/) override {
     handlers.beats = [this] { return status_ ? status_->changed_beats() : std::nullopt; };
   }
 

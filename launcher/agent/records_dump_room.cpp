@@ -51,11 +51,11 @@ class RecordsDumpRoom final : public AgentRoom {
   RecordsDumpRoom(const RoomContext& ctx, std::shared_ptr<AskedPipeDumps> asked)
       : ctx_(ctx), asked_(std::move(asked)) {}
 
-  void listen(Rendezvous::Handlers& handlers) override {
-    handlers.collect_records =
+  void listen(Rendezvous::Handlers& /*handlers*/, Inbox& inbox) override {
+    inbox.on<rdzv::CollectRecords>(
         [this, alive = std::weak_ptr<int>(alive_)](const rdzv::CollectRecords& ask) {
           if (!alive.expired()) collect(ask);
-        };
+        });
   }
 
   // Where each rank serves and keeps its records, as for a hang (agent/hang_room.cpp).
@@ -111,7 +111,7 @@ class RecordsDumpRoom final : public AgentRoom {
     return "";
   }
 
-  void answer(const rdzv::RecordsCollected& records) { ctx_.rendezvous.send_records(records); }
+  void answer(const rdzv::RecordsCollected& records) { ctx_.rendezvous.send(records); }
 
   RoomContext ctx_;
   std::shared_ptr<AskedPipeDumps> asked_;

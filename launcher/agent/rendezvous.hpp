@@ -34,30 +34,23 @@ class StoreServer;
 
 class Rendezvous {
  public:
+  // What the agent hears. A link delivers the assignment, its own failure and the health gate's
+  // refusal through their handlers, and every other message of the rendezvous through
+  // `message`, unread (the agent's Inbox: agent/rendezvous_inbox.hpp).
   struct Handlers {
     std::function<void(const Assignment&)> assigned;
-    std::function<void(const rdzv::FailureReport&)> stop_workers;  // a failure on another node
-    std::function<void(const rdzv::Reform&)> reform;               // elastic: a node joined or left
-    std::function<void(const rdzv::Decision&)> decided;            // restart, or finish with a code
-    std::function<void(const rdzv::Progress&)> progress;           // while waiting for others
-    std::function<void(const std::string&)> failed;                // fatal: timeout, refused, lost
+    std::function<void(const std::string&)> failed;  // fatal: timeout, refused, lost
     // Fatal: a node failed the health gate of a static job; no worker starts anywhere.
     std::function<void(const std::string&)> health_failed;
+    // Each other message of the rendezvous: a failure on another node (StopWorkers), a re-form,
+    // the decision, progress while waiting, the pings and the probe asked for, a spare's
+    // standby and dismissal, a records dump.
+    std::function<void(const rdzv::ServerMessage&)> message;
     // This node's ranks' beats when they changed since the last call: sent with heartbeats, for
     // `npu_run status` anywhere. Unset: none.
     std::function<std::optional<std::vector<rdzv::RankBeat>>()> beats{};
     // Whether this agent reaches etcd, sent with heartbeats (an etcd rendezvous). Unset: nothing.
     std::function<std::optional<bool>()> etcd_reachable{};
-    // Before a round forms: the device-plane pings this node is to make, then what they found.
-    std::function<void(const rdzv::PingRequest&)> pings{};
-    std::function<void(const rdzv::PingVerdict&)> ping_verdict{};
-    // Before a round forms (--preflight): this node's part of the pre-flight probe.
-    std::function<void(const rdzv::ProbeRequest&)> probe{};
-    // --spares: this agent waits as a spare; then it is assigned a lost node's seat, or leaves.
-    std::function<void(const rdzv::Standby&)> standby{};
-    std::function<void(const rdzv::Dismissed&)> dismissed{};
-    // `npu_run status --dump`: collect this node's ranks' records and send_records() them.
-    std::function<void(const rdzv::CollectRecords&)> collect_records{};
     // The snapshots this node's agent holds, for each join (rdzv::Join::snapshots). Unset: none.
     std::function<std::optional<rdzv::HeldSnapshots>()> snapshots{};
   };
@@ -72,23 +65,13 @@ class Rendezvous {
   // Joins the next round: the first one, and again after a restart decision.
   virtual void join() = 0;
   virtual void report(const rdzv::Report& report) = 0;
-  // This node's health verdict for the round it joined (after join(); again after a recheck).
-  virtual void send_health(const rdzv::HealthReport& report) = 0;
-  // The answers to the device-plane pings the rendezvous asked for. A single node is never
-  // asked (a ring needs two).
-  virtual void send_pings(const rdzv::PingReport& /*report*/) {}
-  // This node's figures of the pre-flight probe's step it was asked for.
-  virtual void send_probe(const rdzv::ProbeReport& /*report*/) {}
-  // A worker of this node hung: the other nodes are told at once (rdzv::HangNotice). One node
-  // alone has nobody to tell.
-  virtual void notice_hang(const rdzv::HangNotice& /*notice*/) {}
+  // A room's message (its health verdict after join(), the pings and the probe asked for, a
+  // hang, a records dump, a straggler sample), carried as it is. Where it has nobody to go to
+  // (a single node told of its own hang) the link says so and drops it.
+  virtual void send(const rdzv::RoomMessage& message) = 0;
   // The job as the rendezvous sees it, for `npu_run status` on this node; `done` runs once,
   // from the agent's io_context.
   virtual void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) = 0;
-  // This node's ranks' records for a dump (Handlers::collect_records).
-  virtual void send_records(const rdzv::RecordsCollected& /*records*/) {}
-  // This node's ranks' entered collectives, for the straggler watch (agent/straggler_room.cpp).
-  virtual void send_sample(const rdzv::CollectiveSample& /*sample*/) {}
   // Leaves the job: what was sent is delivered, then nothing more is heard.
   virtual void close() = 0;
   // The address peers use to reach this node (--local-addr, or the source address of its
@@ -130,8 +113,9 @@ std::unique_ptr<Rendezvous> etcd_rendezvous(boost::asio::io_context& io, const L
                                             const std::vector<PortRange>& avoid,
                                             store::StoreServer& store);
 
-// Hands one message from the rendezvous to the agent's handler for it. Welcome and heartbeat
-// acknowledgements are for the connection, not the agent, and are dropped.
+// Hands one message from the rendezvous to the agent: the assignment and errors to their
+// handlers, every other message to Handlers::message. Welcome, challenges, acknowledgements and
+// status answers are the link's own, not the agent's, and are dropped.
 void deliver_to_agent(const Rendezvous::Handlers& handlers, const rdzv::ServerMessage& message,
                       const std::string& host);
 

@@ -92,7 +92,7 @@ class SnapshotRoom final : public AgentRoom {
   SnapshotRoom(const SnapshotRoom&) = delete;
   SnapshotRoom& operator=(const SnapshotRoom&) = delete;
 
-  void listen(Rendezvous::Handlers& handlers) override {
+  void listen(Rendezvous::Handlers& handlers, Inbox& /*inbox*/) override {
     handlers.snapshots = [this]() -> std::optional<rdzv::HeldSnapshots> {
       if (!desk_) return std::nullopt;
       return desk_->held();

@@ -98,7 +98,7 @@ class StragglerRoom final : public AgentRoom {
     if (any) {
       silent_ = 0;
       rdzv::fit_sample(sample);  // the newest calls, within a client frame
-      ctx_.rendezvous.send_sample(sample);
+      ctx_.rendezvous.send(sample);
     } else if (++silent_ == kSilentSamplesToSay && !said_) {
       said_ = true;
       spdlog::info(

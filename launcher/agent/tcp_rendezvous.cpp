@@ -32,13 +32,8 @@ class TcpRendezvous : public Rendezvous {
   void start(Handlers handlers) override;
   void join() override;
   void report(const rdzv::Report& report) override;
-  void send_health(const rdzv::HealthReport& report) override;
-  void send_pings(const rdzv::PingReport& report) override { client_.send(report); }
-  void send_probe(const rdzv::ProbeReport& report) override { client_.send(report); }
-  void notice_hang(const rdzv::HangNotice& notice) override;
+  void send(const rdzv::RoomMessage& message) override;
   void query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) override;
-  void send_records(const rdzv::RecordsCollected& records) override { client_.send(records); }
-  void send_sample(const rdzv::CollectiveSample& sample) override { client_.send(sample); }
   void close() override;
   std::string describe() const override;
   std::string local_address() const override { return addr_; }
@@ -49,6 +44,7 @@ class TcpRendezvous : public Rendezvous {
  private:
   void send_join();
   void on_message(const rdzv::ServerMessage& message);
+  rdzv::ProbeRequest probe_with_store(rdzv::ProbeRequest request) const;
 
   boost::asio::io_context& io_;
   const LaunchConfig& cfg_;
@@ -106,19 +102,6 @@ std::string TcpRendezvous::describe() const {
 
 void TcpRendezvous::start(Handlers handlers) {
   handlers_ = std::move(handlers);
-  // The pre-flight probe's groups meet in the store the workers will use, where npu_run serves
-  // one; with --worker-store torch the group's first node hosts torch's own (the request's).
-  handlers_.probe = [this, probe = std::move(handlers_.probe)](rdzv::ProbeRequest request) {
-    if (!probe) return;
-    if (cfg_.rendezvous.worker_store == WorkerStore::kAgent) {
-      request.store_addr = cfg_.rendezvous.master_addr;
-      request.store_port = cfg_.rendezvous.master_port;
-    } else if (cfg_.rendezvous.worker_store == WorkerStore::kTiered) {
-      request.store_addr = addr_;
-      request.store_port = worker_port_.port();
-    }
-    probe(request);
-  };
   if (cfg_.rendezvous.worker_store == WorkerStore::kAgent) {
     // The rendezvous host serves the workers' store on its port (agent/shared_store.hpp).
     handlers_.assigned = [this, assigned = std::move(handlers_.assigned)](Assignment a) {
@@ -190,16 +173,13 @@ void TcpRendezvous::report(const rdzv::Report& report) {
   client_.send(report);
 }
 
-void TcpRendezvous::send_health(const rdzv::HealthReport& report) {
-  if (join_wanted_) {
-    health_waiting_ = report;
+void TcpRendezvous::send(const rdzv::RoomMessage& message) {
+  const auto* health = std::get_if<rdzv::HealthReport>(&message);
+  if (health != nullptr && join_wanted_) {
+    health_waiting_ = *health;
     return;
   }
-  client_.send(report);
-}
-
-void TcpRendezvous::notice_hang(const rdzv::HangNotice& notice) {
-  client_.send(notice);
+  std::visit([this](const auto& m) { client_.send(m); }, message);
 }
 
 void TcpRendezvous::query_status(StatusAsk ask, std::function<void(StatusAnswer)> done) {
@@ -238,7 +218,24 @@ void TcpRendezvous::on_message(const rdzv::ServerMessage& message) {
     done(*status);
     return;
   }
+  if (const auto* probe = std::get_if<rdzv::ProbeRequest>(&message)) {
+    deliver_to_agent(handlers_, probe_with_store(*probe), host_);
+    return;
+  }
   deliver_to_agent(handlers_, message, host_);
+}
+
+// The pre-flight probe's groups meet in the store the workers will use, where npu_run serves
+// one; with --worker-store torch the group's first node hosts torch's own (the request's).
+rdzv::ProbeRequest TcpRendezvous::probe_with_store(rdzv::ProbeRequest request) const {
+  if (cfg_.rendezvous.worker_store == WorkerStore::kAgent) {
+    request.store_addr = cfg_.rendezvous.master_addr;
+    request.store_port = cfg_.rendezvous.master_port;
+  } else if (cfg_.rendezvous.worker_store == WorkerStore::kTiered) {
+    request.store_addr = addr_;
+    request.store_port = worker_port_.port();
+  }
+  return request;
 }
 
 std::unique_ptr<Rendezvous> tcp_rendezvous(boost::asio::io_context& io, const LaunchConfig& cfg,

@@ -32,9 +32,9 @@ class WaitingRoom final : public AgentRoom {
  public:
   explicit WaitingRoom(const RoomContext& ctx) : ctx_(ctx) {}
 
-  void listen(Rendezvous::Handlers& handlers) override {
-    handlers.progress = [this](const rdzv::Progress& p) { progress(p); };
-    handlers.standby = [this](const rdzv::Standby& s) { standby(s); };
+  void listen(Rendezvous::Handlers& /*handlers*/, Inbox& inbox) override {
+    inbox.on<rdzv::Progress>([this](const rdzv::Progress& p) { progress(p); });
+    inbox.on<rdzv::Standby>([this](const rdzv::Standby& s) { standby(s); });
   }
 
  private:

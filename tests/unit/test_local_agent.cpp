@@ -21,7 +21,10 @@ class FakeRendezvous : public Rendezvous {
   void start(Handlers h) override { handlers = std::move(h); }
   void join() override { ++joins; }
   void report(const rdzv::Report& r) override { reports.push_back(r); }
-  void send_health(const rdzv::HealthReport& r) override { verdicts.push_back(r.verdict); }
+  void send(const rdzv::RoomMessage& m) override {
+    if (const auto* health = std::get_if<rdzv::HealthReport>(&m))
+      verdicts.push_back(health->verdict);
+  }
   void query_status(StatusAsk /*ask*/, std::function<void(StatusAnswer)> done) override {
     done(std::string("no status in this test"));
   }
@@ -121,7 +124,7 @@ struct Harness {
     d.exit_code = code;
     d.membership_change = membership;
     if (!rendezvous.reports.empty()) d.root_cause = rendezvous.reports.back().failure;
-    rendezvous.handlers.decided(d);
+    rendezvous.handlers.message(d);
     io.poll();
   }
 
@@ -186,7 +189,7 @@ TEST_CASE("local agent: a re-form stops the workers without a failure and joins 
           "[unit][agent]") {
   Harness h;
   h.assign(0);
-  h.rendezvous.handlers.reform(rdzv::Reform{0, "h1", -1, "a node joined"});
+  h.rendezvous.handlers.message(rdzv::Reform{0, "h1", -1, "a node joined"});
   CHECK(h.current().stops == std::vector<int>{SIGTERM});
   h.end_round(stopped_by_agent(SIGTERM));
   REQUIRE(h.rendezvous.reports.size() == 1);
@@ -205,8 +208,8 @@ TEST_CASE("local agent: another node's failure stops this node's workers once", 
   remote.node_rank = 1;
   remote.exit_code = 9;
   remote.description = "exit code 9";
-  h.rendezvous.handlers.stop_workers(remote);
-  h.rendezvous.handlers.stop_workers(remote);  // the first reason stands
+  h.rendezvous.handlers.message(rdzv::StopWorkers{0, remote});
+  h.rendezvous.handlers.message(rdzv::StopWorkers{0, remote});  // the first reason stands
   CHECK(h.current().stops == std::vector<int>{SIGTERM});
   h.end_round(stopped_by_agent(SIGTERM));
   CHECK(h.rendezvous.reports.at(0).outcome == rdzv::Outcome::kStopped);

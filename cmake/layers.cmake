@@ -10,7 +10,8 @@
 #
 #   npu_run_layer(agent USES basics net rendezvous ... LIBS spdlog::spdlog SOURCES a.cpp b.cpp)
 #
-# Headers are included by layer folder: "basics/text.hpp", "rendezvous/state.hpp".
+# Headers are included by layer folder: "basics/text.hpp", "rendezvous/state/state.hpp". A layer
+# in a folder of a folder is named by both ("rendezvous/state"; its library npu_run_rendezvous_state).
 
 function(npu_run_layer name)
   cmake_parse_arguments(PARSE_ARGV 1 LAYER "" "" "USES;LIBS;SOURCES")
@@ -25,16 +26,17 @@ function(npu_run_layer name)
                           "not a layer declared before it (declared so far: ${declared}). Layers "
                           "use only the ones below them; add_subdirectory() them bottom-up.")
     endif()
-    list(APPEND uses npu_run_${used})
+    string(REPLACE "/" "_" used_target "${used}")
+    list(APPEND uses npu_run_${used_target})
   endforeach()
-  set(target npu_run_${name})
+  string(REPLACE "/" "_" target "npu_run_${name}")
   add_library(${target} STATIC ${LAYER_SOURCES})
   target_link_libraries(${target} PUBLIC ${uses} ${LAYER_LIBS} PRIVATE npu_run_warnings)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/launcher ${PROJECT_SOURCE_DIR}
                                               ${PROJECT_BINARY_DIR}/generated)
   set_property(GLOBAL APPEND PROPERTY NPU_RUN_LAYERS ${name})
-  set_property(GLOBAL PROPERTY NPU_RUN_LAYER_USES_${name} "${LAYER_USES}")
-  set_property(GLOBAL PROPERTY NPU_RUN_LAYER_DIR_${name} "${CMAKE_CURRENT_SOURCE_DIR}")
+  set_property(GLOBAL PROPERTY NPU_RUN_LAYER_USES_${target} "${LAYER_USES}")
+  set_property(GLOBAL PROPERTY NPU_RUN_LAYER_DIR_${target} "${CMAKE_CURRENT_SOURCE_DIR}")
   # Once, after the whole project is read: only then is every layer's name known.
   get_property(scheduled GLOBAL PROPERTY NPU_RUN_LAYER_CHECK_SCHEDULED)
   if(NOT scheduled)
@@ -48,14 +50,19 @@ endfunction()
 function(npu_run_check_layer_includes)
   get_property(layers GLOBAL PROPERTY NPU_RUN_LAYERS)
   foreach(name IN LISTS layers)
-    get_property(uses GLOBAL PROPERTY NPU_RUN_LAYER_USES_${name})
-    get_property(dir GLOBAL PROPERTY NPU_RUN_LAYER_DIR_${name})
+    string(REPLACE "/" "_" target "npu_run_${name}")
+    get_property(uses GLOBAL PROPERTY NPU_RUN_LAYER_USES_${target})
+    get_property(dir GLOBAL PROPERTY NPU_RUN_LAYER_DIR_${target})
     set(allowed ${name} ${uses})
     file(GLOB files ${dir}/*.cpp ${dir}/*.hpp)
     foreach(file IN LISTS files)
       file(STRINGS ${file} includes REGEX "^#include \"[a-z_]+/")
       foreach(line IN LISTS includes)
+        # A layer in a folder of a folder ("rendezvous/state") is named by both.
         string(REGEX REPLACE "^#include \"([a-z_]+)/.*" "\\1" layer "${line}")
+        if(line MATCHES "^#include \"([a-z_]+/[a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers)
+          set(layer ${CMAKE_MATCH_1})
+        endif()
         if(layer IN_LIST layers AND NOT layer IN_LIST allowed)
           file(RELATIVE_PATH where ${PROJECT_SOURCE_DIR} ${file})
           message(FATAL_ERROR "${where}: '${line}' reaches into the ${layer} layer, but the "

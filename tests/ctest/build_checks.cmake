@@ -18,6 +18,10 @@ npu_run_build_check("a layer that includes an undeclared layer fails to configur
 npu_run_build_check("every file the docs name exists" 60 " 0 missing"
                     /usr/bin/python3 ${checks}/doc_paths.py ${PROJECT_SOURCE_DIR})
 
+# The architecture page's table of layers says what each layer's CMakeLists.txt declares.
+npu_run_build_check("the architecture's layer table matches the build's layers" 60 " 0 differences"
+                    /usr/bin/python3 ${checks}/layer_table.py ${PROJECT_SOURCE_DIR})
+
 # Every npu_run option the README and docs/guide name is one of its command's, read from the
 # binary's own tables.
 npu_run_build_check("every option the guide names exists" 60 " 0 unknown"

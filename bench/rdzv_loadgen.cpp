@@ -16,7 +16,7 @@
 #include "cli/host_probe.hpp"
 #include "cli/rendezvous_options.hpp"
 #include "cli/value_parsers.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/client/client.hpp"
 
 using namespace npu_run::rdzv;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 using npu_run::rdzv::FrameDecoder;
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 using namespace npu_run::rdzv;
 

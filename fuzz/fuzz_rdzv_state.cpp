@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/auth.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/auth.hpp"
+#include "rendezvous/state/state.hpp"
 
 using namespace npu_run::rdzv;
 

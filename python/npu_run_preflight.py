@@ -3,7 +3,7 @@
 # argv[1] and reads one JSON line from stdout: the devices' matmul time (the slowest device's)
 # and the all_gather's with the other nodes of the group, per repeat, in microseconds; or the
 # error. The agent bounds it in time and kills it past the bound. The rendezvous judges the
-# figures of every node (rendezvous/preflight_pairs.hpp).
+# figures of every node (rendezvous/state/preflight_pairs.hpp).
 import json
 import os
 import sys

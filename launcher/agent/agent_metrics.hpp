@@ -9,7 +9,7 @@
 #include <string>
 
 #include "agent/metrics_text.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace npu_run {
 

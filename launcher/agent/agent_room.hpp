@@ -33,7 +33,7 @@
 #include "agent/attempt.hpp"
 #include "agent/rendezvous.hpp"
 #include "agent/rendezvous_inbox.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/worker_spec.hpp"
 
 namespace npu_run {

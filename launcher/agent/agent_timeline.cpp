@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/progress_beats.hpp"
 
 namespace npu_run {

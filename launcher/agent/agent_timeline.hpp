@@ -1,5 +1,5 @@
-// This node's part of the job's timeline (rendezvous/timeline.hpp) for the round it is in: when
-// its workers were spawned, each rank's first beat, a thinned sample of its beats, its last
+// This node's part of the job's timeline (rendezvous/protocol/timeline.hpp) for the round it is in:
+// when its workers were spawned, each rank's first beat, a thinned sample of its beats, its last
 // beat, failures and the workers' end, with wall-clock times. Sent with the node's report and
 // forgotten: the rendezvous keeps the job's. Bounded: at most rdzv::Limits::kMaxReportEvents
 // events per round, whatever the workers do; beats are sampled on a timer that slows down as
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/timeline.hpp"
+#include "rendezvous/protocol/timeline.hpp"
 
 namespace npu_run {
 

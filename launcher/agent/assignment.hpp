@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config/launch_config.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace npu_run {
 

@@ -15,7 +15,7 @@
 #include "agent/assignment.hpp"
 #include "agent/hang_response.hpp"
 #include "agent/round_workers.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/group_result.hpp"
 
 namespace npu_run {

@@ -10,7 +10,7 @@
 #include "agent/hang_stacks.hpp"
 #include "agent/worker_env.hpp"
 #include "basics/exit_status.hpp"
-#include "rendezvous/describe.hpp"
+#include "rendezvous/protocol/describe.hpp"
 
 namespace npu_run {
 

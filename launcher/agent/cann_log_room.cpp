@@ -16,7 +16,7 @@
 #include "agent/attempt.hpp"
 #include "basics/environment.hpp"
 #include "health/cann_log.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/python_dump.hpp"
 
 namespace npu_run {

@@ -5,7 +5,7 @@
 
 #include "agent/health_gate.hpp"
 #include "basics/text.hpp"
-#include "rendezvous/auth.hpp"
+#include "rendezvous/protocol/auth.hpp"
 
 namespace npu_run {
 

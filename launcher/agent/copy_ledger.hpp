@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/snapshot_messages.hpp"
+#include "rendezvous/protocol/snapshot_messages.hpp"
 
 namespace npu_run {
 

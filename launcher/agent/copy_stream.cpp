@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "net/cloexec_socket.hpp"
-#include "rendezvous/auth.hpp"
+#include "rendezvous/protocol/auth.hpp"
 
 namespace npu_run {
 namespace {

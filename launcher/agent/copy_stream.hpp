@@ -1,7 +1,7 @@
 // One TCP connection between two agents for snapshot copies (agent/snapshot_copy_server.hpp,
 // agent/snapshot_copy_client.hpp): JSON lines for what is asked and answered, raw bytes for a
 // snapshot between them, and the proof at the start that both ends know the job's copy key
-// (the rendezvous' HMAC challenge, rendezvous/auth.hpp, with its own labels' key).
+// (the rendezvous' HMAC challenge, rendezvous/protocol/auth.hpp, with its own labels' key).
 //
 // Bounded and never stuck: a line is at most 4 KiB; bytes move 1 MiB at a time between the
 // socket and a file (never more in memory); an operation that makes no progress for `stall`

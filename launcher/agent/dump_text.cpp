@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "agent/status_text.hpp"
-#include "rendezvous/hang_blame.hpp"
+#include "rendezvous/state/hang_blame.hpp"
 
 namespace npu_run {
 namespace {

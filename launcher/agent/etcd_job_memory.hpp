@@ -1,4 +1,4 @@
-// The job's memory (rendezvous/job_memory.hpp) as an etcd rendezvous keeps it, under
+// The job's memory (rendezvous/protocol/job_memory.hpp) as an etcd rendezvous keeps it, under
 // <prefix>/memory: read once, then followed with a watch, so that whichever agent etcd elects
 // next continues the job from it; written by the leader, each write a transaction fenced by the
 // leader key's create revision (its epoch), one at a time and the newest last.
@@ -13,7 +13,7 @@
 
 #include "etcd/client.hpp"
 #include "etcd/watch.hpp"
-#include "rendezvous/job_memory.hpp"
+#include "rendezvous/protocol/job_memory.hpp"
 
 namespace npu_run {
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "agent/rendezvous_host.hpp"
-#include "rendezvous/server.hpp"
+#include "rendezvous/server/server.hpp"
 
 namespace npu_run {
 

@@ -151,7 +151,7 @@ void EtcdRendezvous::decide_lapse(const std::string& why,
 }
 
 // While this leader's lease is in doubt, an agent that hangs up may be following a leader etcd
-// elected in its place: its departure must not end the job (rendezvous/server.hpp). Not for
+// elected in its place: its departure must not end the job (rendezvous/server/server.hpp). Not for
 // longer than a new leader would take to be named: with etcd gone for good, an agent that hung
 // up is lost after all, and the job must hear of it.
 void EtcdRendezvous::hold_departures(bool hold) {

@@ -2,8 +2,8 @@
 // included. Every agent holds an etcd lease (renewed at a third of its TTL) and a member key on
 // it, and campaigns for the job's leader key (etcd/election.hpp). The one etcd elects serves
 // npu_run's own TCP rendezvous and the workers' store on its address, published in the leader
-// key, and writes the job's memory (rendezvous/job_memory.hpp) with transactions fenced by its
-// epoch; every agent, the leader's own included, is a client of that server through a
+// key, and writes the job's memory (rendezvous/protocol/job_memory.hpp) with transactions fenced by
+// its epoch; every agent, the leader's own included, is a client of that server through a
 // LeaderLink, which follows a new leader when the old one's lease lapses. Renewals that fail
 // while etcd elects its own leader cost nothing (etcd/lease_keeper.hpp). A leader whose renewals
 // fail while the other agents' succeed, one more through every member included, is cut off

@@ -3,7 +3,7 @@
 #include <csignal>
 
 #include "health/fault_patterns.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/python_traceback.hpp"
 
 namespace npu_run {

@@ -1,5 +1,5 @@
 // What this node saw of its root-cause worker's failure beyond the exit, for the rendezvous'
-// restart classification (rendezvous/failure_class.hpp): a device fault its output or error
+// restart classification (rendezvous/state/failure_class.hpp): a device fault its output or error
 // file named, its exception and where it was raised, its last beat, whether it failed at start,
 // whether the OOM killer killed it. Pure: the agent reads the files and the counters.
 #pragma once
@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "agent/failure_summary.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/group_result.hpp"
 
 namespace npu_run {

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "basics/exit_status.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 namespace npu_run {
 

@@ -1,6 +1,6 @@
 // Every FailureReport this node sends the rendezvous is made here: a job this node cannot take
 // part in, a stop by signal, its own root-cause worker, and a hang. The rendezvous passes the
-// job's root cause to every node, which names it in its summary (rendezvous/describe.hpp).
+// job's root cause to every node, which names it in its summary (rendezvous/protocol/describe.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -9,7 +9,7 @@
 
 #include "agent/assignment.hpp"
 #include "agent/hang_watch.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/group_result.hpp"
 
 namespace npu_run {

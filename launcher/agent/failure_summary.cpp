@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "basics/text.hpp"
-#include "rendezvous/hang_blame.hpp"
+#include "rendezvous/state/hang_blame.hpp"
 
 namespace npu_run {
 namespace {

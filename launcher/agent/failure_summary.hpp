@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/group_result.hpp"
 
 namespace npu_run {

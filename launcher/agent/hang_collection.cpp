@@ -10,7 +10,7 @@
 
 #include "agent/recorded_calls.hpp"
 #include "agent/worker_server_client.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/python_dump.hpp"
 
 namespace npu_run {

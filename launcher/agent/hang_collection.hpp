@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/message_parts.hpp"
+#include "rendezvous/protocol/message_parts.hpp"
 #include "workers/worker_spec.hpp"
 
 namespace npu_run {

@@ -8,8 +8,8 @@
 #include "agent/failure_reports.hpp"
 #include "agent/hang_stacks.hpp"
 #include "agent/rank_beats.hpp"
-#include "rendezvous/describe.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/describe.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/stack_dump.hpp"
 
 namespace npu_run {

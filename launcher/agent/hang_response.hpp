@@ -25,7 +25,7 @@
 #include "agent/rendezvous.hpp"
 #include "agent/round_workers.hpp"
 #include "config/launch_config.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/group_result.hpp"
 #include "workers/progress_beats.hpp"
 

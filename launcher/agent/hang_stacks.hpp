@@ -1,5 +1,5 @@
 // A hang's stack dump as the job sees it: what this node reports of each rank's stack to the
-// rendezvous (which compares them across the job, rendezvous/hang_blame.hpp), and what the
+// rendezvous (which compares them across the job, rendezvous/state/hang_blame.hpp), and what the
 // decision that comes back changes in this node's summary.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agent/hang_collection.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 #include "workers/group_result.hpp"
 
 namespace npu_run {

@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "agent/health_gate.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 namespace npu_run {
 namespace {

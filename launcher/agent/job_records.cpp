@@ -11,8 +11,8 @@
 #include <fstream>
 #include <map>
 
-#include "rendezvous/state.hpp"
-#include "rendezvous/wire_parts.hpp"
+#include "rendezvous/protocol/wire_parts.hpp"
+#include "rendezvous/state/state.hpp"
 #include "report/html_report.hpp"
 #include "report/run_timeline.hpp"
 

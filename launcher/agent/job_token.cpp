@@ -11,7 +11,7 @@
 
 #include "basics/token_file.hpp"
 #include "basics/usage_error.hpp"
-#include "rendezvous/auth.hpp"
+#include "rendezvous/protocol/auth.hpp"
 
 namespace npu_run {
 

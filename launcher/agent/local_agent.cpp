@@ -19,7 +19,7 @@
 #include "agent/stop_requests.hpp"
 #include "agent/worker_plan.hpp"
 #include "basics/exit_status.hpp"
-#include "rendezvous/describe.hpp"
+#include "rendezvous/protocol/describe.hpp"
 #include "workers/escaped_processes.hpp"
 #include "workers/guardian.hpp"
 #include "workers/progress_beats.hpp"

@@ -1,7 +1,7 @@
 // LocalAgent: this node's part in the job, one state machine over the rendezvous and the
 // workers. It joins, runs each round's workers (agent/attempt.hpp: a fresh Attempt per round),
 // reports how they ended, and follows the job's decision, which the rendezvous makes the same way
-// for one node or many (rendezvous/state.hpp).
+// for one node or many (rendezvous/state/state.hpp).
 //
 // Its states, and what moves it from one to the next (nothing else does: every move is checked
 // against this table, kTransitions in local_agent.cpp):

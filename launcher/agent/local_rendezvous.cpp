@@ -22,7 +22,7 @@
 #include "net/address_probe.hpp"
 #include "net/cloexec_socket.hpp"
 #include "net/held_port.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "store/store_server.hpp"
 
 namespace npu_run {

@@ -11,7 +11,7 @@
 
 #include "agent/local_agent.hpp"
 #include "config/launch_config.hpp"
-#include "rendezvous/server.hpp"
+#include "rendezvous/server/server.hpp"
 
 namespace boost::asio {
 class io_context;

@@ -4,7 +4,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "rendezvous/server_dialer.hpp"
+#include "rendezvous/client/server_dialer.hpp"
 
 namespace npu_run {
 

@@ -15,7 +15,7 @@
 #include "devices/device_list.hpp"
 #include "etcd/member_probe.hpp"
 #include "net/host_address.hpp"
-#include "rendezvous/node_order.hpp"
+#include "rendezvous/state/node_order.hpp"
 #include "workers/agent_directory.hpp"
 #include "workers/escaped_processes.hpp"
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "health/tool_run.hpp"
-#include "rendezvous/probe_messages.hpp"
+#include "rendezvous/protocol/probe_messages.hpp"
 
 namespace npu_run {
 

@@ -2,7 +2,7 @@
 // a probe step (rdzv::ProbeRequest, before a round forms), it runs python/npu_run_preflight.py
 // with the workers' python and environment, bounded by the request's timeout, and sends what it
 // measured (agent/preflight_answer.hpp). The rendezvous judges every node's figures
-// (rendezvous/state_probe.cpp).
+// (rendezvous/state/state_probe.cpp).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 

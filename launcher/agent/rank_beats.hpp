@@ -5,7 +5,7 @@
 #include <chrono>
 #include <vector>
 
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace npu_run {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 namespace npu_run {
 

@@ -2,7 +2,7 @@
 // recorder's JSON (torch's `fr_trace_json`, version 2.x: `entries` with `collective_seq_id`,
 // `profiling_name`, sizes, dtypes and `time_created_ns`; `pg_status` with each group's
 // `last_enqueued_collective` and `last_completed_collective`) into what the rendezvous compares
-// across ranks (rendezvous/collective_blame.hpp). Pure: tested on torch 2.14's own answers.
+// across ranks (rendezvous/state/collective_blame.hpp). Pure: tested on torch 2.14's own answers.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/message_parts.hpp"
-#include "rendezvous/straggler_messages.hpp"
+#include "rendezvous/protocol/message_parts.hpp"
+#include "rendezvous/protocol/straggler_messages.hpp"
 
 namespace npu_run {
 

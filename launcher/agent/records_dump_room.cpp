@@ -15,7 +15,7 @@
 #include "agent/hang_collection.hpp"
 #include "agent/hang_stacks.hpp"
 #include "agent/rank_beats.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/stack_dump.hpp"
 
 namespace npu_run {

@@ -14,7 +14,7 @@
 #include "agent/assignment.hpp"
 #include "basics/port_range.hpp"
 #include "config/launch_config.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace boost::asio {
 class io_context;

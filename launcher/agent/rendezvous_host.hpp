@@ -12,7 +12,7 @@
 #include <string>
 
 #include "config/launch_config.hpp"
-#include "rendezvous/server.hpp"
+#include "rendezvous/server/server.hpp"
 #include "store/store_server.hpp"
 
 namespace boost::asio {

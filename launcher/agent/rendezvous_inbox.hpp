@@ -3,7 +3,8 @@
 // dismissal), each room for its feature's (pings, the probe, a spare's standby, a records
 // dump...). The links between agent and rendezvous (TCP, in-process, etcd through its leader:
 // agent/rendezvous.hpp) hand every message here without knowing what it is, so that a new
-// message needs its place in the protocol (rendezvous/messages.hpp) and its room, nothing else.
+// message needs its place in the protocol (rendezvous/protocol/messages.hpp) and its room, nothing
+// else.
 #pragma once
 
 #include <array>
@@ -13,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace npu_run {
 

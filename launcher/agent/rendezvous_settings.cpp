@@ -9,7 +9,7 @@
 #include "basics/process_start.hpp"
 #include "basics/usage_error.hpp"
 #include "etcd/tls_context.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 namespace npu_run {
 

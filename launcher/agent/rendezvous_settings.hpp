@@ -10,9 +10,9 @@
 #include "basics/port_range.hpp"
 #include "config/launch_config.hpp"
 #include "etcd/client.hpp"
-#include "rendezvous/client.hpp"
-#include "rendezvous/server.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/client/client.hpp"
+#include "rendezvous/server/server.hpp"
+#include "rendezvous/state/state.hpp"
 
 namespace npu_run {
 
@@ -50,7 +50,7 @@ std::vector<PortRange> worker_ports_to_avoid(const EnvMap& env, int rendezvous_p
 
 // The join of this node: its info, --node-rank, and what every node must agree on.
 // The node rank the join claims: --node-rank, or the scheduler's unless the job orders nodes by
-// their place (rendezvous/node_order.hpp).
+// their place (rendezvous/state/node_order.hpp).
 std::optional<int> claimed_node_rank(const LaunchConfig& cfg);
 rdzv::Join join_message(const LaunchConfig& cfg, rdzv::NodeInfo node);
 

@@ -1,6 +1,6 @@
 #include "agent/service_metrics.hpp"
 
-#include "rendezvous/server.hpp"
+#include "rendezvous/server/server.hpp"
 #include "store/store_proxy.hpp"
 #include "store/store_server.hpp"
 

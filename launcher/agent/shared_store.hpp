@@ -3,7 +3,7 @@
 // shares its agent's store with the workers on the master port.
 #pragma once
 
-#include "rendezvous/server.hpp"
+#include "rendezvous/server/server.hpp"
 #include "store/store_server.hpp"
 
 namespace npu_run {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/snapshot_messages.hpp"
+#include "rendezvous/protocol/snapshot_messages.hpp"
 
 namespace boost::asio {
 class io_context;

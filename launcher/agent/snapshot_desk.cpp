@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "rendezvous/snapshot_wire.hpp"
+#include "rendezvous/protocol/snapshot_wire.hpp"
 #include "workers/snapshot_segments.hpp"
 
 namespace npu_run {

@@ -32,7 +32,7 @@
 #include "agent/snapshot_notes.hpp"
 #include "agent/snapshot_shelf.hpp"
 #include "agent/snapshot_writer.hpp"
-#include "rendezvous/snapshot_messages.hpp"
+#include "rendezvous/protocol/snapshot_messages.hpp"
 
 namespace boost::asio {
 class io_context;

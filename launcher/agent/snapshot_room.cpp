@@ -3,9 +3,9 @@
 // beside the sitecustomize). The segments are files of the agent's in /dev/shm
 // (workers/snapshot_segments.hpp): a worker that dies leaves its rank's last snapshot intact, and
 // the next round loads the step the rendezvous chose from every agent's join
-// (rendezvous/restore_choice.hpp). What a save begins and ends, and the writes to storage, are the
-// desk's (agent/snapshot_desk.hpp); the room keeps the segments for the agent's life, tells the
-// desk where the rounds are, and ends only once every write to storage has.
+// (rendezvous/state/restore_choice.hpp). What a save begins and ends, and the writes to storage,
+// are the desk's (agent/snapshot_desk.hpp); the room keeps the segments for the agent's life, tells
+// the desk where the rounds are, and ends only once every write to storage has.
 #include <spdlog/spdlog.h>
 
 #include <filesystem>

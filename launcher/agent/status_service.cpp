@@ -5,7 +5,7 @@
 #include "agent/rank_beats.hpp"
 #include "agent/snapshot_notes.hpp"
 #include "net/answer_socket.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "workers/agent_directory.hpp"
 #include "workers/progress_beats.hpp"
 

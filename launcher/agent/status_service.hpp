@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "agent/rendezvous.hpp"
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace boost::asio {
 class io_context;

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/describe.hpp"
-#include "rendezvous/status_wire.hpp"
+#include "rendezvous/protocol/describe.hpp"
+#include "rendezvous/protocol/status_wire.hpp"
 
 namespace npu_run {
 namespace {

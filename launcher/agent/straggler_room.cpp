@@ -1,7 +1,7 @@
-// The straggler watch on this node (--straggler; rendezvous/straggler_desk.hpp decides): while the
-// round's workers run, every third of a window each rank's worker server is asked for its flight
-// recorder's entries (agent/worker_server_client.hpp: no stacks, nothing stopped), and what the
-// ranks entered since the last sample goes to the rendezvous (rdzv::CollectiveSample). A rank
+// The straggler watch on this node (--straggler; rendezvous/state/straggler_desk.hpp decides):
+// while the round's workers run, every third of a window each rank's worker server is asked for its
+// flight recorder's entries (agent/worker_server_client.hpp: no stacks, nothing stopped), and what
+// the ranks entered since the last sample goes to the rendezvous (rdzv::CollectiveSample). A rank
 // without a recorder behind a server (torch before 2.8, a worker that is not Python, torch_npu's
 // HCCL recorder, which has none) gives nothing; when no rank of the node gives anything, the agent
 // says so once and goes on asking (a refused connection costs nothing).
@@ -13,7 +13,7 @@
 #include "agent/agent_rooms.hpp"
 #include "agent/recorded_calls.hpp"
 #include "agent/worker_server_client.hpp"
-#include "rendezvous/straggler_wire.hpp"
+#include "rendezvous/protocol/straggler_wire.hpp"
 #include "workers/progress_beats.hpp"
 
 namespace npu_run {

@@ -18,7 +18,7 @@
 #include "agent/rendezvous_settings.hpp"
 #include "agent/service_metrics.hpp"
 #include "net/held_port.hpp"
-#include "rendezvous/client.hpp"
+#include "rendezvous/client/client.hpp"
 
 namespace npu_run {
 

@@ -1,6 +1,7 @@
 // Where this node sits in the network (basics/topology_path.hpp), found once when the agent
-// starts, before its first join, which carries it to the rendezvous (rendezvous/node_order.hpp).
-// The sources, each filling what the ones before it left unknown:
+// starts, before its first join, which carries it to the rendezvous
+// (rendezvous/state/node_order.hpp). The sources, each filling what the ones before it left
+// unknown:
 //   --topology FILE        the whole path of a node it lists (an administrator's word)
 //   a given rank table     its SuperPoD (1.2's super_pod_list) and the server's place in it
 //   HCCL_LOGIC_SUPERPOD_ID the logical SuperPoD (block)

@@ -46,7 +46,8 @@ EnvMap worker_contract_env(const LaunchConfig& cfg, const Assignment& a, const W
   }
   if (!slot.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = slot.error_file;
   if (!a.rank_table_file.empty()) env["RANK_TABLE_FILE"] = a.rank_table_file;
-  // --sp-block: the logical SuperPoD the rendezvous cut for this node (rendezvous/node_order.hpp).
+  // --sp-block: the logical SuperPoD the rendezvous cut for this node
+  // (rendezvous/state/node_order.hpp).
   if (!a.block.empty()) env["HCCL_LOGIC_SUPERPOD_ID"] = a.block;
   // Both names, as torchrun sets them: torch < 2.2 reads only the old one.
   for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {

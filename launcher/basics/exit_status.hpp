@@ -17,8 +17,9 @@ inline constexpr int kExitHang = 124;
 // worker started anywhere. Requeue elsewhere: the hosts named are the problem, not the job.
 inline constexpr int kExitHealth = 122;
 // Do not requeue: a deterministic failure (the same exception at the same place twice, or the
-// script broken at start: rendezvous/failure_class.hpp), or --max-no-progress-restarts restarts
-// in a row ended before any rank beat past its best. Restarting again would only repeat it.
+// script broken at start: rendezvous/state/failure_class.hpp), or --max-no-progress-restarts
+// restarts in a row ended before any rank beat past its best. Restarting again would only repeat
+// it.
 inline constexpr int kExitNoProgress = 123;
 
 // 128 + N: a process killed by signal N, or npu_run itself stopped by it (as shells report).

@@ -1,6 +1,6 @@
 // Where a node sits in the network, as its agent found it (agent/topology_probe.hpp), and the
 // order that puts neighbours on adjacent ranks: the rendezvous seats nodes by it
-// (rendezvous/node_order.hpp), because ring and tree collectives, and tensor-parallel groups,
+// (rendezvous/state/node_order.hpp), because ring and tree collectives, and tensor-parallel groups,
 // send most of their traffic between adjacent ranks.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace npu_run {
 
-// --node-order: how the rendezvous orders the nodes it seats (rendezvous/node_order.hpp).
+// --node-order: how the rendezvous orders the nodes it seats (rendezvous/state/node_order.hpp).
 enum class NodeOrder { kTopology, kHost, kArrival };
 
 struct TopologyPath {

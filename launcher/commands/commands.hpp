@@ -21,7 +21,7 @@
 #include "cli/early_exit.hpp"
 #include "cli/parse_launch.hpp"
 #include "doctor/doctor.hpp"
-#include "rendezvous/server.hpp"
+#include "rendezvous/server/server.hpp"
 
 namespace boost::asio {
 class io_context;

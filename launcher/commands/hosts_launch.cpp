@@ -31,7 +31,7 @@
 #include "remote/host_plan.hpp"
 #include "remote/host_sessions.hpp"
 #include "remote/self_binary.hpp"
-#include "rendezvous/auth.hpp"
+#include "rendezvous/protocol/auth.hpp"
 #include "workers/child_exits.hpp"
 #include "workers/child_setup.hpp"
 #include "workers/console.hpp"

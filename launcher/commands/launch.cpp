@@ -27,7 +27,7 @@
 #include "commands/commands.hpp"
 #include "net/address_probe.hpp"
 #include "net/held_port.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "workers/child_exits.hpp"
 #include "workers/console.hpp"
 #include "workers/escaped_processes.hpp"

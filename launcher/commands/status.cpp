@@ -30,7 +30,7 @@
 #include "agent/status_text.hpp"
 #include "basics/token_file.hpp"
 #include "commands/commands.hpp"
-#include "rendezvous/status_query.hpp"
+#include "rendezvous/client/status_query.hpp"
 #include "workers/agent_directory.hpp"
 
 namespace npu_run {

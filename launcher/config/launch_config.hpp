@@ -240,7 +240,8 @@ struct SupervisionConfig {
   // --auto-progress: Python workers beat once per optimizer step (agent/python_hooks_room.cpp).
   bool auto_progress = true;
   LedgerConfig ledger;
-  // --straggler, --straggler-window (agent/straggler_room.cpp, rendezvous/straggler_desk.hpp).
+  // --straggler, --straggler-window (agent/straggler_room.cpp,
+  // rendezvous/state/straggler_desk.hpp).
   StragglerSettings straggler;
 };
 

@@ -1,7 +1,7 @@
 // The device and link faults a worker's output or error file can name: one table, each row a
 // text to look for and what it means. A worker that died naming one of them failed because of
 // its node, not its script: the restart classification counts it as infrastructure
-// (rendezvous/failure_class.hpp), which takes a spare instead of a restart.
+// (rendezvous/state/failure_class.hpp), which takes a spare instead of a restart.
 #pragma once
 
 #include <optional>

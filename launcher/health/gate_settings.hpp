@@ -21,7 +21,7 @@ inline constexpr EnumTable<HealthMode, 3> kHealthModeNames{{{
 }}};
 
 // --preflight: before the first round, and before a round with a node not probed yet, every node
-// runs a short benchmark with the job's framework (rendezvous/preflight_pairs.hpp): quick (a
+// runs a short benchmark with the job's framework (rendezvous/state/preflight_pairs.hpp): quick (a
 // matmul and an all_gather between node pairs) or full (bigger sizes, then the whole group).
 enum class PreflightMode { kOff, kQuick, kFull };
 inline constexpr EnumTable<PreflightMode, 3> kPreflightModeNames{{{
@@ -32,8 +32,8 @@ inline constexpr EnumTable<PreflightMode, 3> kPreflightModeNames{{{
 
 // --straggler: during the run, the rank that enters collectives last, keeping its peers waiting
 // more than 30 % of the time over three windows, is named (warn), and with replace its node's
-// seat goes to a ready spare (rendezvous/straggler_desk.hpp); off: the flight recorders are not
-// sampled.
+// seat goes to a ready spare (rendezvous/state/straggler_desk.hpp); off: the flight recorders are
+// not sampled.
 enum class StragglerMode { kOff, kWarn, kReplace };
 inline constexpr EnumTable<StragglerMode, 3> kStragglerModeNames{{{
     {StragglerMode::kOff, "off"},

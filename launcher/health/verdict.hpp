@@ -58,7 +58,7 @@ struct NodeVerdict {
   std::map<std::string, std::string> settings;
   int64_t elapsed_ms = 0;  // how long the node checks took
   // The check call that took longest ("hccn_tool -i 3 -optical -g") and how long: what the blame
-  // of a slow round names (rendezvous/round_blame.hpp). Empty: no call ran.
+  // of a slow round names (rendezvous/state/round_blame.hpp). Empty: no call ran.
   std::string slowest_call{};
   int64_t slowest_ms = 0;
   // Passes left out of `findings` (compact()): counted, not listed.

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/timeline.hpp"
+#include "rendezvous/protocol/timeline.hpp"
 
 namespace npu_run {
 
-// One round of the job: its blame (rendezvous/round_blame.hpp's JSON) and its decision (action,
-// exit_code, restart_count, root_cause, class, reason), each an empty object when unknown.
+// One round of the job: its blame (rendezvous/state/round_blame.hpp's JSON) and its decision
+// (action, exit_code, restart_count, root_cause, class, reason), each an empty object when unknown.
 struct RoundRecord {
   uint64_t round = 0;
   nlohmann::json blame = nlohmann::json::object();

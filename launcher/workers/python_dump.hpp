@@ -1,7 +1,7 @@
 // Reading a Python worker's stack dump back from its stderr: on a hang npu_run sends SIGABRT,
 // on which faulthandler (PYTHONFAULTHANDLER) prints every thread's traceback. The failure
 // summary shows the top frames of each rank, and the rendezvous compares them across ranks to
-// find the odd one out (rendezvous/hang_blame.hpp).
+// find the odd one out (rendezvous/state/hang_blame.hpp).
 #pragma once
 
 #include <cstddef>

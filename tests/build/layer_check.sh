@@ -3,7 +3,8 @@
 # includes a header of a layer its own layer did not declare fails to configure, naming the
 # file and the include. Tried for a layer that exists today (store reaching into agent), for
 # remote (a layer the hand-written list once left out) and for a layer added by the test itself,
-# which no list names: the layer list must come from the npu_run_layer() calls. The untouched
+# which no list names: the layer list must come from the npu_run_layer() calls; and for a layer
+# in a folder of a folder (rendezvous/protocol reaching into rendezvous/state). The untouched
 # copy configures, so each failure is the include's.
 # usage: layer_check.sh SOURCE_DIR
 set -euo pipefail
@@ -70,4 +71,10 @@ expect_refusal "net including the new layer" \
 fresh_copy
 sed -i 's|^  USES basics$|  USES basics agent|' "$work/src/launcher/cluster/CMakeLists.txt"
 expect_refusal "cluster using agent" "the cluster layer uses 'agent', which is not a layer declared before it"
+# A layer in a folder of a folder is named by both: the protocol may not reach up into the
+# state machine beside it.
+fresh_copy
+echo '#include "rendezvous/state/state.hpp"' >>"$work/src/rendezvous/protocol/wire_parts.cpp"
+expect_refusal "rendezvous/protocol including rendezvous/state" \
+  "rendezvous/protocol/wire_parts.cpp: '#include \"rendezvous/state/state.hpp\"' reaches into the rendezvous/state layer"
 echo "layer check: all passed"

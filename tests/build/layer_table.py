@@ -12,8 +12,8 @@ import os
 import re
 import sys
 
-DECLARATION = re.compile(r"npu_run_layer\(\s*(\w+)(.*?)\)", re.S)
-ROW = re.compile(r"^\| (\w+) \| ([^|]+) \| [^|]+ \|$")
+DECLARATION = re.compile(r"npu_run_layer\(\s*([\w/]+)(.*?)\)", re.S)
+ROW = re.compile(r"^\| ([\w/]+) \| ([^|]+) \| [^|]+ \|$")
 
 
 def declared(root):

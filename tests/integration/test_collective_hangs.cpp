@@ -2,8 +2,8 @@
 // with gloo, scripts that never beat (the automatic beats find the hang), each culprit named
 // within the hang timeout + 10 s. Tagged [pytorch]: the suite runs them with torch 1.13, 2.6 and
 // 2.14. From torch 2.8 gloo has a flight recorder, and the rank is named from the records
-// collected through the worker servers (rendezvous/collective_blame.hpp); before it, the stacks
-// decide (2.6 still gives them through its server, 1.13 by SIGABRT) and the summary says the
+// collected through the worker servers (rendezvous/state/collective_blame.hpp); before it, the
+// stacks decide (2.6 still gives them through its server, 1.13 by SIGABRT) and the summary says the
 // recorder was missing.
 #include <catch2/catch.hpp>
 #include <cstdio>

@@ -17,8 +17,8 @@
 #include <random>
 #include <thread>
 
-#include "rendezvous/auth.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/auth.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "store/wire.hpp"
 #include "support/fixtures.hpp"
 #include "support/harness.hpp"

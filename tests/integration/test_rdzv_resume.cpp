@@ -11,9 +11,9 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "rendezvous/client.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/server.hpp"
+#include "rendezvous/client/client.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/server/server.hpp"
 #include "support/raw_peer.hpp"
 
 namespace test_rdzv_resume {

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <set>
 
-#include "rendezvous/client.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/server.hpp"
-#include "rendezvous/server_log.hpp"
+#include "rendezvous/client/client.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/server/server.hpp"
+#include "rendezvous/server/server_log.hpp"
 
 namespace test_rdzv_server {
 

@@ -1,4 +1,4 @@
-// Restarts that know the cause (rendezvous/failure_class.hpp), through the real binary: a
+// Restarts that know the cause (rendezvous/state/failure_class.hpp), through the real binary: a
 // script that fails the same way twice stops with 123, one broken at start stops at once, a
 // device fault or the OOM killer is the node's (infrastructure), a random crash restarts as it
 // always did.

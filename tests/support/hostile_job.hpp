@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/messages.hpp"
+#include "rendezvous/protocol/messages.hpp"
 
 namespace npu_run::testing::hostile {
 

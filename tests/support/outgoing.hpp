@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 
 namespace npu_run::testing {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "health/device_pings.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 
 namespace npu_run::testing::ping_fixtures {
 

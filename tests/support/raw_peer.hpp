@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 namespace npu_run::testing {
 

@@ -1,5 +1,5 @@
-// The rendezvous state machine driven directly, as the unit tests of rendezvous/state.hpp do: a
-// job's settings, its nodes, and a driver that greets and joins agents and hands back what the
+// The rendezvous state machine driven directly, as the unit tests of rendezvous/state/state.hpp do:
+// a job's settings, its nodes, and a driver that greets and joins agents and hands back what the
 // machine sent (no sockets; the time is passed in).
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/outgoing.hpp"
 
 namespace npu_run::testing::rdzv_job {

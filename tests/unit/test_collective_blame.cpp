@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "agent/recorded_calls.hpp"
-#include "rendezvous/collective_blame.hpp"
-#include "rendezvous/json_fields.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/wire_parts.hpp"
+#include "rendezvous/protocol/json_fields.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/protocol/wire_parts.hpp"
+#include "rendezvous/state/collective_blame.hpp"
 #include "support/build_paths.hpp"
 #include "workers/python_dump.hpp"
 

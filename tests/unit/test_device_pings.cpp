@@ -7,7 +7,7 @@
 
 #include "health/device_pings.hpp"
 #include "health/node_checks.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 #include "support/ping_fixtures.hpp"
 
 namespace test_device_pings {

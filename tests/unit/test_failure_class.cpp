@@ -9,7 +9,7 @@
 #include "agent/oom_kills.hpp"
 #include "basics/exit_status.hpp"
 #include "health/fault_patterns.hpp"
-#include "rendezvous/failure_class.hpp"
+#include "rendezvous/state/failure_class.hpp"
 #include "workers/python_traceback.hpp"
 
 namespace test_failure_class {

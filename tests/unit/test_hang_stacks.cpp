@@ -8,8 +8,8 @@
 
 #include "agent/failure_summary.hpp"
 #include "agent/hang_stacks.hpp"
-#include "rendezvous/hang_blame.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/hang_blame.hpp"
 #include "support/temp_dir.hpp"
 #include "workers/python_dump.hpp"
 

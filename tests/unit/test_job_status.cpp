@@ -14,9 +14,9 @@
 
 #include "agent/status_text.hpp"
 #include "net/answer_socket.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/state.hpp"
-#include "rendezvous/status_query.hpp"
+#include "rendezvous/client/status_query.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/run_until.hpp"
 #include "support/temp_dir.hpp"
 

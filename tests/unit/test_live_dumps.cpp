@@ -1,14 +1,15 @@
 // `npu_run status --dump` in the rendezvous: the state machine asks every running node for its
 // ranks' records and answers the asker once all came or at the deadline
-// (rendezvous/live_dumps.hpp), with the rank the records put apart (rendezvous/dump_blame.hpp); the
-// messages' wire form and the text `npu_run status --dump` prints.
+// (rendezvous/state/live_dumps.hpp), with the rank the records put apart
+// (rendezvous/state/dump_blame.hpp); the messages' wire form and the text `npu_run status --dump`
+// prints.
 #include <catch2/catch.hpp>
 
 #include "agent/status_text.hpp"
-#include "rendezvous/dump_blame.hpp"
-#include "rendezvous/live_dumps.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/dump_blame.hpp"
+#include "rendezvous/state/live_dumps.hpp"
+#include "rendezvous/state/state.hpp"
 
 namespace test_live_dumps {
 

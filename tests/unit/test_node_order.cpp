@@ -1,11 +1,11 @@
 // Ranks placed for the network: the natural order of host names, topology paths, the order of a
 // round's seats (--node-order), spares near the lost node, and the logical SuperPoD blocks cut
-// for --sp-block (rendezvous/node_order.hpp), driven through the state machine.
+// for --sp-block (rendezvous/state/node_order.hpp), driven through the state machine.
 #include <catch2/catch.hpp>
 
 #include "basics/topology_path.hpp"
-#include "rendezvous/node_order.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/node_order.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_node_order {

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "health/device_pings.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/outgoing.hpp"
 #include "support/ping_fixtures.hpp"
 

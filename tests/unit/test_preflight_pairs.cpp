@@ -1,9 +1,9 @@
-// The pre-flight probe's pairing (rendezvous/preflight_pairs.hpp): a slow node or a slow link
+// The pre-flight probe's pairing (rendezvous/state/preflight_pairs.hpp): a slow node or a slow link
 // found in at most two rounds, named with its figures; a slow matmul named at once; a healthy
 // job's spread never.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/preflight_pairs.hpp"
+#include "rendezvous/state/preflight_pairs.hpp"
 
 namespace test_preflight_pairs {
 

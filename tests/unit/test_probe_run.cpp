@@ -1,14 +1,14 @@
 // The pre-flight probe (issue 48 point 3) as the rendezvous runs it: a run's steps, requests and
-// answers (rendezvous/probe_run.hpp), and the state machine that waits for them before a round
-// forms, failing the health gate of the nodes found slow (rendezvous/state_probe.cpp).
+// answers (rendezvous/state/probe_run.hpp), and the state machine that waits for them before a
+// round forms, failing the health gate of the nodes found slow (rendezvous/state/state_probe.cpp).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "rendezvous/probe_run.hpp"
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/probe_run.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_probe_run {

@@ -2,7 +2,7 @@
 // and gaining nodes, re-forming without charging a restart.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_elastic {

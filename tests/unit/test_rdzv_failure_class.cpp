@@ -2,7 +2,7 @@
 // same failure twice, an early ImportError, a device fault).
 #include <catch2/catch.hpp>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_failure_class {

@@ -2,8 +2,8 @@
 // the stacks or flight records each node reports name the rank at fault on every node.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/hang_blame.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/hang_blame.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_hang_blame {

@@ -3,8 +3,8 @@
 // takes it back when a recheck passes; the job checks across verdicts; the messages' codec.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/outgoing.hpp"
 
 namespace test_rdzv_health_gate {

@@ -2,7 +2,7 @@
 // from (an etcd rendezvous), and which agents reach etcd.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_memory {

@@ -2,7 +2,7 @@
 // root cause, restarts, lost nodes, stale reports, the join timeout, another command).
 #include <catch2/catch.hpp>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_outcomes {

@@ -1,7 +1,7 @@
 // Framing and message codec of the rendezvous protocol.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/protocol.hpp"
+#include "rendezvous/protocol/protocol.hpp"
 
 namespace test_rdzv_protocol {
 

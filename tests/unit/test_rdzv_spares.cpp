@@ -2,7 +2,7 @@
 // or faulty node's seat, the affinity, the ledger of bad nodes.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/state.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_spares {

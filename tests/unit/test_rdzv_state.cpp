@@ -2,8 +2,8 @@
 // token's challenge) and the seats (node ranks, rank offsets, the peer table, conflicts).
 #include <catch2/catch.hpp>
 
-#include "rendezvous/auth.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/auth.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_rdzv_state {

@@ -1,12 +1,12 @@
-// Which step a round restores (rendezvous/restore_choice.hpp): memory when every rank's seat holds
-// one same step (its own agent's, or a copy another agent holds), else storage, else nothing; the
-// joins and assignments that carry it on the wire, and the state machine that puts it, the ranks
-// to fetch and the ring's next copy port in every node's assignment.
+// Which step a round restores (rendezvous/state/restore_choice.hpp): memory when every rank's seat
+// holds one same step (its own agent's, or a copy another agent holds), else storage, else nothing;
+// the joins and assignments that carry it on the wire, and the state machine that puts it, the
+// ranks to fetch and the ring's next copy port in every node's assignment.
 #include <catch2/catch.hpp>
 
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/restore_choice.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/restore_choice.hpp"
+#include "rendezvous/state/state.hpp"
 
 namespace test_restore_choice {
 

@@ -1,15 +1,15 @@
-// The straggler watch at the rendezvous (rendezvous/straggler_desk.hpp, state_stragglers.cpp):
-// samples of two nodes' ranks meet per collective; a node whose ranks enter last is named after
-// three windows, with its host, its ranks and what it cost; healthy jitter never; a node cannot
-// speak for another's ranks; --straggler replace hands the seat to a ready spare. And the
-// sample's wire form, bounded.
+// The straggler watch at the rendezvous (rendezvous/state/straggler_desk.hpp,
+// state_stragglers.cpp): samples of two nodes' ranks meet per collective; a node whose ranks enter
+// last is named after three windows, with its host, its ranks and what it cost; healthy jitter
+// never; a node cannot speak for another's ranks; --straggler replace hands the seat to a ready
+// spare. And the sample's wire form, bounded.
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/state.hpp"
-#include "rendezvous/straggler_desk.hpp"
-#include "rendezvous/straggler_wire.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/protocol/straggler_wire.hpp"
+#include "rendezvous/state/state.hpp"
+#include "rendezvous/state/straggler_desk.hpp"
 #include "support/rdzv_job.hpp"
 
 namespace test_straggler_desk {

@@ -1,10 +1,10 @@
-// Stragglers scored from sampled flight records (rendezvous/straggler_score.hpp): a rank that
+// Stragglers scored from sampled flight records (rendezvous/state/straggler_score.hpp): a rank that
 // enters every collective last is named after three windows over 30 %, with what it cost; a
 // healthy run's noise, a rank late in only two windows, or a different rank each window, never.
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "rendezvous/straggler_score.hpp"
+#include "rendezvous/state/straggler_score.hpp"
 
 namespace test_straggler_score {
 

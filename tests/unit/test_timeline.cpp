@@ -9,9 +9,9 @@
 #include <cstdio>
 
 #include "agent/agent_timeline.hpp"
-#include "rendezvous/protocol.hpp"
-#include "rendezvous/round_blame.hpp"
-#include "rendezvous/state.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/state/round_blame.hpp"
+#include "rendezvous/state/state.hpp"
 #include "support/outgoing.hpp"
 #include "workers/progress_beats.hpp"
 

@@ -1,0 +1,260 @@
+// Messages from the server to agents: encoding, and decoding with every field checked.
+#include "rendezvous/protocol/dump_wire.hpp"
+#include "rendezvous/protocol/json_fields.hpp"
+#include "rendezvous/protocol/protocol.hpp"
+#include "rendezvous/protocol/snapshot_wire.hpp"
+#include "rendezvous/protocol/status_wire.hpp"
+#include "rendezvous/protocol/wire_parts.hpp"
+
+namespace npu_run::rdzv {
+
+namespace {
+
+// The largest message, the one that carries the job's shape to every node.
+json assigned_json(const Assigned& m) {
+  json peers = json::array();
+  for (const PeerInfo& p : m.peers) {
+    peers.push_back(
+        {{"node_rank", p.node_rank}, {"rank_offset", p.rank_offset}, {"node", to_json(p.node)}});
+  }
+  json j = answer("assigned", {{"round", m.round},
+                               {"restart_count", m.restart_count},
+                               {"node_rank", m.node_rank},
+                               {"nnodes", m.nnodes},
+                               {"world_size", m.world_size},
+                               {"rank_offset", m.rank_offset},
+                               {"master_addr", m.master_addr},
+                               {"master_port", m.master_port},
+                               {"peers", peers},
+                               {"health_notes", m.health_notes},
+                               {"restore", restore_json(m.restore)},
+                               {"copy_to", copy_peer_json(m.copy_to)}});
+  if (!m.block.empty()) j["block"] = m.block;
+  if (!m.probe_notes.empty()) j["probe_notes"] = m.probe_notes;
+  return j;
+}
+
+Assigned assigned_from(const Fields& f) {
+  Assigned m;
+  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+  m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
+  m.nnodes = static_cast<int>(f.integer("nnodes", 1, Limits::kMaxNodes));
+  m.node_rank = static_cast<int>(f.integer("node_rank", 0, m.nnodes - 1));
+  m.world_size = static_cast<int>(f.integer("world_size", 1, INT32_MAX));
+  m.rank_offset = static_cast<int>(f.integer("rank_offset", 0, m.world_size - 1));
+  m.master_addr = f.text("master_addr", Limits::kMaxName);
+  m.master_port = static_cast<int>(f.integer("master_port", 1, 65535));
+  for (const json& p : f.array("peers", Limits::kMaxNodes, false)) {
+    const Fields pf(p, "peer");
+    m.peers.push_back(PeerInfo{static_cast<int>(pf.integer("node_rank", 0, Limits::kMaxNodes)),
+                               static_cast<int>(pf.integer("rank_offset", 0, INT32_MAX)),
+                               node_from(pf.object("node"))});
+  }
+  for (const json& note : f.array("health_notes", Limits::kMaxHealthNotes, false)) {
+    if (!note.is_string() || note.get_ref<const std::string&>().size() > Limits::kMaxText)
+      f.fail("'health_notes' holds a bad entry");
+    m.health_notes.push_back(note.get<std::string>());
+  }
+  if (const json* restore = f.find("restore")) m.restore = restore_from(*restore);
+  if (const json* copy_to = f.find("copy_to")) m.copy_to = copy_peer_from(*copy_to);
+  m.block = f.text("block", Limits::kMaxName, false);
+  for (const json& note : f.array("probe_notes", Limits::kMaxHealthNotes, false)) {
+    if (!note.is_string() || note.get_ref<const std::string&>().size() > Limits::kMaxText)
+      f.fail("'probe_notes' holds a bad entry");
+    m.probe_notes.push_back(note.get<std::string>());
+  }
+  return m;
+}
+
+json decision_json(const Decision& m) {
+  json j = answer("decision", {{"round", m.round},
+                               {"action", m.action},
+                               {"restart_count", m.restart_count},
+                               {"exit_code", m.exit_code},
+                               {"membership_change", m.membership_change},
+                               {"restarts_charged", m.restarts_charged}});
+  if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
+  if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
+  if (m.failure_class != FailureClass::kNone) {
+    j["class"] = m.failure_class;
+    j["class_reason"] = m.class_reason;
+  }
+  return j;
+}
+
+json probe_json(const ProbeRequest& m) {
+  return answer("probe", {{"run", m.run},
+                          {"step", m.step},
+                          {"group", m.group},
+                          {"rank", m.rank},
+                          {"size", m.size},
+                          {"asked", m.asked},
+                          {"store_addr", m.store_addr},
+                          {"store_port", m.store_port},
+                          {"matmul", m.matmul},
+                          {"full", m.full},
+                          {"timeout_ms", m.timeout_ms}});
+}
+
+ProbeRequest probe_from(const Fields& f) {
+  ProbeRequest m;
+  m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
+  m.step = static_cast<int>(f.integer("step", 1, 3));
+  m.group = f.text("group", Limits::kMaxName);
+  m.size = static_cast<int>(f.integer("size", 1, Limits::kMaxNodes));
+  m.rank = static_cast<int>(f.integer("rank", 0, m.size - 1));
+  m.asked = static_cast<int>(f.integer("asked", 1, Limits::kMaxNodes));
+  m.store_addr = f.text("store_addr", Limits::kMaxName, false);
+  m.store_port = static_cast<int>(f.integer("store_port", 0, 65535));
+  m.matmul = f.boolean("matmul");
+  m.full = f.boolean("full");
+  m.timeout_ms = static_cast<int>(f.integer("timeout_ms", 0, 3'600'000));
+  return m;
+}
+
+json server_json(const ServerMessage& message) {
+  return std::visit(
+      [](const auto& m) -> json {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, Welcome>) {
+          return answer("welcome", {{"heartbeat_interval_ms", m.heartbeat_interval_ms},
+                                    {"heartbeat_timeout_ms", m.heartbeat_timeout_ms}});
+        } else if constexpr (std::is_same_v<T, ErrorReply>) {
+          return {{"type", "error"},
+                  {"ok", false},
+                  {"error", {{"code", m.code}, {"message", m.message}}}};
+        } else if constexpr (std::is_same_v<T, Progress>) {
+          return answer("progress", {{"joined", m.joined},
+                                     {"expected", m.expected},
+                                     {"missing_node_ranks", m.missing_node_ranks}});
+        } else if constexpr (std::is_same_v<T, Assigned>) {
+          return assigned_json(m);
+        } else if constexpr (std::is_same_v<T, StopWorkers>) {
+          return answer("stop", {{"round", m.round}, {"root_cause", to_json(m.root_cause)}});
+        } else if constexpr (std::is_same_v<T, Decision>) {
+          return decision_json(m);
+        } else if constexpr (std::is_same_v<T, Challenge>) {
+          return answer("challenge", {{"nonce", m.nonce}, {"proof", m.proof}});
+        } else if constexpr (std::is_same_v<T, Reform>) {
+          return answer("reform", {{"round", m.round},
+                                   {"host", m.host},
+                                   {"node_rank", m.node_rank},
+                                   {"reason", m.reason}});
+        } else if constexpr (std::is_same_v<T, JobStatus>) {
+          return status_json(m);
+        } else if constexpr (std::is_same_v<T, PingRequest>) {
+          return answer("pings", {{"run", m.run}, {"pings", to_json(m.pings)}});
+        } else if constexpr (std::is_same_v<T, PingVerdict>) {
+          json findings = json::array();
+          for (const HealthFinding& finding : m.findings) findings.push_back(to_json(finding));
+          return answer("ping_verdict", {{"findings", std::move(findings)}});
+        } else if constexpr (std::is_same_v<T, ProbeRequest>) {
+          return probe_json(m);
+        } else if constexpr (std::is_same_v<T, Standby>) {
+          return answer("standby", {{"round", m.round}, {"nodes", m.nodes}, {"spares", m.spares}});
+        } else if constexpr (std::is_same_v<T, Dismissed>) {
+          return answer("dismissed", {{"reason", m.reason}, {"exit_code", m.exit_code}});
+        } else if constexpr (std::is_same_v<T, CollectRecords>) {
+          return collect_json(m);
+        } else if constexpr (std::is_same_v<T, Resumed>) {
+          return answer("resumed", {{"received", m.received}});
+        } else {
+          return answer("heartbeat_ack", {{"received", m.received}});
+        }
+      },
+      message);
+}
+
+Decision decision_from(const Fields& f) {
+  Decision m;
+  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
+  m.action = enum_field<Action>(f, "action");
+  m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
+  m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
+  m.membership_change = f.boolean("membership_change");
+  m.restarts_charged = static_cast<int>(f.integer("restarts_charged", 0, 1'000'000));
+  if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
+  for (const json& r : f.array("odd_ranks", Limits::kMaxOddRanks, false)) {
+    if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
+      f.fail("'odd_ranks' holds a bad rank");
+    m.odd_ranks.push_back(r.get<int>());
+  }
+  if (f.find("class") != nullptr) {
+    m.failure_class = enum_field<FailureClass>(f, "class");
+    m.class_reason = f.text("class_reason", Limits::kMaxText);
+  }
+  return m;
+}
+
+ServerMessage server_from(const json& j) {
+  const Fields f(j, "message");
+  const std::string type = f.text("type", 32);
+  if (type == "error") {
+    const Fields e(f.object("error"), "error");
+    return ErrorReply{e.text("code", 64), e.text("message", Limits::kMaxText)};
+  }
+  if (type == "welcome") {
+    return Welcome{f.integer("heartbeat_interval_ms", 1, INT64_MAX),
+                   f.integer("heartbeat_timeout_ms", 1, INT64_MAX)};
+  }
+  if (type == "progress") {
+    Progress m;
+    m.joined = static_cast<int>(f.integer("joined", 0, Limits::kMaxNodes));
+    m.expected = static_cast<int>(f.integer("expected", 0, Limits::kMaxNodes));
+    for (const json& r : f.array("missing_node_ranks", Limits::kMaxNodes)) {
+      if (!r.is_number_integer()) f.fail("'missing_node_ranks' holds a non-integer");
+      m.missing_node_ranks.push_back(r.get<int>());
+    }
+    return m;
+  }
+  if (type == "assigned") return assigned_from(f);
+  if (type == "stop")
+    return StopWorkers{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                       failure_from(f.object("root_cause"))};
+  if (type == "reform") {
+    return Reform{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                  f.text("host", Limits::kMaxName),
+                  static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes)),
+                  f.text("reason", Limits::kMaxText)};
+  }
+  if (type == "decision") return decision_from(f);
+  if (type == "status") return status_from(f);
+  if (type == "pings") {
+    return PingRequest{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
+                       pings_from(f.array("pings", Limits::kMaxPings))};
+  }
+  if (type == "ping_verdict") {
+    PingVerdict m;
+    for (const json& finding : f.array("findings", Limits::kMaxPingFindings))
+      m.findings.push_back(finding_from(finding));
+    return m;
+  }
+  if (type == "probe") return probe_from(f);
+  if (type == "standby") {
+    return Standby{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
+                   static_cast<int>(f.integer("nodes", 0, Limits::kMaxNodes)),
+                   static_cast<int>(f.integer("spares", 0, Limits::kMaxNodes))};
+  }
+  if (type == "dismissed") {
+    return Dismissed{f.text("reason", Limits::kMaxText),
+                     static_cast<int>(f.integer("exit_code", 0, 255))};
+  }
+  if (type == "collect") return collect_from(f);
+  if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
+  if (type == "resumed") return Resumed{received_field(f)};
+  if (type == "challenge")
+    return Challenge{f.text("nonce", Limits::kMaxNonce), f.text("proof", Limits::kMaxNonce)};
+  f.fail(fmt::format("has an unknown type '{}'", type));
+}
+
+}  // namespace
+
+std::string encode(const ServerMessage& message) {
+  return dump(server_json(message));
+}
+
+std::variant<ServerMessage, ProtocolError> decode_server_message(std::string_view json_text) {
+  return decode_json<ServerMessage>(json_text, server_from);
+}
+
+}  // namespace npu_run::rdzv

@@ -40,7 +40,7 @@
 #include <optional>
 #include <thread>
 
-#include "agent/node_store_proxy.hpp"
+#include "agent/link/node_store_proxy.hpp"
 #include "net/accept_loop.hpp"
 #include "net/stream_connection.hpp"
 #include "store/store_proxy.hpp"

@@ -1,5 +1,5 @@
 // LocalAgent: this node's part in the job, one state machine over the rendezvous and the
-// workers. It joins, runs each round's workers (agent/attempt.hpp: a fresh Attempt per round),
+// workers. It joins, runs each round's workers (agent/core/attempt.hpp: a fresh Attempt per round),
 // reports how they ended, and follows the job's decision, which the rendezvous makes the same way
 // for one node or many (rendezvous/state/state.hpp).
 //
@@ -27,8 +27,8 @@
 //   any         a stop signal without workers, the       DONE        128+N, or 125
 //                 rendezvous lost
 //
-// Around the states: what asks this node to stop (agent/stop_requests.hpp: signals, the parent
-// watch of a scheduler's step), and the rooms (agent/agent_room.hpp): the health gate, the
+// Around the states: what asks this node to stop (agent/core/stop_requests.hpp: signals, the parent
+// watch of a scheduler's step), and the rooms (agent/core/agent_room.hpp): the health gate, the
 // progress sockets, the hang watch, the timeline, metrics, each of which hears every transition
 // and hands the agent what it found, which the agent decides on.
 #pragma once
@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_context.hpp"
-#include "agent/agent_room.hpp"
-#include "agent/rendezvous.hpp"
+#include "agent/core/agent_context.hpp"
+#include "agent/core/agent_room.hpp"
+#include "agent/link/rendezvous.hpp"
 #include "config/launch_config.hpp"
 
 namespace boost::asio {

@@ -5,12 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/agent_rooms.hpp"
-#include "agent/job_records.hpp"
-#include "agent/plan_supervision.hpp"
-#include "agent/rendezvous_settings.hpp"
-#include "agent/run_directory.hpp"
-#include "agent/worker_plan.hpp"
+#include "agent/link/rendezvous_settings.hpp"
+#include "agent/plan/plan_supervision.hpp"
+#include "agent/plan/worker_plan.hpp"
+#include "agent/records/job_records.hpp"
+#include "agent/records/run_directory.hpp"
+#include "agent/rooms/agent_rooms.hpp"
 #include "basics/enum_table.hpp"
 #include "devices/device_list.hpp"
 #include "etcd/member_probe.hpp"

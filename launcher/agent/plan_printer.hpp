@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/assignment.hpp"
-#include "agent/worker_plan.hpp"
+#include "agent/link/assignment.hpp"
+#include "agent/plan/worker_plan.hpp"
 #include "basics/text.hpp"
 #include "config/launch_config.hpp"
 

@@ -17,7 +17,7 @@ ExitStatus ExitStatus::from_wait_status(int wait_status) {
 
 bool ExitStatus::self_inflicted() const {
   if (kind != Kind::kSignaled) return false;
-  // Not SIGABRT: npu_run sends it to a hung group for its stacks (agent/hang_response.cpp).
+  // Not SIGABRT: npu_run sends it to a hung group for its stacks (agent/hangs/hang_response.cpp).
   for (const int own :
        {SIGPIPE, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP, SIGXCPU, SIGXFSZ}) {
     if (signal == own) return true;

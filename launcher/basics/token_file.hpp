@@ -1,6 +1,6 @@
 // Rendezvous token files: the variable and size a token has, reading one from a file only its
 // owner can read, and where the user's own secret (from which a Slurm step's token is derived,
-// agent/job_token.hpp) lives.
+// agent/link/job_token.hpp) lives.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
-// Where a node sits in the network, as its agent found it (agent/topology_probe.hpp), and the
-// order that puts neighbours on adjacent ranks: the rendezvous seats nodes by it
+// Where a node sits in the network, as its agent found it (agent/health/topology_probe.hpp), and
+// the order that puts neighbours on adjacent ranks: the rendezvous seats nodes by it
 // (rendezvous/state/node_order.hpp), because ring and tree collectives, and tensor-parallel groups,
 // send most of their traffic between adjacent ranks.
 #pragma once

@@ -1,5 +1,5 @@
 // --node-order, --topology and --sp-block: how the rendezvous orders this job's nodes, and what
-// this node's agent reads its place from (agent/topology_probe.hpp finds the rest).
+// this node's agent reads its place from (agent/health/topology_probe.hpp finds the rest).
 #include <fmt/format.h>
 
 #include "basics/usage_error.hpp"

@@ -160,7 +160,7 @@ void resolve_rendezvous(const LaunchInputs& in, const JobShape& shape, Rendezvou
   rdzv.run_id = resolve_run_id(in);
   rdzv.etcd = resolve_etcd(in, shape, rdzv);
   // A leader that cannot renew its lease asks the others' last heartbeats whether they reach
-  // etcd (agent/etcd_rendezvous.cpp): they must come often enough to be fresh within a sixth
+  // etcd (agent/link/etcd_rendezvous.cpp): they must come often enough to be fresh within a sixth
   // of the lease's TTL.
   std::optional<std::chrono::milliseconds> interval_cap;
   if (rdzv.etcd) interval_cap = rdzv.etcd->lease_ttl / 10;

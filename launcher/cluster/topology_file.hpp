@@ -1,5 +1,5 @@
-// Where nodes sit, as a scheduler or an administrator says it (agent/topology_probe.hpp reads
-// the rest from the devices): Slurm's topology address, and a --topology file.
+// Where nodes sit, as a scheduler or an administrator says it (agent/health/topology_probe.hpp
+// reads the rest from the devices): Slurm's topology address, and a --topology file.
 #pragma once
 
 #include <map>

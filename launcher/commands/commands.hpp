@@ -13,9 +13,9 @@
 #include <variant>
 #include <vector>
 
-#include "agent/node_health.hpp"
+#include "agent/health/node_health.hpp"
+#include "agent/link/rendezvous_settings.hpp"
 #include "agent/node_run.hpp"
-#include "agent/rendezvous_settings.hpp"
 #include "basics/environment.hpp"
 #include "cli/cli11_fwd.hpp"
 #include "cli/early_exit.hpp"

@@ -23,7 +23,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "agent/agent_log.hpp"
+#include "agent/records/agent_log.hpp"
 #include "basics/descriptors.hpp"
 #include "basics/exit_status.hpp"
 #include "basics/usage_error.hpp"

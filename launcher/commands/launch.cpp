@@ -1,5 +1,5 @@
 // `npu_run [OPTIONS] SCRIPT ...`: this node's agent, and on node 0 of a multi-node job the
-// rendezvous server beside it (agent/rendezvous_host.hpp), run until both are done
+// rendezvous server beside it (agent/link/rendezvous_host.hpp), run until both are done
 // (agent/node_run.hpp). This file wires them: the process-wide setup (guardian, subreaper,
 // SIGPIPE, the console), the objects in the order their lifetimes need, and the exit status.
 #include <fmt/format.h>
@@ -11,18 +11,18 @@
 #include <cstring>
 #include <iostream>
 
-#include "agent/agent_log.hpp"
-#include "agent/job_records.hpp"
-#include "agent/job_token.hpp"
+#include "agent/health/topology_probe.hpp"
+#include "agent/link/job_token.hpp"
+#include "agent/link/rendezvous.hpp"
+#include "agent/link/rendezvous_host.hpp"
+#include "agent/link/rendezvous_settings.hpp"
+#include "agent/link/service_metrics.hpp"
 #include "agent/local_agent.hpp"
 #include "agent/node_run.hpp"
 #include "agent/plan_printer.hpp"
-#include "agent/rendezvous.hpp"
-#include "agent/rendezvous_host.hpp"
-#include "agent/rendezvous_settings.hpp"
-#include "agent/run_directory.hpp"
-#include "agent/service_metrics.hpp"
-#include "agent/topology_probe.hpp"
+#include "agent/records/agent_log.hpp"
+#include "agent/records/job_records.hpp"
+#include "agent/records/run_directory.hpp"
 #include "basics/kernel_features.hpp"
 #include "commands/commands.hpp"
 #include "net/address_probe.hpp"

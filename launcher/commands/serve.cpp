@@ -9,8 +9,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 
-#include "agent/agent_log.hpp"
-#include "agent/shared_store.hpp"
+#include "agent/link/shared_store.hpp"
+#include "agent/records/agent_log.hpp"
 #include "basics/descriptors.hpp"
 #include "cli/host_probe.hpp"
 #include "cli/rendezvous_options.hpp"

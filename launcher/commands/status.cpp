@@ -10,7 +10,7 @@
 // waiting and missing, and the root cause.
 //
 // `--dump` first has every running rank's flight records and Python stacks collected on every
-// node, nothing stopped (agent/records_dump_room.cpp), and prints them with the rank they put
+// node, nothing stopped (agent/rooms/records_dump_room.cpp), and prints them with the rank they put
 // apart; it exits 1 when none could be collected.
 //
 // `--stop` ends the job of the agent here (a detached one of `npu_run msrun --join False`, or
@@ -27,7 +27,7 @@
 #include <map>
 #include <thread>
 
-#include "agent/status_text.hpp"
+#include "agent/round/status_text.hpp"
 #include "basics/token_file.hpp"
 #include "commands/commands.hpp"
 #include "rendezvous/client/status_query.hpp"

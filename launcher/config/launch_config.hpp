@@ -30,7 +30,7 @@ enum class WorkerMode {
 
 // What each worker runs.
 // --framework: the worker environment contract added to the common one (RANK, LOCAL_RANK,
-// DEVICE_ID, RANK_ID, RANK_SIZE, ...; agent/framework_env.hpp): torch's (the default),
+// DEVICE_ID, RANK_ID, RANK_SIZE, ...; agent/plan/framework_env.hpp): torch's (the default),
 // MindSpore's (a dynamic cluster around a scheduler process on node 0, or rank-table mode) or
 // the TF Adapter's (a rank table, or its CM_* variables).
 enum class Framework { kTorch, kMindSpore, kTensorFlow };
@@ -87,7 +87,7 @@ struct JobShape {
 };
 
 // Where this node sits in the network, and how the rendezvous orders nodes by it (--node-order,
-// --topology, --sp-block). `path` is found when the agent starts (agent/topology_probe.hpp).
+// --topology, --sp-block). `path` is found when the agent starts (agent/health/topology_probe.hpp).
 struct Placement {
   NodeOrder order = NodeOrder::kTopology;
   std::map<std::string, std::vector<std::string>> file;  // --topology: host -> levels
@@ -117,7 +117,7 @@ struct GivenToken {
   std::string source;
 };
 // Inside a multi-node Slurm step without a token: derived from the user's secret for the job
-// when the agent starts (agent/job_token.hpp), so that parsing creates no files.
+// when the agent starts (agent/link/job_token.hpp), so that parsing creates no files.
 struct DerivedToken {
   std::string secret_path;
   std::string job;
@@ -139,8 +139,8 @@ inline bool npu_run_serves_store(WorkerStore store) {
 }
 
 // Where and how the agents of the job meet.
-// --rdzv-backend etcd|etcd-v2 (agent/etcd_rendezvous.hpp): etcd elects the agent that hosts the
-// rendezvous and keeps the job's memory, so the job survives the loss of any node.
+// --rdzv-backend etcd|etcd-v2 (agent/link/etcd_rendezvous.hpp): etcd elects the agent that hosts
+// the rendezvous and keeps the job's memory, so the job survives the loss of any node.
 struct EtcdSettings {
   std::string
       endpoints;       // checked: "h1:2379,https://h2:2379", https:// on each with protocol=https
@@ -202,7 +202,7 @@ struct AscendConfig {
   std::vector<std::string> device_ips() const;  // for the rendezvous: auto tables only
 };
 
-// Hung workers (--hang-timeout, --exit-timeout; agent/hang_watch.hpp).
+// Hung workers (--hang-timeout, --exit-timeout; agent/round/hang_watch.hpp).
 struct HangPolicy {
   // --hang-timeout S: a worker that beat and then stays silent this long is hung. With
   // `learned` (--hang-timeout auto[:S]) it is the floor, and the timeout is learned_factor
@@ -230,17 +230,18 @@ struct SupervisionConfig {
   // A failure this soon after the start that says the script is broken as written (an
   // ImportError, a usage error) is deterministic: rdzv::FailureEvidence::early.
   milliseconds startup_window{60'000};
-  // How long a device held by another program delays an attempt (agent/device_release.hpp).
+  // How long a device held by another program delays an attempt (agent/health/device_release.hpp).
   milliseconds device_release_timeout{30'000};
   std::vector<int> stop_signals;  // signals that stop the job (--signals-to-handle)
   // Started by a launcher (mpirun/orted, slurmstepd) that is the job's link to the scheduler:
   // if that process exits, stop as on SIGTERM rather than run on as an orphan.
   bool stop_with_parent = false;
   HangPolicy hang;
-  // --auto-progress: Python workers beat once per optimizer step (agent/python_hooks_room.cpp).
+  // --auto-progress: Python workers beat once per optimizer step
+  // (agent/rooms/python_hooks_room.cpp).
   bool auto_progress = true;
   LedgerConfig ledger;
-  // --straggler, --straggler-window (agent/straggler_room.cpp,
+  // --straggler, --straggler-window (agent/rooms/straggler_room.cpp,
   // rendezvous/state/straggler_desk.hpp).
   StragglerSettings straggler;
 };
@@ -278,7 +279,7 @@ struct RecordsConfig {
   int metrics_port = 0;                      // 0: no metrics
 };
 
-// Snapshots in the agents' memory (npu_run_checkpoint, agent/snapshot_room.cpp).
+// Snapshots in the agents' memory (npu_run_checkpoint, agent/rooms/snapshot_room.cpp).
 struct SnapshotConfig {
   // --checkpoint-memory: the node's budget for its ranks' snapshots, `bytes` when given, else
   // `share` of MemAvailable at the agent's start; never more than the shared-memory file system

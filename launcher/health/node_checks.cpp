@@ -14,7 +14,8 @@ namespace {
 
 // hccn_tool's per-device commands, in the order FaultDiag's collector runs them.
 // The checks that can fail a node (or its job: the TLS switch) first, for every device; then
-// those that only warn, which the gate's verdict does not wait for (agent/health_runner.hpp).
+// those that only warn, which the gate's verdict does not wait for
+// (agent/health/health_runner.hpp).
 struct HccnCheck {
   const char* check;
   const char* flag;

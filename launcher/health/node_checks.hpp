@@ -1,7 +1,7 @@
 // The node checks of the health gate as a plan: which tool calls to make for this node's
 // devices, and what each answer means (a HealthFinding with the tool's words and the fix).
-// Pure: the agent runs the calls (agent/health_runner.hpp) and hands each answer back; a call's
-// answer may add calls (npu-smi's chip map decides which chips to ask about).
+// Pure: the agent runs the calls (agent/health/health_runner.hpp) and hands each answer back; a
+// call's answer may add calls (npu-smi's chip map decides which chips to ask about).
 #pragma once
 
 #include <algorithm>
@@ -20,7 +20,7 @@
 
 namespace npu_run {
 
-// Each tool runs one call at a time (hccn_tool: one per device, agent/health_runner.hpp);
+// Each tool runs one call at a time (hccn_tool: one per device, agent/health/health_runner.hpp);
 // different tools run side by side. A device refuses a second hccn_tool call with "busy"
 // (exit 11), and npu-smi is given the same courtesy.
 enum class HealthTool { kNpuSmi, kHccnTool, kNvidiaSmi, kUserCheck };

@@ -4,7 +4,7 @@
 // its standard output and two blank lines, in the collector's order. The command lines name
 // the tools by their standard absolute paths, as the collector prints them whatever it ran,
 // because that is what FaultDiag's parsers match. Pure: the agent runs the commands
-// (agent/npu_info_snapshot.hpp) and this says which, and how the file looks.
+// (agent/health/npu_info_snapshot.hpp) and this says which, and how the file looks.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// What the Ascend tools say of where a node sits (agent/topology_probe.hpp runs them), read into
-// data: `npu-smi info -t spod-info -i NPU -c CHIP` and `hccn_tool -i N -lldp -g`. A missing key
-// is nullopt: the probe then goes without that source.
+// What the Ascend tools say of where a node sits (agent/health/topology_probe.hpp runs them), read
+// into data: `npu-smi info -t spod-info -i NPU -c CHIP` and `hccn_tool -i N -lldp -g`. A missing
+// key is nullopt: the probe then goes without that source.
 #pragma once
 
 #include <optional>

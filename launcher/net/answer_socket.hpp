@@ -3,7 +3,7 @@
 // at most kMaxWaiting connections wait for their answers (others are closed at once), each at
 // most `timeout`, after which it gets the timeout's answer. Every descriptor is close-on-exec.
 // Connections are taken by net::LocalAcceptLoop. `npu_run status` on a node asks its agent
-// through one (agent/status_service.hpp).
+// through one (agent/records/status_service.hpp).
 #pragma once
 
 #include <chrono>

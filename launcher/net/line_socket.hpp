@@ -2,9 +2,9 @@
 // line for each, from a handler on the loop (at once, or later through reply() when the answer
 // waits on something, such as a copy still being fetched), until it closes; the handler hears the
 // close too, so that what a connection began can be undone when its process dies in the middle (a
-// worker's snapshot, agent/snapshot_room.cpp). Bounded: at most `max_connections` at a time (more
-// are closed at once) and lines of at most `max_line` bytes (a longer one closes its connection).
-// Every descriptor is close-on-exec; connections are taken by net::LocalAcceptLoop.
+// worker's snapshot, agent/rooms/snapshot_room.cpp). Bounded: at most `max_connections` at a time
+// (more are closed at once) and lines of at most `max_line` bytes (a longer one closes its
+// connection). Every descriptor is close-on-exec; connections are taken by net::LocalAcceptLoop.
 #pragma once
 
 #include <cstddef>

@@ -28,7 +28,7 @@ struct WorkerOutcome {
   std::optional<std::chrono::system_clock::time_point> raised_at;
   std::string start_error;  // why it could not be started (kNotStarted)
   // Set by the agent when it judged this worker hung and stopped the group for it: "no
-  // progress for 600 s after 'step 1200' ..." (agent/hang_watch.hpp).
+  // progress for 600 s after 'step 1200' ..." (agent/round/hang_watch.hpp).
   std::string hang;
   // Set by the agent when a hang's stack dump stopped the group: "'step 1200', 4.0 s before
   // the stacks were dumped", or "none" for a worker that never beat (NPU_RUN_PROGRESS).

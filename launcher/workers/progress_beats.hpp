@@ -21,7 +21,7 @@ namespace npu_run {
 
 constexpr size_t kMaxBeatText = 200;
 // The first byte of an automatic beat (--auto-progress: npu_run's own, once per optimizer step;
-// agent/python_hooks_room.cpp). A rank's first beat without it, the script's own, ends the
+// agent/rooms/python_hooks_room.cpp). A rank's first beat without it, the script's own, ends the
 // automatic ones for the rest of the job: a script that beats itself says best what progress is.
 constexpr char kAutomaticBeatMark = '\x01';
 

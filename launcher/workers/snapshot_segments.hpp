@@ -1,5 +1,5 @@
 // Where an agent keeps its ranks' snapshots in memory (npu_run_checkpoint,
-// agent/snapshot_room.cpp): files in a directory of its own on the shared-memory file system,
+// agent/rooms/snapshot_room.cpp): files in a directory of its own on the shared-memory file system,
 // "/dev/shm/npu_run_snapshots_ <agent mark>", mode 0700. The agent removes it when it ends; the
 // guardian (workers/guardian.hpp), which knows the mark, removes it after a SIGKILL of the agent;
 // and an agent starting removes those of this user whose agent is gone (both killed at once, by the

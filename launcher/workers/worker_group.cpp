@@ -65,7 +65,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     if (phase == Phase::kRunning && !w.outcome().status.success()) {
       root_cause = index;
       if (w.spec().local_rank < 0) {
-        // A group of its own (agent/scheduler_workers.hpp), which says what it stops next.
+        // A group of its own (agent/core/scheduler_workers.hpp), which says what it stops next.
         spdlog::error("MindSpore's scheduler (pid {}) failed with {}", w.pid(),
                       w.outcome().status.describe());
       } else {

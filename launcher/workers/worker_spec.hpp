@@ -1,5 +1,5 @@
 // WorkerSpec: the blueprint of one worker (command, environment, where its output goes). The
-// agent builds specs (agent/worker_plan.hpp); WorkerGroup turns them into processes.
+// agent builds specs (agent/plan/worker_plan.hpp); WorkerGroup turns them into processes.
 #pragma once
 
 #include <string>
@@ -21,7 +21,7 @@ struct StreamRoute {
   StreamSink sink = StreamSink::kInherit;
   bool to_console = true;
   std::string file;  // empty: no log file
-  // msrun's layout (agent/worker_plan.hpp): both streams write one file, each with O_APPEND so
+  // msrun's layout (agent/plan/worker_plan.hpp): both streams write one file, each with O_APPEND so
   // that neither overwrites the other's lines; `keep_file`: a restart adds to the file.
   bool shared_file = false;
   bool keep_file = false;

@@ -1,8 +1,8 @@
 // `npu_run status --dump` on the wire: every running rank's records, collected without stopping
 // anything. The asker's StatusQuery carries `dump`; the server sends CollectRecords to every
 // node of the running round, each agent collects its ranks' flight records and stacks
-// (agent/records_dump_room.cpp) and answers RecordsCollected, and the server answers the asker
-// with a JobStatus whose `dump` holds what came back by the deadline and the rank the records
+// (agent/rooms/records_dump_room.cpp) and answers RecordsCollected, and the server answers the
+// asker with a JobStatus whose `dump` holds what came back by the deadline and the rank the records
 // blame (rendezvous/state/dump_blame.hpp). Neither message is sequenced: one lost with a connection
 // is covered by the deadline.
 #pragma once

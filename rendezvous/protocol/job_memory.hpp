@@ -1,7 +1,7 @@
 // What a job remembers across its rounds, apart from who is connected: the round, the restart
 // counts, the no-progress count, the last root cause (the restart classification compares the
 // next one with it), the command every agent must run, and the hosts the job took out. With an
-// etcd rendezvous it lives in etcd (agent/etcd_rendezvous.hpp), so that a new leader continues
+// etcd rendezvous it lives in etcd (agent/link/etcd_rendezvous.hpp), so that a new leader continues
 // the job where the lost one left it instead of starting a fresh one.
 #pragma once
 

@@ -60,7 +60,7 @@ struct NodeInfo {
   std::vector<int> devices;             // physical device id per local rank
   std::vector<std::string> device_ips;  // per local rank, for rank tables (may be empty)
   int worker_port = 0;                  // port this agent holds for MASTER_PORT if it is node 0
-  TopologyPath topology{};              // where it sits in the network (agent/topology_probe.hpp)
+  TopologyPath topology{};  // where it sits in the network (agent/health/topology_probe.hpp)
 };
 
 // What the node saw of a failure beyond its exit, for the restart classification

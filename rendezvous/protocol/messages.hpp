@@ -154,7 +154,7 @@ struct Report {
   bool progressed = true;
   // After a hang's stack dump: where each of this node's ranks was (those with frames only).
   std::vector<RankStack> stacks{};
-  // This node's events of the round (agent/agent_timeline.hpp): at most kMaxReportEvents.
+  // This node's events of the round (agent/records/agent_timeline.hpp): at most kMaxReportEvents.
   std::vector<TimelineEvent> timeline{};
 };
 

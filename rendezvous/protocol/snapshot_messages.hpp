@@ -1,5 +1,5 @@
-// Snapshots in the agents' memory (npu_run_checkpoint, agent/snapshot_room.cpp) on the wire: what
-// each agent holds when it joins a round, and the step the round restores, which the state
+// Snapshots in the agents' memory (npu_run_checkpoint, agent/rooms/snapshot_room.cpp) on the wire:
+// what each agent holds when it joins a round, and the step the round restores, which the state
 // machine chooses for the whole job (rendezvous/state/restore_choice.hpp) so that no two ranks
 // resume from different steps.
 #pragma once
@@ -25,7 +25,7 @@ struct HeldSnapshots {
   int world_size = 0;  // of the round the snapshots were taken in
   std::vector<SnapshotRange> ranges;
   // Another node's ranks whose snapshots this agent holds copies of (the ring of copies,
-  // agent/snapshot_copy_server.hpp): only `memory` is used. Any rank of the world.
+  // agent/snapshots/snapshot_copy_server.hpp): only `memory` is used. Any rank of the world.
   std::vector<SnapshotRange> copies{};
   int copy_port =
       0;  // where this agent takes copies and serves them (on its node's address); 0: none

@@ -1,6 +1,6 @@
 // The job's timeline: every moment npu_run knows of a round, with its wall-clock time, so that
 // a slow start or a long night of restarts can be read afterwards (`timeline.json`, `npu_run
-// report`). Each agent records its own (agent/agent_timeline.hpp) and sends them with its
+// report`). Each agent records its own (agent/records/agent_timeline.hpp) and sends them with its
 // report; the rendezvous adds what it sees (contacts, joins, verdicts, formations, decisions)
 // and keeps the whole, bounded: at kMaxEvents the oldest beat samples make room for newer
 // events (a rank's first and last beat of every round stay), and only once no sample is left

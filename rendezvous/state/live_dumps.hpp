@@ -40,7 +40,8 @@ class LiveDumps {
   };
 
   static constexpr size_t kMaxPending = 2;
-  // The agents' collection takes 3 s at most (agent/hang_collection.hpp); the rest is the way.
+  // The agents' collection takes 3 s at most (agent/hangs/hang_collection.hpp); the rest is the
+  // way.
   static constexpr std::chrono::milliseconds kDeadline{4500};
   // Ranks whose stacks the answer lists, the ranks put apart always among them.
   static constexpr size_t kMaxListedRanks = 1024;

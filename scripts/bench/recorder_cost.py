@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """What torch's flight recorder costs a training step, as npu_run turns it on
-(TORCH_FR_BUFFER_SIZE, agent/recorder_room.cpp), on Debian unstable's torch 2.14 with gloo, the
+(TORCH_FR_BUFFER_SIZE, agent/rooms/recorder_room.cpp), on Debian unstable's torch 2.14 with gloo, the
 first torch whose gloo records (tests/torch2/chroot.sh sid).
 
 Two ranks on loopback run a small training step (a 256x256 linear layer, batch 32, its gradients

@@ -2,7 +2,8 @@
 """docs/ARCHITECTURE.md's table of layers says what the build declares: one row per layer that
 a CMakeLists.txt declares with npu_run_layer(), and in each row the layers it uses, as the
 declaration's USES lists them. "all of the above" means every layer of the rows above it; "-"
-means none. The build enforces the layering (cmake/layers.cmake); this keeps the page that a
+means none; a row "folder/*" stands for every layer in that folder (what they use besides one
+another), whose own declarations say the rest. The build enforces the layering (cmake/layers.cmake); this keeps the page that a
 newcomer reads first from drifting away from it.
 
 Usage: layer_table.py SOURCE_DIR. Prints each difference; exit 1 if any.
@@ -13,7 +14,7 @@ import re
 import sys
 
 DECLARATION = re.compile(r"npu_run_layer\(\s*([\w/]+)(.*?)\)", re.S)
-ROW = re.compile(r"^\| ([\w/]+) \| ([^|]+) \| [^|]+ \|$")
+ROW = re.compile(r"^\| ([\w/]+(?:/\*)?) \| ([^|]+) \| [^|]+ \|$")
 
 
 def declared(root):
@@ -31,8 +32,9 @@ def declared(root):
     return layers
 
 
-def documented(root):
-    """[(layer, set of the layers it uses)], in the table's order."""
+def documented(root, build):
+    """[(layer, set of the layers it uses)], in the table's order. A row "folder/*" stands for
+    every layer in that folder: what they use besides one another."""
     rows = []
     with open(os.path.join(root, "docs", "ARCHITECTURE.md"), encoding="utf-8") as f:
         for line in f:
@@ -42,6 +44,9 @@ def documented(root):
             name, uses = m.group(1), m.group(2).strip()
             if uses == "all of the above":
                 used = {above for above, _ in rows}
+                used |= {layer for above, _ in rows if above.endswith("/*")
+                         for layer in members(above, build)}
+                used = {u for u in used if not u.endswith("/*")}
             elif uses == "-":
                 used = set()
             else:
@@ -50,23 +55,41 @@ def documented(root):
     return rows
 
 
+def members(row, build):
+    """The declared layers a "folder/*" row stands for."""
+    prefix = row[:-1]
+    return sorted(name for name in build if name.startswith(prefix))
+
+
+def declared_uses(name, build):
+    if not name.endswith("/*"):
+        return build.get(name)
+    inside = members(name, build)
+    if not inside:
+        return None
+    return set().union(*(build[n] for n in inside)) - set(inside)
+
+
 def main():
     root = sys.argv[1]
     build = declared(root)
-    table = documented(root)
+    table = documented(root, build)
     problems = []
+    shown = set()
     for name, used in table:
-        if name not in build:
+        uses = declared_uses(name, build)
+        if uses is None:
             problems.append(f"docs/ARCHITECTURE.md lists a layer '{name}' that no CMakeLists.txt "
                             "declares")
             continue
-        for missing in sorted(build[name] - used):
+        shown |= set(members(name, build)) if name.endswith("/*") else {name}
+        for missing in sorted(uses - used):
             problems.append(f"layer '{name}' uses '{missing}' (its CMakeLists.txt), which its "
                             "row in docs/ARCHITECTURE.md does not say")
-        for extra in sorted(used - build[name]):
+        for extra in sorted(used - uses):
             problems.append(f"docs/ARCHITECTURE.md says layer '{name}' uses '{extra}', which its "
                             "CMakeLists.txt does not declare")
-    for name in sorted(set(build) - {n for n, _ in table}):
+    for name in sorted(set(build) - shown):
         problems.append(f"layer '{name}' (a CMakeLists.txt declares it) has no row in "
                         "docs/ARCHITECTURE.md's table")
     for p in problems:

@@ -1,7 +1,7 @@
-// Before an attempt a node's devices must be free (agent/device_release.hpp): a leftover of the
-// job that holds one is gone before the next attempt starts, and another program's hold is named
-// and waited for, then counts as the node's failure. The devices are files under a fake device
-// root (NPU_RUN_DEV_ROOT), held open as a process holds /dev/davinciN.
+// Before an attempt a node's devices must be free (agent/health/device_release.hpp): a leftover of
+// the job that holds one is gone before the next attempt starts, and another program's hold is
+// named and waited for, then counts as the node's failure. The devices are files under a fake
+// device root (NPU_RUN_DEV_ROOT), held open as a process holds /dev/davinciN.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

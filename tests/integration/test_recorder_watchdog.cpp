@@ -1,4 +1,4 @@
-// A flight recorder's own watchdog as a hang's trigger (agent/recorder_watch_room.cpp): the
+// A flight recorder's own watchdog as a hang's trigger (agent/rooms/recorder_watch_room.cpp): the
 // script never beats and no --hang-timeout is given; one rank's recorder finds a collective past
 // its timeout and dumps itself, as torch_npu's does with TORCH_HCCL_DUMP_ON_TIMEOUT. npu_run
 // takes the dump for a hang at once: every rank on every node is asked for its records (the

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
-#include "agent/attempt.hpp"
+#include "agent/core/attempt.hpp"
 #include "agent/local_agent.hpp"
 #include "basics/exit_status.hpp"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/recorded_calls.hpp"
+#include "agent/hangs/recorded_calls.hpp"
 #include "rendezvous/protocol/json_fields.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/protocol/wire_parts.hpp"

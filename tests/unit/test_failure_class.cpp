@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/failure_evidence.hpp"
-#include "agent/oom_kills.hpp"
+#include "agent/core/failure_evidence.hpp"
+#include "agent/core/oom_kills.hpp"
 #include "basics/exit_status.hpp"
 #include "health/fault_patterns.hpp"
 #include "rendezvous/state/failure_class.hpp"

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 
-#include "agent/failure_summary.hpp"
+#include "agent/records/failure_summary.hpp"
 #include "support/temp_dir.hpp"
 
 namespace test_failure_summary {

@@ -1,9 +1,9 @@
-// Each framework's worker contract (agent/framework_env.hpp), as ../shared/design/REFERENCE.md
+// Each framework's worker contract (agent/plan/framework_env.hpp), as ../shared/design/REFERENCE.md
 // sections 9-11 describe what MindSpore, the TF Adapter and torch_npu read.
 #include <catch2/catch.hpp>
 
-#include "agent/framework_env.hpp"
-#include "agent/worker_env.hpp"
+#include "agent/plan/framework_env.hpp"
+#include "agent/plan/worker_env.hpp"
 
 namespace test_framework_env {
 

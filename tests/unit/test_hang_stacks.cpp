@@ -6,8 +6,8 @@
 #include <csignal>
 #include <fstream>
 
-#include "agent/failure_summary.hpp"
-#include "agent/hang_stacks.hpp"
+#include "agent/hangs/hang_stacks.hpp"
+#include "agent/records/failure_summary.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/state/hang_blame.hpp"
 #include "support/temp_dir.hpp"

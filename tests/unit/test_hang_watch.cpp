@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/hang_watch.hpp"
-#include "agent/rank_beats.hpp"
+#include "agent/round/hang_watch.hpp"
+#include "agent/round/rank_beats.hpp"
 #include "support/run_until.hpp"
 #include "support/temp_dir.hpp"
 #include "workers/proc_files.hpp"

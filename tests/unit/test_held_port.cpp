@@ -5,7 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
-#include "agent/rendezvous_settings.hpp"
+#include "agent/link/rendezvous_settings.hpp"
 #include "ascend/hccl_ports.hpp"
 #include "basics/usage_error.hpp"
 #include "net/held_port.hpp"

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/job_rank_table.hpp"
+#include "agent/plan/job_rank_table.hpp"
 
 namespace test_job_rank_table {
 

@@ -2,7 +2,7 @@
 // goodput, the page's content, and its size for a 1,024-node job; and --metrics-port's text.
 #include <catch2/catch.hpp>
 
-#include "agent/metrics_text.hpp"
+#include "agent/link/metrics_text.hpp"
 #include "report/html_report.hpp"
 #include "report/job_figures.hpp"
 

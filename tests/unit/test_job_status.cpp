@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/status_text.hpp"
+#include "agent/round/status_text.hpp"
 #include "net/answer_socket.hpp"
 #include "rendezvous/client/status_query.hpp"
 #include "rendezvous/protocol/protocol.hpp"

@@ -5,7 +5,7 @@
 // prints.
 #include <catch2/catch.hpp>
 
-#include "agent/status_text.hpp"
+#include "agent/round/status_text.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/state/dump_blame.hpp"
 #include "rendezvous/state/live_dumps.hpp"

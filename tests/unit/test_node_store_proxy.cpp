@@ -12,7 +12,7 @@
 #include <future>
 #include <thread>
 
-#include "agent/node_store_proxy.hpp"
+#include "agent/link/node_store_proxy.hpp"
 #include "store/store_server.hpp"
 
 namespace test_node_store_proxy {
@@ -36,7 +36,9 @@ struct FickleRoot {
   int turned_away = 0;
 
   FickleRoot(asio::io_context& io_context, int turn_away_first)
-      : io(io_context), store(io_context), port(io_context, tcp::endpoint(kLoopback, 0)),
+      : io(io_context),
+        store(io_context),
+        port(io_context, tcp::endpoint(kLoopback, 0)),
         turn_away(turn_away_first) {
     port.listen();
     accept();
@@ -63,8 +65,9 @@ int64_t read_i64(tcp::socket& socket) {
 
 }  // namespace
 
-TEST_CASE("node store proxy: an upstream closed before node 0 took it is dialled again and loses nothing",
-          "[unit][store][tier]") {
+TEST_CASE(
+    "node store proxy: an upstream closed before node 0 took it is dialled again and loses nothing",
+    "[unit][store][tier]") {
   asio::io_context io;
   FickleRoot root(io, 2);
   tcp::acceptor worker_port(io, tcp::endpoint(kLoopback, 0));

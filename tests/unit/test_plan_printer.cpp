@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/assignment.hpp"
+#include "agent/link/assignment.hpp"
 #include "agent/plan_printer.hpp"
 
 namespace test_plan_printer {

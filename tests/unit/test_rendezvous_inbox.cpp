@@ -1,10 +1,10 @@
-// The agent's inbox (agent/rendezvous_inbox.hpp): each message of the rendezvous to the
+// The agent's inbox (agent/link/rendezvous_inbox.hpp): each message of the rendezvous to the
 // handlers of its type, in the order they registered, and nowhere else.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-#include "agent/rendezvous_inbox.hpp"
+#include "agent/link/rendezvous_inbox.hpp"
 
 namespace npu_run {
 

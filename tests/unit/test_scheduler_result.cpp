@@ -1,8 +1,8 @@
-// Which process a MindSpore round blames (agent/scheduler_workers.hpp): the earliest error, the
-// scheduler's only when it failed by itself.
+// Which process a MindSpore round blames (agent/core/scheduler_workers.hpp): the earliest error,
+// the scheduler's only when it failed by itself.
 #include <catch2/catch.hpp>
 
-#include "agent/scheduler_workers.hpp"
+#include "agent/core/scheduler_workers.hpp"
 
 namespace test_scheduler_result {
 
@@ -46,8 +46,8 @@ const auto kFailed = GroupResult::Outcome::kFailed;
 TEST_CASE("scheduler result: the scheduler is added, and blamed only for its own earliest error",
           "[framework]") {
   using std::chrono::milliseconds;
-  const GroupResult good = group({ended(0, 0, milliseconds(5)), ended(1, 0, milliseconds(6))},
-                                 std::nullopt, kOk);
+  const GroupResult good =
+      group({ended(0, 0, milliseconds(5)), ended(1, 0, milliseconds(6))}, std::nullopt, kOk);
   // Both good: one more outcome, rank -1, nothing failed.
   GroupResult r = merge_scheduler_result(good, scheduler(0, milliseconds(9)), false);
   REQUIRE(r.workers.size() == 3);
@@ -67,14 +67,14 @@ TEST_CASE("scheduler result: the scheduler is added, and blamed only for its own
   r = merge_scheduler_result(worker_failed, scheduler(1, milliseconds(8)), true);
   CHECK(r.root_cause == 1u);
   // The scheduler failed first, the workers stopped for it: the scheduler.
-  const GroupResult stopped_for_it = group(
-      {ended(0, 143, milliseconds(5), true), ended(1, 1, milliseconds(6))}, 1u, kFailed);
+  const GroupResult stopped_for_it =
+      group({ended(0, 143, milliseconds(5), true), ended(1, 1, milliseconds(6))}, 1u, kFailed);
   r = merge_scheduler_result(stopped_for_it, scheduler(3, milliseconds(2)), true);
   CHECK(r.root_cause == 2u);
   CHECK(r.outcome == kFailed);
   // Workers stopped by a signal to npu_run stay stopped, whatever the scheduler did.
-  GroupResult signalled = group({ended(0, 143, milliseconds(5), true)}, std::nullopt,
-                                GroupResult::Outcome::kStopped);
+  GroupResult signalled =
+      group({ended(0, 143, milliseconds(5), true)}, std::nullopt, GroupResult::Outcome::kStopped);
   r = merge_scheduler_result(signalled, scheduler(1, milliseconds(6)), false);
   CHECK(r.outcome == GroupResult::Outcome::kStopped);
   CHECK_FALSE(r.root_cause);

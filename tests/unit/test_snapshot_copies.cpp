@@ -1,8 +1,8 @@
 // The ring of copies (issue 47): the ledger of other nodes' copies an agent keeps
-// (agent/copy_ledger.hpp), and its copy port with real sockets on loopback
-// (agent/snapshot_copy_server.hpp, agent/snapshot_copy_client.hpp): a copy put and fetched back
-// byte for byte, a keeper's refusal, and peers without the job's key or that break the protocol
-// losing their connection and getting nothing.
+// (agent/snapshots/copy_ledger.hpp), and its copy port with real sockets on loopback
+// (agent/snapshots/snapshot_copy_server.hpp, agent/snapshots/snapshot_copy_client.hpp): a copy put
+// and fetched back byte for byte, a keeper's refusal, and peers without the job's key or that break
+// the protocol losing their connection and getting nothing.
 #include <unistd.h>
 
 #include <array>
@@ -19,10 +19,10 @@
 #include <optional>
 #include <random>
 
-#include "agent/copy_ledger.hpp"
-#include "agent/copy_stream.hpp"
-#include "agent/snapshot_copy_client.hpp"
-#include "agent/snapshot_copy_server.hpp"
+#include "agent/snapshots/copy_ledger.hpp"
+#include "agent/snapshots/copy_stream.hpp"
+#include "agent/snapshots/snapshot_copy_client.hpp"
+#include "agent/snapshots/snapshot_copy_server.hpp"
 #include "support/temp_dir.hpp"
 
 namespace test_snapshot_copies {

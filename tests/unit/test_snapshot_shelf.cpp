@@ -1,9 +1,9 @@
-// The node's snapshots as bookkeeping (agent/snapshot_shelf.hpp): two per rank at most, the
-// budget, saves that die in the middle, restores that drop a future, files kept on storage; and
+// The node's snapshots as bookkeeping (agent/snapshots/snapshot_shelf.hpp): two per rank at most,
+// the budget, saves that die in the middle, restores that drop a future, files kept on storage; and
 // --checkpoint-memory's values.
 #include <catch2/catch.hpp>
 
-#include "agent/snapshot_shelf.hpp"
+#include "agent/snapshots/snapshot_shelf.hpp"
 #include "basics/usage_error.hpp"
 #include "cli/value_parsers.hpp"
 

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "agent/agent_timeline.hpp"
+#include "agent/records/agent_timeline.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/state/round_blame.hpp"
 #include "rendezvous/state/state.hpp"

@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "agent/job_token.hpp"
+#include "agent/link/job_token.hpp"
 #include "basics/token_file.hpp"
 #include "basics/usage_error.hpp"
 #include "support/temp_dir.hpp"

@@ -3,7 +3,7 @@
 // it (1.0, and 1.2 with super_pod_list on SuperPoDs), against golden files.
 #include <catch2/catch.hpp>
 
-#include "agent/job_rank_table.hpp"
+#include "agent/plan/job_rank_table.hpp"
 #include "basics/usage_error.hpp"
 #include "cluster/topology_file.hpp"
 #include "health/topology_output.hpp"

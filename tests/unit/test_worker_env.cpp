@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/worker_env.hpp"
+#include "agent/plan/worker_env.hpp"
 
 namespace test_worker_env {
 

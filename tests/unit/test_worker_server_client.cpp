@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <memory>
 
-#include "agent/worker_server_client.hpp"
+#include "agent/hangs/worker_server_client.hpp"
 #include "support/temp_dir.hpp"
 
 namespace test_worker_server_client {

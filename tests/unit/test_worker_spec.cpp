@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/worker_plan.hpp"
+#include "agent/plan/worker_plan.hpp"
 
 namespace test_worker_spec {
 

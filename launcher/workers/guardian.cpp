@@ -19,8 +19,13 @@
 namespace npu_run {
 namespace {
 
+// The message of an agent that ends on purpose (a worker's registration is its group id, > 0;
+// a forgotten group is its id negated).
+constexpr int32_t kEndedOnPurpose = 0;
+
 // The guardian's whole life: remember process groups until the agent's end of the pipe closes
-// (the agent exited or was killed), then SIGKILL every group still remembered.
+// (the agent exited or was killed), then SIGKILL every group still remembered, and, unless the
+// agent said it ended on purpose, every process that carries its mark.
 [[noreturn]] void guardian_main(int read_fd, const std::string& mark) {
   ::prctl(PR_SET_NAME, "npu_run-guard");
   // A session (and process group) of its own: timeout(1), `kill -9 -PGID` and batch systems
@@ -52,12 +57,15 @@ namespace {
   // node's worker count, and overflow only loses the SIGKILL-of-agent safety net.
   static pid_t groups[65536];
   size_t count = 0;
+  bool ended_on_purpose = false;
   int32_t message = 0;
   while (true) {
     const ssize_t n = ::read(read_fd, &message, sizeof(message));
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof(message))) break;  // EOF: the agent is gone
-    if (message > 0 && count < std::size(groups)) {
+    if (message == kEndedOnPurpose) {
+      ended_on_purpose = true;
+    } else if (message > 0 && count < std::size(groups)) {
       groups[count++] = message;
     } else if (message < 0) {
       for (size_t i = 0; i < count; ++i) {
@@ -71,9 +79,13 @@ namespace {
   for (size_t i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
   // The agent's snapshots in memory go with it (an agent that ended removed them already).
   remove_segment_directory(segment_directory_for(mark));
-  // Workers were still registered: the agent died during an attempt, before it could sweep up
-  // what left the workers' groups. Those carry its mark (escaped_processes.hpp).
-  if (count > 0) (void)stop_escaped_processes(EscapeSweep{mark, false, {}, "/proc"});
+  // The agent died without its last sweep of what left the workers' groups: those carry its
+  // mark (escaped_processes.hpp). Its workers may all have ended (and been forgotten) a moment
+  // before it was killed, as when every process of its session is SIGKILLed one by one, so an
+  // empty table proves nothing; only the agent's own word does (and groups still registered
+  // belie it).
+  if (!ended_on_purpose || count > 0)
+    (void)stop_escaped_processes(EscapeSweep{mark, false, {}, "/proc"});
   ::_exit(0);
 }
 
@@ -100,7 +112,13 @@ Guardian::Guardian() {
 }
 
 Guardian::~Guardian() {
-  if (pipe_fd_ >= 0) ::close(pipe_fd_);
+  if (pipe_fd_ >= 0) {
+    // The agent ends on purpose: it stopped its workers and swept what they left.
+    const int32_t m = kEndedOnPurpose;
+    while (::write(pipe_fd_, &m, sizeof(m)) < 0 && errno == EINTR) {
+    }
+    ::close(pipe_fd_);
+  }
   // Bounded: the guardian only kills groups that are already gone and exits.
   while (pid_ > 0 && ::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }

@@ -14,7 +14,9 @@ class Guardian : boost::noncopyable {
  public:
   // Forks the guardian. Call while the agent is single-threaded (before any resolver thread).
   Guardian();
-  // Closes the pipe, so the guardian kills whatever is still registered and exits; reaps it.
+  // Tells the guardian the agent ends on purpose and closes the pipe: the guardian kills
+  // whatever is still registered and exits; reaps it. An agent that dies without this (SIGKILL)
+  // has the guardian also end every process that carries its mark.
   ~Guardian();
 
   // The pipe a new worker writes its own process group id to (4 bytes, in the child before

@@ -23,16 +23,22 @@ namespace {
 // a forgotten group is its id negated).
 constexpr int32_t kEndedOnPurpose = 0;
 
-// The guardian's whole life: remember process groups until the agent's end of the pipe closes
-// (the agent exited or was killed), then SIGKILL every group still remembered, and, unless the
-// agent said it ended on purpose, every process that carries its mark.
-[[noreturn]] void guardian_main(int read_fd, const std::string& mark) {
+// The guardian leaves the agent's group and session, tells the agent so (`settled_fd`), ignores
+// the signals a terminal sends, and holds nothing of the agent's open; returns where its pipe
+// from the agent now is.
+int leave_the_agent(int read_fd, int settled_fd) {
   ::prctl(PR_SET_NAME, "npu_run-guard");
   // A session (and process group) of its own: timeout(1), `kill -9 -PGID` and batch systems
   // SIGKILL the agent's group or session, and a guardian inside it would go with the agent,
   // leaving what the workers started running (issue 64). Outside, only a kill aimed at it
   // reaches it.
   (void)::setsid();
+  // Out of the agent's group and session now: the agent, waiting for this byte, starts no
+  // worker before. (On CI's loaded cores a group SIGKILL once came before the guardian had run
+  // at all, and took it with the agent.)
+  const char settled = 1;
+  (void)::write(settled_fd, &settled, 1);
+  ::close(settled_fd);
   // Its lifetime is tied to the pipe, not to signals: a Ctrl-C to the terminal's process group
   // must not remove it before the agent is gone.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
@@ -53,6 +59,14 @@ constexpr int32_t kEndedOnPurpose = 0;
       ::close(null_fd);
     }
   }
+  return read_fd;
+}
+
+// The guardian's whole life: remember process groups until the agent's end of the pipe closes
+// (the agent exited or was killed), then SIGKILL every group still remembered, and, unless the
+// agent said it ended on purpose, every process that carries its mark.
+[[noreturn]] void guardian_main(int read_fd, int settled_fd, const std::string& mark) {
+  read_fd = leave_the_agent(read_fd, settled_fd);
   // A fixed table keeps the guardian allocation-free after fork; 64k groups is far above any
   // node's worker count, and overflow only loses the SIGKILL-of-agent safety net.
   static pid_t groups[65536];
@@ -96,19 +110,32 @@ Guardian::Guardian() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("guardian: pipe: ") + std::strerror(errno));
-  pid_ = ::fork();
-  if (pid_ < 0) {
+  int settled[2];
+  if (::pipe2(settled, O_CLOEXEC) != 0) {
     const int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
+    throw std::runtime_error(std::string("guardian: pipe: ") + std::strerror(err));
+  }
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    const int err = errno;
+    for (const int fd : {fds[0], fds[1], settled[0], settled[1]}) ::close(fd);
     throw std::runtime_error(std::string("guardian: fork: ") + std::strerror(err));
   }
   if (pid_ == 0) {
     ::close(fds[1]);
-    guardian_main(fds[0], mark);
+    ::close(settled[0]);
+    guardian_main(fds[0], settled[1], mark);
   }
   ::close(fds[0]);
+  ::close(settled[1]);
   pipe_fd_ = fds[1];
+  // Until the guardian has its own session (or is gone: EOF); setsid cannot block.
+  char byte = 0;
+  while (::read(settled[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  ::close(settled[0]);
 }
 
 Guardian::~Guardian() {

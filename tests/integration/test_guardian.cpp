@@ -55,8 +55,7 @@ TEST_CASE("guardian: an agent SIGKILLed with no worker registered leaves no daem
   ::kill(agent, SIGKILL);
   int status = 0;
   REQUIRE(::waitpid(agent, &status, 0) == agent);
-  // The promise is 2 s; 10 s for CI's loaded cores (test_kill_scope.cpp says why).
-  const std::vector<pid_t> left = wait_until_no_marker_processes(marker, 10s);
+  const std::vector<pid_t> left = wait_until_no_marker_processes(marker, 2s);
   INFO(describe_processes(left));
   CHECK(left.empty());
   for (const pid_t pid : left) ::kill(pid, SIGKILL);

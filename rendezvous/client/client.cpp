@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "basics/durations.hpp"
+#include "net/own_pause.hpp"
 #include "rendezvous/client/client_impl.hpp"
 
 namespace npu_run::rdzv {
@@ -129,12 +130,20 @@ void RendezvousClient::Impl::connection_error(const std::string& reason, bool se
   }
 }
 
-void RendezvousClient::Impl::watch(milliseconds timeout, const std::string& what) {
+// A watchdog that fires after this process's own pause (net/own_pause.hpp) gives the server one
+// more timeout, counted from now: what it sent meanwhile waits unread, and a server in this
+// process (node 0's) could not send at all. Any frame heard starts the watch afresh.
+void RendezvousClient::Impl::watch(milliseconds timeout, const std::string& what,
+                                   bool after_pause) {
   watchdog_timer.expires_after(timeout);
-  watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), what,
-                             timeout](boost::system::error_code ec) {
+  watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), what, timeout,
+                             after_pause](boost::system::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->done) return;
+    if (!after_pause && net::fired_after_own_pause(self->watchdog_timer)) {
+      self->watch(timeout, what, true);
+      return;
+    }
     self->fail(fmt::format("the rendezvous server at {} {} ({:.1f} s)", self->endpoint(), what,
                            seconds(timeout)));
   });

@@ -68,7 +68,9 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   // moves to a new connection, unless the server hung up on purpose.
   void connection_error(const std::string& reason, bool server_closed);
 
-  void watch(milliseconds timeout, const std::string& what);
+  // Fails the session unless a frame comes within `timeout` (and within one more after this
+  // process's own pause, unless `after_pause`: that is the one more).
+  void watch(milliseconds timeout, const std::string& what, bool after_pause = false);
 
   // The server answers every heartbeat, so a link that stays silent for a few intervals is in
   // trouble: a partition, or a segment TCP retransmits only after a long backoff (before Linux

@@ -12,10 +12,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "net/framed_connection.hpp"
+#include "net/own_pause.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/server/server_admission.hpp"
 #include "rendezvous/server/server_listeners.hpp"
@@ -239,15 +241,37 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                              refusal->message);
   }
 
-  void schedule_tick() {
-    tick_timer.expires_after(std::chrono::milliseconds(250));
+  void schedule_tick(std::chrono::milliseconds in = kTickInterval) {
+    tick_timer.expires_after(in);
     tick_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
       auto self = weak.lock();
       if (ec || !self || self->stopped) return;
+      if (net::fired_after_own_pause(self->tick_timer) && !self->grace_given) {
+        self->hear_before_judging();
+        return;
+      }
+      self->grace_given = false;
       self->admission.flush();
       self->dispatch(self->state.on_tick(now()));
       self->schedule_tick();
     });
+  }
+
+  // This process did not run (net/own_pause.hpp): a tick now would declare lost every agent
+  // whose heartbeats wait unread, and node 0's own agent, which could not send. The next tick
+  // comes once each live agent's next heartbeat has arrived; that one judges, however late.
+  void hear_before_judging() {
+    const auto paused = std::chrono::duration<double>(net::lateness(tick_timer));
+    const auto& s = state.settings();
+    const auto grace = std::clamp(2 * s.heartbeat_interval, kTickInterval,
+                                  std::max(kTickInterval, s.heartbeat_timeout / 2));
+    spdlog::log(paused > s.heartbeat_timeout / 4 ? spdlog::level::warn : spdlog::level::debug,
+                "rendezvous server: this process did not run for at least {:.1f} s (stopped, starved of a "
+                "core, or its machine paused); the agents are heard for {:.1f} s before their "
+                "silence is judged",
+                paused.count(), std::chrono::duration<double>(grace).count());
+    grace_given = true;
+    schedule_tick(grace);
   }
 
   // After the job has ended, every agent has this long to hear it and disconnect.
@@ -300,7 +324,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Listeners listeners;
   Sessions sessions;
   Admission admission;
+  static constexpr std::chrono::milliseconds kTickInterval{250};
   asio::steady_timer tick_timer;
+  bool grace_given = false;  // after a pause: the next tick judges, however late it comes
   asio::steady_timer barrier_timer;
   uint64_t last_formed_round = 0;
   std::pair<uint64_t, RendezvousState::Phase> memory_stamp;

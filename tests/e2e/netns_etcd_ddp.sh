@@ -166,7 +166,9 @@ if [ "$variant" = split ]; then
 fi
 for i in "${survivors[@]}"; do
   wait_bounded 180 "${pids[$i]}" "node $i"
-  [ "$rc" -eq 0 ] || fail "node $i exited $rc"
+  # Its warnings and errors first: CI's report may keep only the start of a long failure.
+  [ "$rc" -eq 0 ] || fail "node $i exited $rc; what it warned of, last first:
+$(grep -E '] (warning|error):' "$work/node$i.err" | tac | head -n 6 | cut -c1-300)"
   expect_in "$work/node$i.err" "of 4, node" "attempt 1)"
 done
 cat "$work/node${survivors[0]}.out" "$work/node${survivors[1]}.out" >"$work/survivors.out"

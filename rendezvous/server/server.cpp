@@ -1,8 +1,8 @@
 // The rendezvous server's core: it drives the pure state machine (state.hpp) from the agents'
 // frames, its ticks and their disconnects, and sends what it answers. The rest is in units of
 // their own: the listening sockets (server_listeners), sessions and their resume
-// (server_sessions), who may connect before joining (server_admission) and the other protocol
-// sharing the port (server_protocol_switch).
+// (server_sessions), its clock (server_ticks), who may connect before joining
+// (server_admission) and the other protocol sharing the port (server_protocol_switch).
 #include "rendezvous/server/server.hpp"
 
 #include <fmt/format.h>
@@ -12,17 +12,16 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "net/framed_connection.hpp"
-#include "net/own_pause.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/server/server_admission.hpp"
 #include "rendezvous/server/server_listeners.hpp"
 #include "rendezvous/server/server_log.hpp"
 #include "rendezvous/server/server_sessions.hpp"
+#include "rendezvous/server/server_ticks.hpp"
 
 namespace npu_run::rdzv {
 
@@ -37,7 +36,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         listeners(io_context),
         admission(sessions, Admission::rules_for(options, state.settings()), options.other_protocol,
                   [this](ClientId id) { forget(id); }),
-        tick_timer(io_context),
+        ticks(io_context, state.settings().heartbeat_interval, state.settings().heartbeat_timeout),
         barrier_timer(io_context) {
     if (options.resume) state.resume(*options.resume);
     memory_stamp = {state.round(), state.phase()};
@@ -55,7 +54,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     listeners.start([weak](tcp::socket socket) {
       if (const auto self = weak.lock()) self->add_session(std::move(socket));
     });
-    schedule_tick();
+    ticks.start([weak] {
+      const auto self = weak.lock();
+      if (!self || self->stopped) return;
+      self->admission.flush();
+      self->dispatch(self->state.on_tick(now()));
+    });
   }
 
   // ---- connections ----
@@ -241,39 +245,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                              refusal->message);
   }
 
-  void schedule_tick(std::chrono::milliseconds in = kTickInterval) {
-    tick_timer.expires_after(in);
-    tick_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self || self->stopped) return;
-      if (net::fired_after_own_pause(self->tick_timer) && !self->grace_given) {
-        self->hear_before_judging();
-        return;
-      }
-      self->grace_given = false;
-      self->admission.flush();
-      self->dispatch(self->state.on_tick(now()));
-      self->schedule_tick();
-    });
-  }
-
-  // This process did not run (net/own_pause.hpp): a tick now would declare lost every agent
-  // whose heartbeats wait unread, and node 0's own agent, which could not send. The next tick
-  // comes once each live agent's next heartbeat has arrived; that one judges, however late.
-  void hear_before_judging() {
-    const auto paused = std::chrono::duration<double>(net::lateness(tick_timer));
-    const auto& s = state.settings();
-    const auto grace = std::clamp(2 * s.heartbeat_interval, kTickInterval,
-                                  std::max(kTickInterval, s.heartbeat_timeout / 2));
-    spdlog::log(paused > s.heartbeat_timeout / 4 ? spdlog::level::warn : spdlog::level::debug,
-                "rendezvous server: this process did not run for at least {:.1f} s (stopped, starved of a "
-                "core, or its machine paused); the agents are heard for {:.1f} s before their "
-                "silence is judged",
-                paused.count(), std::chrono::duration<double>(grace).count());
-    grace_given = true;
-    schedule_tick(grace);
-  }
-
   // After the job has ended, every agent has this long to hear it and disconnect.
   void start_exit_barrier() {
     barrier_timer.expires_after(options.exit_barrier_timeout);
@@ -302,7 +273,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (finished && options.job_ended) options.job_ended(state);
     admission.flush(true);  // what was only counted so far
     listeners.stop();
-    tick_timer.cancel();
+    ticks.cancel();
     barrier_timer.cancel();
     // Every agent is lost to the state machine as if it had hung up (forget() edits `sessions`).
     for (ClientId id : sessions.ids()) {
@@ -324,9 +295,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Listeners listeners;
   Sessions sessions;
   Admission admission;
-  static constexpr std::chrono::milliseconds kTickInterval{250};
-  asio::steady_timer tick_timer;
-  bool grace_given = false;  // after a pause: the next tick judges, however late it comes
+  ServerTicks ticks;
   asio::steady_timer barrier_timer;
   uint64_t last_formed_round = 0;
   std::pair<uint64_t, RendezvousState::Phase> memory_stamp;

@@ -153,6 +153,7 @@ class RendezvousState {
     bool told_standby = false;                       // was sent Standby (it is a spare)
     int64_t joined_ms = 0;                           // wall clock of its join's arrival
     int64_t verdict_ms = 0;                          // ... and of its last verdict's
+    NodeStatus status(const char* state, int64_t silent_ms) const;  // for npu_run status
   };
   // A seat of the last round: what a spare taking it should match.
   struct SeatMemory {
@@ -187,6 +188,9 @@ class RendezvousState {
     std::string affinity{};  // Join::affinity
     bool taken_out = false;  // dismissed for a fault of its own: not in the next round
     std::string agent{};     // Join::agent
+    NodeStatus status(int64_t silent_ms, Clock::time_point now) const;  // for npu_run status
+    // Still in the job: told the round's decision, and seated in the next round.
+    bool stays() const { return !lost && !left && !taken_out; }
   };
 
   std::vector<Outgoing> on_hello(ClientId from, const Hello& hello);

@@ -10,6 +10,15 @@
 #include "rendezvous/state/state.hpp"
 
 namespace npu_run::rdzv {
+namespace {
+
+// Why a node's fault ends the job rather than costing a free restart.
+const char* no_spare_left(int spares) {
+  return spares > 0 ? "; no spare is left to take its place"
+                    : "; no spare (--spares) to take its place";
+}
+
+}  // namespace
 
 void RendezvousState::begin_reform(Reform reform, std::vector<Outgoing>& out) {
   if (phase_ != Phase::kRunning) return;
@@ -166,10 +175,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
                      no_progress_restarts_ >= settings_.max_no_progress_restarts;
   const bool broken_script = cls.kind == FailureClass::kDeterministic;
   const bool free_restart = infrastructure && restart_is_free();
-  if (infrastructure && !free_restart) {
-    decision.class_reason += settings_.spares > 0 ? "; no spare is left to take its place"
-                                                  : "; no spare (--spares) to take its place";
-  }
+  if (infrastructure && !free_restart) decision.class_reason += no_spare_left(settings_.spares);
   if (root_cause_ && !deliberate_stop_ && !stuck && !broken_script &&
       (free_restart || charged_restarts_ < settings_.max_restarts)) {
     ++restart_count_;
@@ -194,7 +200,7 @@ void RendezvousState::decide_if_complete(std::vector<Outgoing>& out) {
   note_decision(decision);
   Outgoing broadcast{{}, decision, false};
   for (const Member& m : members_) {
-    if (!m.lost && !m.left && !m.taken_out) broadcast.to.push_back(m.id);
+    if (m.stays()) broadcast.to.push_back(m.id);
   }
   if (!broadcast.to.empty()) out.push_back(std::move(broadcast));
   if (decision.action == Action::kRestart) {

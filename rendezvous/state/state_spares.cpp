@@ -123,7 +123,7 @@ void RendezvousState::remember_seats() {
   for (const Member& m : members_) {
     last_seats_.push_back(
         SeatMemory{m.node.host, m.affinity, m.node.nproc, m.agent, m.node.topology});
-    if (!m.lost && !m.left && !m.taken_out) remembered_seat_.emplace(m.id, m.node_rank);
+    if (m.stays()) remembered_seat_.emplace(m.id, m.node_rank);
   }
 }
 

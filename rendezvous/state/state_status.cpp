@@ -43,6 +43,38 @@ void RendezvousState::note_beats(ClientId from, const std::vector<RankBeat>& ran
   member->beats_at = now_.steady;
 }
 
+NodeStatus RendezvousState::Member::status(int64_t silent_ms, Clock::time_point now) const {
+  NodeStatus n;
+  n.node_rank = node_rank;
+  n.host = node.host;
+  n.addr = node.addr;
+  n.nproc = node.nproc;
+  n.rank_offset = rank_offset;
+  n.state = lost ? "lost" : left ? "left" : reported ? "reported" : "running";
+  n.silent_ms = lost ? 0 : silent_ms;
+  n.ranks = beats;
+  n.health = health;
+  if (!node.topology.empty()) n.place = node.topology.describe();
+  const int64_t since = ms_between(beats_at, now);
+  for (RankBeat& b : n.ranks) {
+    if (b.age_ms >= 0) b.age_ms += since;  // the beat's age when its heartbeat came, and since
+  }
+  return n;
+}
+
+NodeStatus RendezvousState::Joiner::status(const char* state, int64_t silent_ms) const {
+  NodeStatus n;
+  n.node_rank = join.node_rank.value_or(-1);
+  n.host = join.node.host;
+  n.addr = join.node.addr;
+  n.nproc = join.node.nproc;
+  n.state = state;
+  n.health = verdict;
+  if (!join.node.topology.empty()) n.place = join.node.topology.describe();
+  n.silent_ms = silent_ms;
+  return n;
+}
+
 JobStatus RendezvousState::status(Now now) const {
   JobStatus s;
   s.run_id = settings_.run_id;
@@ -60,42 +92,19 @@ JobStatus RendezvousState::status(Now now) const {
     return it == clients_.end() ? 0 : ms_between(it->second.last_seen, now.steady);
   };
   if (phase_ != Phase::kJoining) {
-    for (const Member& m : members_) {
-      NodeStatus& n = s.nodes.emplace_back();
-      n.node_rank = m.node_rank;
-      n.host = m.node.host;
-      n.addr = m.node.addr;
-      n.nproc = m.node.nproc;
-      n.rank_offset = m.rank_offset;
-      n.state = m.lost ? "lost" : m.left ? "left" : m.reported ? "reported" : "running";
-      n.silent_ms = m.lost ? 0 : silent(m.id);
-      n.ranks = m.beats;
-      n.health = m.health;
-      if (!m.node.topology.empty()) n.place = m.node.topology.describe();
-      const int64_t since = ms_between(m.beats_at, now.steady);
-      for (RankBeat& b : n.ranks) {
-        if (b.age_ms >= 0) b.age_ms += since;
-      }
-    }
+    for (const Member& m : members_) s.nodes.push_back(m.status(silent(m.id), now.steady));
   }
   std::vector<const Joiner*> waiting;
   for (const auto& [id, joiner] : pending_) waiting.push_back(&joiner);
   std::sort(waiting.begin(), waiting.end(),
             [](const Joiner* a, const Joiner* b) { return a->arrival < b->arrival; });
   for (const Joiner* j : waiting) {
-    NodeStatus& n = s.nodes.emplace_back();
-    n.node_rank = j->join.node_rank.value_or(-1);
-    n.host = j->join.node.host;
-    n.addr = j->join.node.addr;
-    n.nproc = j->join.node.nproc;
     const Gate gate = gate_of(*j);
-    n.state = gate == Gate::kChecking ? "checking"
-              : gate == Gate::kFailed ? "excluded"
-              : j->told_standby       ? "spare"
-                                      : "waiting";
-    n.health = j->verdict;
-    if (!j->join.node.topology.empty()) n.place = j->join.node.topology.describe();
-    n.silent_ms = silent(j->id);
+    const char* state = gate == Gate::kChecking ? "checking"
+                        : gate == Gate::kFailed ? "excluded"
+                        : j->told_standby       ? "spare"
+                                                : "waiting";
+    s.nodes.push_back(j->status(state, silent(j->id)));
   }
   if (phase_ == Phase::kJoining) {
     const int needed = elastic() ? settings_.min_nodes : settings_.max_nodes;

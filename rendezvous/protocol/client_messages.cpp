@@ -5,10 +5,63 @@
 #include "rendezvous/protocol/snapshot_wire.hpp"
 #include "rendezvous/protocol/straggler_wire.hpp"
 #include "rendezvous/protocol/wire_parts.hpp"
+#include "rendezvous/protocol/wire_shape.hpp"
 
 namespace npu_run::rdzv {
 
 namespace {
+
+using wire::field;
+using wire::Presence;
+
+// ---- the messages declared once (rendezvous/protocol/wire_shape.hpp) ----
+
+const auto kHello = wire::shape<Hello>(
+    "hello", field(&Hello::magic, "magic", wire::Text{64}),
+    field(&Hello::version, "version", wire::Int<int>{0, 1'000'000}),
+    field(&Hello::run_id, "run_id", wire::Text{Limits::kMaxRunId}),
+    field(&Hello::nonce, "nonce", wire::Text{Limits::kMaxNonce}, Presence::kOptional),
+    field(&Hello::session, "session", wire::Text{Limits::kMaxNonce}, Presence::kOptional));
+
+const auto kAuth =
+    wire::shape<Auth>("auth", field(&Auth::proof, "proof", wire::Text{Limits::kMaxNonce}));
+
+const auto kResume = wire::shape<Resume>(
+    "resume", field(&Resume::session, "session", wire::Text{Limits::kMaxNonce}),
+    field(&Resume::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
+
+const auto kStatusQuery = wire::shape<StatusQuery>(
+    "status", field(&StatusQuery::id, "id", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&StatusQuery::dump, "dump", wire::Bool{}, Presence::kWhenSet));
+
+const auto kHeartbeat = wire::shape<Heartbeat>(
+    "heartbeat", field(&Heartbeat::received, "received", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&Heartbeat::ranks, "ranks",
+          wire::Maybe<wire::Array<std::vector<RankBeat>>>{
+              {Limits::kMaxWorkersPerNode, to_json, beats_from}},
+          Presence::kWhenSet),
+    field(&Heartbeat::etcd, "etcd", wire::Maybe<wire::Bool>{}, Presence::kWhenSet));
+
+const auto kHangNotice = wire::shape<HangNotice>(
+    "hang", field(&HangNotice::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&HangNotice::failure, "failure", wire::Object<FailureReport>{to_json, failure_from}));
+
+const auto kHealthReport = wire::shape<HealthReport>(
+    "health",
+    field(&HealthReport::verdict, "verdict", wire::Object<NodeVerdict>{verdict_json, verdict_from}));
+
+const auto kPingReport = wire::shape<PingReport>(
+    "ping_report", field(&PingReport::run, "run", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&PingReport::results, "results",
+          wire::Array<std::vector<PingResult>>{Limits::kMaxPings, to_json, ping_results_from},
+          Presence::kOptional));
+
+const auto kProbeReport = wire::shape<ProbeReport>(
+    "probe_report", field(&ProbeReport::run, "run", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&ProbeReport::matmul_us, "matmul_us", wire::Int<int64_t>{0, INT64_MAX}),
+    field(&ProbeReport::gather_us, "gather_us", wire::Int<int64_t>{0, INT64_MAX}),
+    field(&ProbeReport::failed, "failed", wire::Bool{}, Presence::kOptional),
+    field(&ProbeReport::detail, "detail", wire::Text{Limits::kMaxPingText}, Presence::kOptional));
 
 // A node's own event: the server knows its node, host and round.
 json agent_event_json(const TimelineEvent& e) {
@@ -76,36 +129,29 @@ json client_json(const ClientMessage& message) {
       [](const auto& m) -> json {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Hello>) {
-          return {{"type", "hello"},    {"magic", m.magic}, {"version", m.version},
-                  {"run_id", m.run_id}, {"nonce", m.nonce}, {"session", m.session}};
+          return kHello.encode(m);
         } else if constexpr (std::is_same_v<T, Auth>) {
-          return {{"type", "auth"}, {"proof", m.proof}};
+          return kAuth.encode(m);
         } else if constexpr (std::is_same_v<T, Join>) {
           return join_json(m);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
-          json j{{"type", "heartbeat"}, {"received", m.received}};
-          if (m.ranks) j["ranks"] = to_json(*m.ranks);
-          if (m.etcd) j["etcd"] = *m.etcd;
-          return j;
+          return kHeartbeat.encode(m);
         } else if constexpr (std::is_same_v<T, StatusQuery>) {
-          json j{{"type", "status"}, {"id", m.id}};
-          if (m.dump) j["dump"] = true;
-          return j;
+          return kStatusQuery.encode(m);
         } else if constexpr (std::is_same_v<T, RecordsCollected>) {
           return records_json(m);
         } else if constexpr (std::is_same_v<T, Resume>) {
-          return {{"type", "resume"}, {"session", m.session}, {"received", m.received}};
+          return kResume.encode(m);
         } else if constexpr (std::is_same_v<T, HangNotice>) {
-          return {{"type", "hang"}, {"round", m.round}, {"failure", to_json(m.failure)}};
+          return kHangNotice.encode(m);
         } else if constexpr (std::is_same_v<T, HealthReport>) {
-          return {{"type", "health"}, {"verdict", verdict_json(m.verdict)}};
+          return kHealthReport.encode(m);
         } else if constexpr (std::is_same_v<T, PingReport>) {
-          return {{"type", "ping_report"}, {"run", m.run}, {"results", to_json(m.results)}};
+          return kPingReport.encode(m);
         } else if constexpr (std::is_same_v<T, CollectiveSample>) {
           return sample_json(m);
         } else if constexpr (std::is_same_v<T, ProbeReport>) {
-          return {{"type", "probe_report"},   {"run", m.run},       {"matmul_us", m.matmul_us},
-                  {"gather_us", m.gather_us}, {"failed", m.failed}, {"detail", m.detail}};
+          return kProbeReport.encode(m);
         } else {
           return report_json(m);
         }
@@ -135,16 +181,6 @@ Join join_from(const Fields& f) {
   return m;
 }
 
-ProbeReport probe_report_from(const Fields& f) {
-  ProbeReport m;
-  m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
-  m.matmul_us = f.integer("matmul_us", 0, INT64_MAX);
-  m.gather_us = f.integer("gather_us", 0, INT64_MAX);
-  m.failed = f.boolean("failed");
-  m.detail = f.text("detail", Limits::kMaxPingText, false);
-  return m;
-}
-
 Report report_from(const Fields& f) {
   Report m;
   m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
@@ -166,38 +202,18 @@ Report report_from(const Fields& f) {
 ClientMessage client_from(const json& j) {
   const Fields f(j, "message");
   const std::string type = f.text("type", 32);
-  if (type == "hello") {
-    return Hello{f.text("magic", 64), static_cast<int>(f.integer("version", 0, 1'000'000)),
-                 f.text("run_id", Limits::kMaxRunId), f.text("nonce", Limits::kMaxNonce, false),
-                 f.text("session", Limits::kMaxNonce, false)};
-  }
-  if (type == "auth") return Auth{f.text("proof", Limits::kMaxNonce)};
+  if (type == "hello") return kHello.decode(f);
+  if (type == "auth") return kAuth.decode(f);
   if (type == "join") return join_from(f);
-  if (type == "heartbeat") {
-    Heartbeat m{received_field(f)};
-    if (f.find("ranks") != nullptr)
-      m.ranks = beats_from(f.array("ranks", Limits::kMaxWorkersPerNode));
-    if (f.find("etcd") != nullptr) m.etcd = f.boolean("etcd");
-    return m;
-  }
-  if (type == "status") {
-    return StatusQuery{static_cast<uint64_t>(f.integer("id", 0, INT64_MAX)),
-                       f.find("dump") != nullptr && f.boolean("dump")};
-  }
+  if (type == "heartbeat") return kHeartbeat.decode(f);
+  if (type == "status") return kStatusQuery.decode(f);
   if (type == "records") return records_from(f);
-  if (type == "resume") return Resume{f.text("session", Limits::kMaxNonce), received_field(f)};
-  if (type == "hang") {
-    HangNotice m;
-    m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-    m.failure = failure_from(f.object("failure"));
-    return m;
-  }
-  if (type == "health") return HealthReport{verdict_from(f.object("verdict"))};
-  if (type == "ping_report")
-    return PingReport{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
-                      ping_results_from(f.array("results", Limits::kMaxPings, false))};
+  if (type == "resume") return kResume.decode(f);
+  if (type == "hang") return kHangNotice.decode(f);
+  if (type == "health") return kHealthReport.decode(f);
+  if (type == "ping_report") return kPingReport.decode(f);
   if (type == "sample") return sample_from(f);
-  if (type == "probe_report") return probe_report_from(f);
+  if (type == "probe_report") return kProbeReport.decode(f);
   if (type == "report") return report_from(f);
   f.fail(fmt::format("has an unknown type '{}'", type));
 }

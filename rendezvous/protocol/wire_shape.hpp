@@ -1,0 +1,164 @@
+// A message declared once: its wire name and its fields, each with its key, its bounds and how
+// it is present, and both directions come from that one declaration. Reading is bounded as
+// json_fields.hpp is (nlohmann's NLOHMANN_DEFINE_TYPE_* check neither types nor sizes):
+//
+//   inline const auto kResumeShape = wire::shape<Resume>("resume",
+//       wire::field(&Resume::session, "session", wire::Text{Limits::kMaxNonce}),
+//       wire::field(&Resume::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
+//
+// A JSON object keeps its keys sorted, so the order of the fields does not change a byte; what
+// a field's Presence says does (tests/unit/test_wire_golden.cpp pins the bytes).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <stdexcept>
+#include <type_traits>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "rendezvous/protocol/json_fields.hpp"
+
+namespace npu_run::rdzv::wire {
+
+// How a field is written, and what its absence means when it is read.
+enum class Presence {
+  kRequired,  // always written; a message without it is refused ("lacks 'key'")
+  kOptional,  // always written; missing (from an older peer) reads as the message's default
+  kWhenSet,   // written only when it differs from the default; missing reads as the default
+};
+
+// ---- codecs: one kind of value each, and its bounds ----
+
+struct Text {
+  size_t max;  // bytes
+  json to(const std::string& v) const { return v; }
+  std::string from(const Fields& f, const char* key) const { return f.text(key, max); }
+};
+
+template <typename I>
+struct Int {
+  int64_t min;
+  int64_t max;
+  json to(I v) const { return v; }
+  I from(const Fields& f, const char* key) const {
+    return static_cast<I>(f.integer(key, min, max));
+  }
+};
+
+struct Bool {
+  json to(bool v) const { return v; }
+  bool from(const Fields& f, const char* key) const { return f.boolean(key); }
+};
+
+// A JSON object, written and read by the part's own functions (wire_parts.hpp).
+template <typename T>
+struct Object {
+  json (*write)(const T&);
+  T (*read)(const json&);
+  json to(const T& v) const { return write(v); }
+  T from(const Fields& f, const char* key) const { return read(f.object(key)); }
+};
+
+// A JSON array of at most `max` entries, read whole by the part's own function.
+template <typename T>
+struct Array {
+  size_t max;
+  json (*write)(const T&);
+  T (*read)(const json& array);
+  json to(const T& v) const { return write(v); }
+  T from(const Fields& f, const char* key) const { return read(f.array(key, max)); }
+};
+
+// A std::optional member: written when it holds a value (Presence::kWhenSet).
+template <typename Codec>
+struct Maybe {
+  Codec codec;
+  template <typename V>
+  json to(const std::optional<V>& v) const {
+    return codec.to(*v);
+  }
+  auto from(const Fields& f, const char* key) const {
+    return std::optional(codec.from(f, key));
+  }
+};
+
+// ---- fields and shapes ----
+
+// Whether a kWhenSet field is left out: it equals the default; an optional holds nothing. Only
+// such values can be kWhenSet (a message part without == is written always).
+template <typename V>
+constexpr bool kCanBeLeftOut = std::equality_comparable<V>;
+template <typename V>
+constexpr bool kCanBeLeftOut<std::optional<V>> = true;
+template <typename V>  // a vector's == compiles for any element, and fails inside
+constexpr bool kCanBeLeftOut<std::vector<V>> = std::equality_comparable<V>;
+
+template <typename V>
+bool is_default(const V& v, const V& default_value) {
+  return v == default_value;
+}
+template <typename V>
+bool is_default(const std::optional<V>& v, const std::optional<V>& /*default_value*/) {
+  return !v.has_value();
+}
+
+template <typename Message, typename Value, typename Codec>
+struct Field {
+  Value Message::*member;
+  const char* key;
+  Codec codec;
+  Presence presence;
+
+  void put(json& j, const Message& m) const {
+    const Value& v = m.*member;
+    if constexpr (kCanBeLeftOut<Value>) {
+      if (presence == Presence::kWhenSet && is_default(v, Message{}.*member)) return;
+    }
+    j[key] = codec.to(v);
+  }
+  void get(const Fields& f, Message& m) const {
+    if (f.find(key) == nullptr) {
+      if (presence == Presence::kRequired) f.need(key);  // refuses, naming the key
+      return;
+    }
+    m.*member = codec.from(f, key);
+  }
+};
+
+// A kWhenSet field of a value that cannot be compared with its default is a declaration's
+// mistake: refused when the declaration is made (at start-up, messages are declared statically).
+template <typename Message, typename Value, typename Codec>
+Field<Message, Value, Codec> field(Value Message::*member, const char* key, Codec codec,
+                                   Presence presence = Presence::kRequired) {
+  if (presence == Presence::kWhenSet && !kCanBeLeftOut<Value>)
+    throw std::logic_error(std::string("wire field '") + key + "' cannot be left out");
+  return {member, key, codec, presence};
+}
+
+template <typename Message, typename... F>
+struct Shape {
+  const char* type;
+  std::tuple<F...> fields;
+
+  json encode(const Message& m) const {
+    json j{{"type", type}};
+    std::apply([&](const auto&... f) { (f.put(j, m), ...); }, fields);
+    return j;
+  }
+  // `f` is the message's object, its type already read.
+  Message decode(const Fields& f) const {
+    Message m{};
+    std::apply([&](const auto&... field) { (field.get(f, m), ...); }, fields);
+    return m;
+  }
+};
+
+template <typename Message, typename... F>
+Shape<Message, F...> shape(const char* type, F... fields) {
+  return {type, {fields...}};
+}
+
+}  // namespace npu_run::rdzv::wire

@@ -26,9 +26,9 @@ const auto kHello = wire::shape<Hello>(
 const auto kAuth =
     wire::shape<Auth>("auth", field(&Auth::proof, "proof", wire::Text{Limits::kMaxNonce}));
 
-const auto kResume = wire::shape<Resume>(
-    "resume", field(&Resume::session, "session", wire::Text{Limits::kMaxNonce}),
-    field(&Resume::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
+const auto kResume =
+    wire::shape<Resume>("resume", field(&Resume::session, "session", wire::Text{Limits::kMaxNonce}),
+                        field(&Resume::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
 
 const auto kStatusQuery = wire::shape<StatusQuery>(
     "status", field(&StatusQuery::id, "id", wire::Int<uint64_t>{0, INT64_MAX}),
@@ -47,8 +47,8 @@ const auto kHangNotice = wire::shape<HangNotice>(
     field(&HangNotice::failure, "failure", wire::Object<FailureReport>{to_json, failure_from}));
 
 const auto kHealthReport = wire::shape<HealthReport>(
-    "health",
-    field(&HealthReport::verdict, "verdict", wire::Object<NodeVerdict>{verdict_json, verdict_from}));
+    "health", field(&HealthReport::verdict, "verdict",
+                    wire::Object<NodeVerdict>{verdict_json, verdict_from}));
 
 const auto kPingReport = wire::shape<PingReport>(
     "ping_report", field(&PingReport::run, "run", wire::Int<uint64_t>{0, INT64_MAX}),

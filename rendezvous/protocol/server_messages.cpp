@@ -5,10 +5,62 @@
 #include "rendezvous/protocol/snapshot_wire.hpp"
 #include "rendezvous/protocol/status_wire.hpp"
 #include "rendezvous/protocol/wire_parts.hpp"
+#include "rendezvous/protocol/wire_shape.hpp"
 
 namespace npu_run::rdzv {
 
 namespace {
+
+using wire::field;
+
+// ---- the messages declared once (rendezvous/protocol/wire_shape.hpp) ----
+
+const auto kWelcome =
+    wire::answer_shape<Welcome>("welcome",
+                                field(&Welcome::heartbeat_interval_ms, "heartbeat_interval_ms",
+                                      wire::Int<int64_t>{1, INT64_MAX}),
+                                field(&Welcome::heartbeat_timeout_ms, "heartbeat_timeout_ms",
+                                      wire::Int<int64_t>{1, INT64_MAX}));
+
+const auto kChallenge = wire::answer_shape<Challenge>(
+    "challenge", field(&Challenge::nonce, "nonce", wire::Text{Limits::kMaxNonce}),
+    field(&Challenge::proof, "proof", wire::Text{Limits::kMaxNonce}));
+
+const auto kStop = wire::answer_shape<StopWorkers>(
+    "stop", field(&StopWorkers::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&StopWorkers::root_cause, "root_cause",
+          wire::Object<FailureReport>{to_json, failure_from}));
+
+const auto kReform = wire::answer_shape<Reform>(
+    "reform", field(&Reform::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&Reform::host, "host", wire::Text{Limits::kMaxName}),
+    field(&Reform::node_rank, "node_rank", wire::Int<int>{-1, Limits::kMaxNodes}),
+    field(&Reform::reason, "reason", wire::Text{Limits::kMaxText}));
+
+const auto kPings = wire::answer_shape<PingRequest>(
+    "pings", field(&PingRequest::run, "run", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&PingRequest::pings, "pings",
+          wire::Array<std::vector<DevicePing>>{Limits::kMaxPings, to_json, pings_from}));
+
+const auto kPingVerdict = wire::answer_shape<PingVerdict>(
+    "ping_verdict",
+    field(&PingVerdict::findings, "findings",
+          wire::List<HealthFinding>{Limits::kMaxPingFindings, to_json, finding_from}));
+
+const auto kStandby = wire::answer_shape<Standby>(
+    "standby", field(&Standby::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+    field(&Standby::nodes, "nodes", wire::Int<int>{0, Limits::kMaxNodes}),
+    field(&Standby::spares, "spares", wire::Int<int>{0, Limits::kMaxNodes}));
+
+const auto kDismissed = wire::answer_shape<Dismissed>(
+    "dismissed", field(&Dismissed::reason, "reason", wire::Text{Limits::kMaxText}),
+    field(&Dismissed::exit_code, "exit_code", wire::Int<int>{0, 255}));
+
+const auto kResumed = wire::answer_shape<Resumed>(
+    "resumed", field(&Resumed::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
+
+const auto kHeartbeatAck = wire::answer_shape<HeartbeatAck>(
+    "heartbeat_ack", field(&HeartbeatAck::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
 
 // The largest message, the one that carries the job's shape to every node.
 json assigned_json(const Assigned& m) {
@@ -117,8 +169,7 @@ json server_json(const ServerMessage& message) {
       [](const auto& m) -> json {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Welcome>) {
-          return answer("welcome", {{"heartbeat_interval_ms", m.heartbeat_interval_ms},
-                                    {"heartbeat_timeout_ms", m.heartbeat_timeout_ms}});
+          return kWelcome.encode(m);
         } else if constexpr (std::is_same_v<T, ErrorReply>) {
           return {{"type", "error"},
                   {"ok", false},
@@ -130,36 +181,31 @@ json server_json(const ServerMessage& message) {
         } else if constexpr (std::is_same_v<T, Assigned>) {
           return assigned_json(m);
         } else if constexpr (std::is_same_v<T, StopWorkers>) {
-          return answer("stop", {{"round", m.round}, {"root_cause", to_json(m.root_cause)}});
+          return kStop.encode(m);
         } else if constexpr (std::is_same_v<T, Decision>) {
           return decision_json(m);
         } else if constexpr (std::is_same_v<T, Challenge>) {
-          return answer("challenge", {{"nonce", m.nonce}, {"proof", m.proof}});
+          return kChallenge.encode(m);
         } else if constexpr (std::is_same_v<T, Reform>) {
-          return answer("reform", {{"round", m.round},
-                                   {"host", m.host},
-                                   {"node_rank", m.node_rank},
-                                   {"reason", m.reason}});
+          return kReform.encode(m);
         } else if constexpr (std::is_same_v<T, JobStatus>) {
           return status_json(m);
         } else if constexpr (std::is_same_v<T, PingRequest>) {
-          return answer("pings", {{"run", m.run}, {"pings", to_json(m.pings)}});
+          return kPings.encode(m);
         } else if constexpr (std::is_same_v<T, PingVerdict>) {
-          json findings = json::array();
-          for (const HealthFinding& finding : m.findings) findings.push_back(to_json(finding));
-          return answer("ping_verdict", {{"findings", std::move(findings)}});
+          return kPingVerdict.encode(m);
         } else if constexpr (std::is_same_v<T, ProbeRequest>) {
           return probe_json(m);
         } else if constexpr (std::is_same_v<T, Standby>) {
-          return answer("standby", {{"round", m.round}, {"nodes", m.nodes}, {"spares", m.spares}});
+          return kStandby.encode(m);
         } else if constexpr (std::is_same_v<T, Dismissed>) {
-          return answer("dismissed", {{"reason", m.reason}, {"exit_code", m.exit_code}});
+          return kDismissed.encode(m);
         } else if constexpr (std::is_same_v<T, CollectRecords>) {
           return collect_json(m);
         } else if constexpr (std::is_same_v<T, Resumed>) {
-          return answer("resumed", {{"received", m.received}});
+          return kResumed.encode(m);
         } else {
-          return answer("heartbeat_ack", {{"received", m.received}});
+          return kHeartbeatAck.encode(m);
         }
       },
       message);
@@ -193,10 +239,7 @@ ServerMessage server_from(const json& j) {
     const Fields e(f.object("error"), "error");
     return ErrorReply{e.text("code", 64), e.text("message", Limits::kMaxText)};
   }
-  if (type == "welcome") {
-    return Welcome{f.integer("heartbeat_interval_ms", 1, INT64_MAX),
-                   f.integer("heartbeat_timeout_ms", 1, INT64_MAX)};
-  }
+  if (type == "welcome") return kWelcome.decode(f);
   if (type == "progress") {
     Progress m;
     m.joined = static_cast<int>(f.integer("joined", 0, Limits::kMaxNodes));
@@ -208,42 +251,19 @@ ServerMessage server_from(const json& j) {
     return m;
   }
   if (type == "assigned") return assigned_from(f);
-  if (type == "stop")
-    return StopWorkers{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
-                       failure_from(f.object("root_cause"))};
-  if (type == "reform") {
-    return Reform{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
-                  f.text("host", Limits::kMaxName),
-                  static_cast<int>(f.integer("node_rank", -1, Limits::kMaxNodes)),
-                  f.text("reason", Limits::kMaxText)};
-  }
+  if (type == "stop") return kStop.decode(f);
+  if (type == "reform") return kReform.decode(f);
   if (type == "decision") return decision_from(f);
   if (type == "status") return status_from(f);
-  if (type == "pings") {
-    return PingRequest{static_cast<uint64_t>(f.integer("run", 0, INT64_MAX)),
-                       pings_from(f.array("pings", Limits::kMaxPings))};
-  }
-  if (type == "ping_verdict") {
-    PingVerdict m;
-    for (const json& finding : f.array("findings", Limits::kMaxPingFindings))
-      m.findings.push_back(finding_from(finding));
-    return m;
-  }
+  if (type == "pings") return kPings.decode(f);
+  if (type == "ping_verdict") return kPingVerdict.decode(f);
   if (type == "probe") return probe_from(f);
-  if (type == "standby") {
-    return Standby{static_cast<uint64_t>(f.integer("round", 0, INT64_MAX)),
-                   static_cast<int>(f.integer("nodes", 0, Limits::kMaxNodes)),
-                   static_cast<int>(f.integer("spares", 0, Limits::kMaxNodes))};
-  }
-  if (type == "dismissed") {
-    return Dismissed{f.text("reason", Limits::kMaxText),
-                     static_cast<int>(f.integer("exit_code", 0, 255))};
-  }
+  if (type == "standby") return kStandby.decode(f);
+  if (type == "dismissed") return kDismissed.decode(f);
   if (type == "collect") return collect_from(f);
-  if (type == "heartbeat_ack") return HeartbeatAck{received_field(f)};
-  if (type == "resumed") return Resumed{received_field(f)};
-  if (type == "challenge")
-    return Challenge{f.text("nonce", Limits::kMaxNonce), f.text("proof", Limits::kMaxNonce)};
+  if (type == "heartbeat_ack") return kHeartbeatAck.decode(f);
+  if (type == "resumed") return kResumed.decode(f);
+  if (type == "challenge") return kChallenge.decode(f);
   f.fail(fmt::format("has an unknown type '{}'", type));
 }
 

@@ -12,11 +12,11 @@
 
 #include <concepts>
 #include <cstdint>
-#include <stdexcept>
-#include <type_traits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "rendezvous/protocol/json_fields.hpp"
@@ -72,6 +72,24 @@ struct Array {
   T from(const Fields& f, const char* key) const { return read(f.array(key, max)); }
 };
 
+// A JSON array of at most `max` entries, each written and read by the entry's own functions.
+template <typename E>
+struct List {
+  size_t max;
+  json (*write)(const E&);
+  E (*read)(const json&);
+  json to(const std::vector<E>& v) const {
+    json out = json::array();
+    for (const E& e : v) out.push_back(write(e));
+    return out;
+  }
+  std::vector<E> from(const Fields& f, const char* key) const {
+    std::vector<E> out;
+    for (const json& e : f.array(key, max)) out.push_back(read(e));
+    return out;
+  }
+};
+
 // A std::optional member: written when it holds a value (Presence::kWhenSet).
 template <typename Codec>
 struct Maybe {
@@ -80,9 +98,7 @@ struct Maybe {
   json to(const std::optional<V>& v) const {
     return codec.to(*v);
   }
-  auto from(const Fields& f, const char* key) const {
-    return std::optional(codec.from(f, key));
-  }
+  auto from(const Fields& f, const char* key) const { return std::optional(codec.from(f, key)); }
 };
 
 // ---- fields and shapes ----
@@ -141,10 +157,12 @@ Field<Message, Value, Codec> field(Value Message::*member, const char* key, Code
 template <typename Message, typename... F>
 struct Shape {
   const char* type;
+  bool answer;  // the server's messages say "ok": true (wire_parts.hpp's answer())
   std::tuple<F...> fields;
 
   json encode(const Message& m) const {
     json j{{"type", type}};
+    if (answer) j["ok"] = true;
     std::apply([&](const auto&... f) { (f.put(j, m), ...); }, fields);
     return j;
   }
@@ -156,9 +174,16 @@ struct Shape {
   }
 };
 
+// An agent's message.
 template <typename Message, typename... F>
 Shape<Message, F...> shape(const char* type, F... fields) {
-  return {type, {fields...}};
+  return {type, false, {fields...}};
+}
+
+// The server's: an answer, with "ok": true.
+template <typename Message, typename... F>
+Shape<Message, F...> answer_shape(const char* type, F... fields) {
+  return {type, true, {fields...}};
 }
 
 }  // namespace npu_run::rdzv::wire

@@ -7,9 +7,9 @@
 // the round runs, the server's thread sleeps for twice the heartbeat timeout. Before
 // net/own_pause.hpp, the tick after the pause declared both nodes lost and the job ended 125
 // (seen in CI's etcd spare e2e, with a pause of node 0 just over the timeout).
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <optional>
@@ -59,17 +59,17 @@ struct Agent {
         host_name(std::move(host)) {}
 
   void start() {
-    client.start(RendezvousClient::Handlers{
-        [this](const std::string&) { client.send(join(host_name)); },
-        [this](const ServerMessage& m) {
-          if (const auto* a = std::get_if<Assigned>(&m)) {
-            round = a->round;
-          } else if (const auto* d = std::get_if<Decision>(&m)) {
-            decision = *d;
-            client.close();
-          }
-        },
-        [this](const std::string& why) { failure = why; }});
+    client.start(
+        RendezvousClient::Handlers{[this](const std::string&) { client.send(join(host_name)); },
+                                   [this](const ServerMessage& m) {
+                                     if (const auto* a = std::get_if<Assigned>(&m)) {
+                                       round = a->round;
+                                     } else if (const auto* d = std::get_if<Decision>(&m)) {
+                                       decision = *d;
+                                       client.close();
+                                     }
+                                   },
+                                   [this](const std::string& why) { failure = why; }});
   }
   void report() { client.send(Report{*round, Outcome::kSucceeded, std::nullopt, 0}); }
 
@@ -143,7 +143,8 @@ TEST_CASE("rdzv own pause: a server that did not run judges nobody by that silen
 
   asio::post(io, [] { std::this_thread::sleep_for(1200ms); });
   // A wrongful verdict comes at the first tick after the pause, or after its short grace.
-  run_until(io, [&] { return done.has_value(); }, 1s);
+  run_until(
+      io, [&] { return done.has_value(); }, 1s);
   CHECK_FALSE(done);
   local.report();
   remote.report = true;

@@ -51,8 +51,7 @@ std::string read_file(const fs::path& path) {
 }
 
 fs::path corpus() {
-  return fs::path(npu_run::testing::build_paths::kSourceDir) / "fuzz" / "corpus" /
-         "fuzz_messages";
+  return fs::path(npu_run::testing::build_paths::kSourceDir) / "fuzz" / "corpus" / "fuzz_messages";
 }
 
 // corpus file -> "client=<fate> server=<fate>", for every file of the corpus.
@@ -95,9 +94,9 @@ TEST_CASE("wire golden: every corpus frame decodes and encodes as it did", "[pro
     const auto it = pinned.find(file);
     if (it == pinned.end()) continue;  // a frame added to the corpus since: pinned when written
     if (it->second != what && ++changed <= 5) {
-      UNSCOPED_INFO("fuzz/corpus/fuzz_messages/" << file << ": was '" << it->second
-                                                 << "', now '" << what << "'\n  frame: "
-                                                 << read_file(corpus() / file).substr(0, 300));
+      UNSCOPED_INFO("fuzz/corpus/fuzz_messages/"
+                    << file << ": was '" << it->second << "', now '" << what
+                    << "'\n  frame: " << read_file(corpus() / file).substr(0, 300));
     }
   }
   CHECK(changed == 0);

@@ -7,9 +7,9 @@
 namespace test_wire_shape {
 
 using namespace npu_run::rdzv;
+using Catch::Matchers::Contains;
 using wire::field;
 using wire::Presence;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -56,7 +56,8 @@ std::string refusal(const json& j) {
 
 }  // namespace
 
-TEST_CASE("wire shape: defaults are left out, optional fields written, the type named", "[protocol]") {
+TEST_CASE("wire shape: defaults are left out, optional fields written, the type named",
+          "[protocol]") {
   Toy t;
   t.name = "a";
   CHECK(dump(kToy.encode(t)) == R"({"loud":false,"name":"a","note":"","type":"toy"})");
@@ -84,7 +85,8 @@ TEST_CASE("wire shape: every bound refuses, naming the field", "[protocol]") {
   CHECK_THAT(refusal(json{{"name", "123456789"}}), Contains("'name' is longer than 8 bytes"));
   CHECK_THAT(refusal(json{{"name", 7}}), Contains("'name' is not a string"));
   CHECK_THAT(refusal(json{{"name", "a"}, {"count", 10}}), Contains("'count' = 10 is outside 1..9"));
-  CHECK_THAT(refusal(json{{"name", "a"}, {"loud", "yes"}}), Contains("'loud' is not true or false"));
+  CHECK_THAT(refusal(json{{"name", "a"}, {"loud", "yes"}}),
+             Contains("'loud' is not true or false"));
   CHECK_THAT(refusal(json{{"name", "a"}, {"note", "12345"}}), Contains("'note' is longer than 4"));
   CHECK_THAT(refusal(json{{"name", "a"}, {"items", {1, 2, 3}}}),
              Contains("'items' has more than 2 entries"));
@@ -100,9 +102,9 @@ TEST_CASE("wire shape: a field left out must compare with its default", "[protoc
   };
   const auto write = [](const Part&) { return json::object(); };
   const auto read = [](const json&) { return Part{}; };
-  CHECK_THROWS_AS(field(&Holder::part, "part", wire::Object<Part>{+write, +read},
-                        Presence::kWhenSet),
-                  std::logic_error);
+  CHECK_THROWS_AS(
+      field(&Holder::part, "part", wire::Object<Part>{+write, +read}, Presence::kWhenSet),
+      std::logic_error);
 }
 
 }  // namespace test_wire_shape

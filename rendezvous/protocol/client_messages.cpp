@@ -63,6 +63,26 @@ const auto kProbeReport = wire::shape<ProbeReport>(
     field(&ProbeReport::failed, "failed", wire::Bool{}, Presence::kOptional),
     field(&ProbeReport::detail, "detail", wire::Text{Limits::kMaxPingText}, Presence::kOptional));
 
+const auto kJoin = wire::shape<Join>(
+    "join", field(&Join::node, "node", wire::Object<NodeInfo>{to_json, node_from}),
+    field(&Join::node_rank, "node_rank", wire::Maybe<wire::Int<int>>{{0, Limits::kMaxNodes}},
+          Presence::kWhenSet),
+    field(&Join::min_nodes, "min_nodes", wire::Int<int>{1, Limits::kMaxNodes}),
+    field(&Join::max_nodes, "max_nodes", wire::Int<int>{1, Limits::kMaxNodes}),
+    field(&Join::max_restarts, "max_restarts", wire::Int<int>{0, 1'000'000}),
+    field(&Join::want_peers, "want_peers", wire::Bool{}, Presence::kOptional),
+    field(&Join::command, "command", wire::Text{Limits::kMaxText}, Presence::kOptional),
+    field(&Join::health, "health", wire::Named<HealthMode>{8, health_mode_name, health_mode_from},
+          Presence::kOptional),
+    field(&Join::spares, "spares", wire::Int<int>{0, Limits::kMaxNodes}, Presence::kWhenSet),
+    field(&Join::affinity, "affinity", wire::Text{Limits::kMaxName}, Presence::kWhenSet),
+    field(&Join::agent, "agent", wire::Text{Limits::kMaxName}, Presence::kWhenSet),
+    field(&Join::started_ms, "started_ms", wire::Int<int64_t>{0, INT64_MAX}, Presence::kWhenSet),
+    field(&Join::dialled_ms, "dialled_ms", wire::Int<int64_t>{0, INT64_MAX}, Presence::kWhenSet),
+    field(&Join::dials, "dials", wire::Int<int>{1, 1'000'000}, Presence::kWhenSet),
+    field(&Join::snapshots, "snapshots",
+          wire::Maybe<wire::Object<HeldSnapshots>>{{held_json, held_from}}, Presence::kWhenSet));
+
 // A node's own event: the server knows its node, host and round.
 json agent_event_json(const TimelineEvent& e) {
   json j{{"rank", e.rank}, {"phase", phase_name(e.phase)}, {"time", e.time_ms}};
@@ -85,44 +105,28 @@ TimelineEvent agent_event_from(const json& j) {
   return e;
 }
 
-json join_json(const Join& m) {
-  json j{{"type", "join"},
-         {"node", to_json(m.node)},
-         {"min_nodes", m.min_nodes},
-         {"max_nodes", m.max_nodes},
-         {"max_restarts", m.max_restarts},
-         {"want_peers", m.want_peers},
-         {"command", m.command},
-         {"health", health_mode_name(m.health)}};
-  if (m.node_rank) j["node_rank"] = *m.node_rank;
-  if (m.spares > 0) j["spares"] = m.spares;
-  if (!m.affinity.empty()) j["affinity"] = m.affinity;
-  if (!m.agent.empty()) j["agent"] = m.agent;
-  if (m.started_ms > 0) j["started_ms"] = m.started_ms;
-  if (m.dialled_ms > 0) j["dialled_ms"] = m.dialled_ms;
-  if (m.dials > 1) j["dials"] = m.dials;
-  if (m.snapshots) j["snapshots"] = held_json(*m.snapshots);
-  return j;
-}
-
-json report_json(const Report& m) {
-  json j{{"type", "report"},          {"round", m.round},
-         {"outcome", m.outcome},      {"stop_signal", m.stop_signal},
-         {"fatal", m.fatal},          {"leaving", m.leaving},
-         {"progressed", m.progressed}};
-  if (m.failure) j["failure"] = to_json(*m.failure);
-  if (!m.stacks.empty()) {
-    json stacks = json::array();
-    for (const RankStack& stack : m.stacks) stacks.push_back(to_json(stack));
-    j["stacks"] = std::move(stacks);
-  }
-  if (!m.timeline.empty()) {
-    json events = json::array();
-    for (const TimelineEvent& e : m.timeline) events.push_back(agent_event_json(e));
-    j["timeline"] = std::move(events);
-  }
-  return j;
-}
+const auto kReport =
+    wire::shape<Report>(
+        "report", field(&Report::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+        field(&Report::outcome, "outcome", wire::Enum<Outcome>{}),
+        field(&Report::failure, "failure",
+              wire::Maybe<wire::Object<FailureReport>>{{to_json, failure_from}},
+              Presence::kWhenSet),
+        field(&Report::stop_signal, "stop_signal", wire::Int<int>{0, 64}, Presence::kOptional),
+        field(&Report::fatal, "fatal", wire::Bool{}, Presence::kOptional),
+        field(&Report::leaving, "leaving", wire::Bool{}, Presence::kOptional),
+        field(&Report::progressed, "progressed", wire::Bool{}, Presence::kOptional),
+        field(&Report::stacks, "stacks",
+              wire::List<RankStack>{Limits::kMaxWorkersPerNode, to_json, stack_from},
+              Presence::kWhenSet),
+        field(
+            &Report::timeline, "timeline",
+            wire::List<TimelineEvent>{Limits::kMaxReportEvents, agent_event_json, agent_event_from},
+            Presence::kWhenSet))
+        .checked([](const Fields& f, const Report& m) {
+          if (m.outcome == Outcome::kFailed && !m.failure)
+            f.fail("reports a failure without describing it");
+        });
 
 json client_json(const ClientMessage& message) {
   return std::visit(
@@ -133,7 +137,7 @@ json client_json(const ClientMessage& message) {
         } else if constexpr (std::is_same_v<T, Auth>) {
           return kAuth.encode(m);
         } else if constexpr (std::is_same_v<T, Join>) {
-          return join_json(m);
+          return kJoin.encode(m);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           return kHeartbeat.encode(m);
         } else if constexpr (std::is_same_v<T, StatusQuery>) {
@@ -153,50 +157,10 @@ json client_json(const ClientMessage& message) {
         } else if constexpr (std::is_same_v<T, ProbeReport>) {
           return kProbeReport.encode(m);
         } else {
-          return report_json(m);
+          return kReport.encode(m);
         }
       },
       message);
-}
-
-Join join_from(const Fields& f) {
-  Join m;
-  m.node = node_from(f.object("node"));
-  if (auto r = f.optional_integer("node_rank", 0, Limits::kMaxNodes))
-    m.node_rank = static_cast<int>(*r);
-  m.min_nodes = static_cast<int>(f.integer("min_nodes", 1, Limits::kMaxNodes));
-  m.max_nodes = static_cast<int>(f.integer("max_nodes", 1, Limits::kMaxNodes));
-  m.max_restarts = static_cast<int>(f.integer("max_restarts", 0, 1'000'000));
-  m.want_peers = f.boolean("want_peers");
-  m.command = f.text("command", Limits::kMaxText, false);
-  const std::string health = f.text("health", 8, false);
-  m.health = health.empty() ? HealthMode::kOff : health_mode_from(health);
-  m.spares = static_cast<int>(f.optional_integer("spares", 0, Limits::kMaxNodes).value_or(0));
-  m.affinity = f.text("affinity", Limits::kMaxName, false);
-  m.agent = f.text("agent", Limits::kMaxName, false);
-  m.started_ms = f.optional_integer("started_ms", 0, INT64_MAX).value_or(0);
-  m.dialled_ms = f.optional_integer("dialled_ms", 0, INT64_MAX).value_or(0);
-  m.dials = static_cast<int>(f.optional_integer("dials", 1, 1'000'000).value_or(1));
-  if (const json* held = f.find("snapshots")) m.snapshots = held_from(*held);
-  return m;
-}
-
-Report report_from(const Fields& f) {
-  Report m;
-  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-  m.outcome = enum_field<Outcome>(f, "outcome");
-  if (f.find("failure") != nullptr) m.failure = failure_from(f.object("failure"));
-  m.stop_signal = static_cast<int>(f.optional_integer("stop_signal", 0, 64).value_or(0));
-  m.fatal = f.boolean("fatal");
-  m.leaving = f.boolean("leaving");
-  m.progressed = f.find("progressed") == nullptr || f.boolean("progressed");
-  for (const json& stack : f.array("stacks", Limits::kMaxWorkersPerNode, false))
-    m.stacks.push_back(stack_from(stack));
-  for (const json& event : f.array("timeline", Limits::kMaxReportEvents, false))
-    m.timeline.push_back(agent_event_from(event));
-  if (m.outcome == Outcome::kFailed && !m.failure)
-    f.fail("reports a failure without describing it");
-  return m;
 }
 
 ClientMessage client_from(const json& j) {
@@ -204,7 +168,7 @@ ClientMessage client_from(const json& j) {
   const std::string type = f.text("type", 32);
   if (type == "hello") return kHello.decode(f);
   if (type == "auth") return kAuth.decode(f);
-  if (type == "join") return join_from(f);
+  if (type == "join") return kJoin.decode(f);
   if (type == "heartbeat") return kHeartbeat.decode(f);
   if (type == "status") return kStatusQuery.decode(f);
   if (type == "records") return records_from(f);
@@ -214,7 +178,7 @@ ClientMessage client_from(const json& j) {
   if (type == "ping_report") return kPingReport.decode(f);
   if (type == "sample") return sample_from(f);
   if (type == "probe_report") return kProbeReport.decode(f);
-  if (type == "report") return report_from(f);
+  if (type == "report") return kReport.decode(f);
   f.fail(fmt::format("has an unknown type '{}'", type));
 }
 

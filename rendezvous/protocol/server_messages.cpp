@@ -134,35 +134,25 @@ json decision_json(const Decision& m) {
   return j;
 }
 
-json probe_json(const ProbeRequest& m) {
-  return answer("probe", {{"run", m.run},
-                          {"step", m.step},
-                          {"group", m.group},
-                          {"rank", m.rank},
-                          {"size", m.size},
-                          {"asked", m.asked},
-                          {"store_addr", m.store_addr},
-                          {"store_port", m.store_port},
-                          {"matmul", m.matmul},
-                          {"full", m.full},
-                          {"timeout_ms", m.timeout_ms}});
-}
-
-ProbeRequest probe_from(const Fields& f) {
-  ProbeRequest m;
-  m.run = static_cast<uint64_t>(f.integer("run", 0, INT64_MAX));
-  m.step = static_cast<int>(f.integer("step", 1, 3));
-  m.group = f.text("group", Limits::kMaxName);
-  m.size = static_cast<int>(f.integer("size", 1, Limits::kMaxNodes));
-  m.rank = static_cast<int>(f.integer("rank", 0, m.size - 1));
-  m.asked = static_cast<int>(f.integer("asked", 1, Limits::kMaxNodes));
-  m.store_addr = f.text("store_addr", Limits::kMaxName, false);
-  m.store_port = static_cast<int>(f.integer("store_port", 0, 65535));
-  m.matmul = f.boolean("matmul");
-  m.full = f.boolean("full");
-  m.timeout_ms = static_cast<int>(f.integer("timeout_ms", 0, 3'600'000));
-  return m;
-}
+// A node's place in its group is bounded by the group's size, which comes with it.
+const auto kProbe =
+    wire::answer_shape<ProbeRequest>(
+        "probe", field(&ProbeRequest::run, "run", wire::Int<uint64_t>{0, INT64_MAX}),
+        field(&ProbeRequest::step, "step", wire::Int<int>{1, 3}),
+        field(&ProbeRequest::group, "group", wire::Text{Limits::kMaxName}),
+        field(&ProbeRequest::size, "size", wire::Int<int>{1, Limits::kMaxNodes}),
+        field(&ProbeRequest::rank, "rank", wire::Int<int>{0, Limits::kMaxNodes}),
+        field(&ProbeRequest::asked, "asked", wire::Int<int>{1, Limits::kMaxNodes}),
+        field(&ProbeRequest::store_addr, "store_addr", wire::Text{Limits::kMaxName},
+              wire::Presence::kOptional),
+        field(&ProbeRequest::store_port, "store_port", wire::Int<int>{0, 65535}),
+        field(&ProbeRequest::matmul, "matmul", wire::Bool{}, wire::Presence::kOptional),
+        field(&ProbeRequest::full, "full", wire::Bool{}, wire::Presence::kOptional),
+        field(&ProbeRequest::timeout_ms, "timeout_ms", wire::Int<int>{0, 3'600'000}))
+        .checked([](const Fields& f, const ProbeRequest& m) {
+          if (m.rank >= m.size)
+            f.fail(fmt::format("'rank' = {} is outside 0..{}", m.rank, m.size - 1));
+        });
 
 json server_json(const ServerMessage& message) {
   return std::visit(
@@ -195,7 +185,7 @@ json server_json(const ServerMessage& message) {
         } else if constexpr (std::is_same_v<T, PingVerdict>) {
           return kPingVerdict.encode(m);
         } else if constexpr (std::is_same_v<T, ProbeRequest>) {
-          return probe_json(m);
+          return kProbe.encode(m);
         } else if constexpr (std::is_same_v<T, Standby>) {
           return kStandby.encode(m);
         } else if constexpr (std::is_same_v<T, Dismissed>) {
@@ -257,7 +247,7 @@ ServerMessage server_from(const json& j) {
   if (type == "status") return status_from(f);
   if (type == "pings") return kPings.decode(f);
   if (type == "ping_verdict") return kPingVerdict.decode(f);
-  if (type == "probe") return probe_from(f);
+  if (type == "probe") return kProbe.decode(f);
   if (type == "standby") return kStandby.decode(f);
   if (type == "dismissed") return kDismissed.decode(f);
   if (type == "collect") return collect_from(f);

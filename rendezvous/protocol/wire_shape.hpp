@@ -53,6 +53,27 @@ struct Bool {
   bool from(const Fields& f, const char* key) const { return f.boolean(key); }
 };
 
+// An enum as nlohmann's NLOHMANN_JSON_SERIALIZE_ENUM names it, read back strictly (enum_field).
+template <typename E>
+struct Enum {
+  json to(E v) const { return v; }
+  E from(const Fields& f, const char* key) const { return enum_field<E>(f, key); }
+};
+
+// An enum by its name, from the enum's own table; an empty name reads as the default, as a
+// missing one does.
+template <typename E>
+struct Named {
+  size_t max;
+  const char* (*name)(E);
+  E (*read)(const std::string&);  // throws BadMessage for a name it does not know
+  json to(E v) const { return name(v); }
+  E from(const Fields& f, const char* key) const {
+    const std::string text = f.text(key, max);
+    return text.empty() ? E{} : read(text);
+  }
+};
+
 // A JSON object, written and read by the part's own functions (wire_parts.hpp).
 template <typename T>
 struct Object {
@@ -103,14 +124,14 @@ struct Maybe {
 
 // ---- fields and shapes ----
 
-// Whether a kWhenSet field is left out: it equals the default; an optional holds nothing. Only
-// such values can be kWhenSet (a message part without == is written always).
+// Whether a kWhenSet field is left out: it equals the default; an optional holds nothing; a
+// list is empty. Only such values can be kWhenSet (a message part without == is written always).
 template <typename V>
 constexpr bool kCanBeLeftOut = std::equality_comparable<V>;
 template <typename V>
 constexpr bool kCanBeLeftOut<std::optional<V>> = true;
-template <typename V>  // a vector's == compiles for any element, and fails inside
-constexpr bool kCanBeLeftOut<std::vector<V>> = std::equality_comparable<V>;
+template <typename V>
+constexpr bool kCanBeLeftOut<std::vector<V>> = true;
 
 template <typename V>
 bool is_default(const V& v, const V& default_value) {
@@ -119,6 +140,10 @@ bool is_default(const V& v, const V& default_value) {
 template <typename V>
 bool is_default(const std::optional<V>& v, const std::optional<V>& /*default_value*/) {
   return !v.has_value();
+}
+template <typename V>  // a message's lists start empty
+bool is_default(const std::vector<V>& v, const std::vector<V>& /*default_value*/) {
+  return v.empty();
 }
 
 template <typename Message, typename Value, typename Codec>
@@ -159,6 +184,14 @@ struct Shape {
   const char* type;
   bool answer;  // the server's messages say "ok": true (wire_parts.hpp's answer())
   std::tuple<F...> fields;
+  // What no one field can say (one field bounded by another): refuses with f.fail().
+  void (*check)(const Fields& f, const Message& m) = nullptr;
+
+  Shape checked(void (*rule)(const Fields&, const Message&)) const {
+    Shape out = *this;
+    out.check = rule;
+    return out;
+  }
 
   json encode(const Message& m) const {
     json j{{"type", type}};
@@ -170,6 +203,7 @@ struct Shape {
   Message decode(const Fields& f) const {
     Message m{};
     std::apply([&](const auto&... field) { (field.get(f, m), ...); }, fields);
+    if (check != nullptr) check(f, m);
     return m;
   }
 };
@@ -177,13 +211,13 @@ struct Shape {
 // An agent's message.
 template <typename Message, typename... F>
 Shape<Message, F...> shape(const char* type, F... fields) {
-  return {type, false, {fields...}};
+  return {type, false, {fields...}, nullptr};
 }
 
 // The server's: an answer, with "ok": true.
 template <typename Message, typename... F>
 Shape<Message, F...> answer_shape(const char* type, F... fields) {
-  return {type, true, {fields...}};
+  return {type, true, {fields...}, nullptr};
 }
 
 }  // namespace npu_run::rdzv::wire

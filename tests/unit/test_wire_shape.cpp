@@ -107,4 +107,51 @@ TEST_CASE("wire shape: a field left out must compare with its default", "[protoc
       std::logic_error);
 }
 
+namespace {
+
+enum class Mood { kCalm, kLoud };
+const char* mood_name(Mood m) {
+  return m == Mood::kCalm ? "calm" : "loud";
+}
+Mood mood_from(const std::string& name) {
+  if (name == "calm") return Mood::kCalm;
+  if (name == "loud") return Mood::kLoud;
+  throw BadMessage{"unknown mood '" + name + "'"};
+}
+
+struct Range {
+  int low = 0;
+  int high = 0;
+  Mood mood = Mood::kCalm;
+};
+
+const auto kRange =
+    wire::shape<Range>("range", field(&Range::low, "low", wire::Int<int>{0, 9}),
+                       field(&Range::high, "high", wire::Int<int>{0, 9}),
+                       field(&Range::mood, "mood", wire::Named<Mood>{8, mood_name, mood_from},
+                             Presence::kOptional))
+        .checked([](const Fields& f, const Range& r) {
+          if (r.high < r.low) f.fail("has 'high' below 'low'");
+        });
+
+std::string range_refusal(const json& j) {
+  try {
+    kRange.decode(Fields(j, "range message"));
+  } catch (const BadMessage& e) {
+    return e.message;
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+TEST_CASE("wire shape: a rule across fields, and enums by name", "[protocol]") {
+  CHECK(dump(kRange.encode(Range{1, 2, Mood::kLoud})) ==
+        R"({"high":2,"low":1,"mood":"loud","type":"range"})");
+  CHECK(range_refusal(json{{"low", 3}, {"high", 2}}) == "range message has 'high' below 'low'");
+  CHECK(range_refusal(json{{"low", 1}, {"high", 2}, {"mood", "sad"}}) == "unknown mood 'sad'");
+  const Range empty_name = kRange.decode(Fields(json{{"low", 1}, {"high", 2}, {"mood", ""}}, "r"));
+  CHECK(empty_name.mood == Mood::kCalm);  // as missing
+}
+
 }  // namespace test_wire_shape

@@ -62,77 +62,80 @@ const auto kResumed = wire::answer_shape<Resumed>(
 const auto kHeartbeatAck = wire::answer_shape<HeartbeatAck>(
     "heartbeat_ack", field(&HeartbeatAck::received, "received", wire::Int<uint64_t>{0, INT64_MAX}));
 
-// The largest message, the one that carries the job's shape to every node.
-json assigned_json(const Assigned& m) {
-  json peers = json::array();
-  for (const PeerInfo& p : m.peers) {
-    peers.push_back(
-        {{"node_rank", p.node_rank}, {"rank_offset", p.rank_offset}, {"node", to_json(p.node)}});
-  }
-  json j = answer("assigned", {{"round", m.round},
-                               {"restart_count", m.restart_count},
-                               {"node_rank", m.node_rank},
-                               {"nnodes", m.nnodes},
-                               {"world_size", m.world_size},
-                               {"rank_offset", m.rank_offset},
-                               {"master_addr", m.master_addr},
-                               {"master_port", m.master_port},
-                               {"peers", peers},
-                               {"health_notes", m.health_notes},
-                               {"restore", restore_json(m.restore)},
-                               {"copy_to", copy_peer_json(m.copy_to)}});
-  if (!m.block.empty()) j["block"] = m.block;
-  if (!m.probe_notes.empty()) j["probe_notes"] = m.probe_notes;
-  return j;
+const auto kPeer = wire::part<PeerInfo>(
+    field(&PeerInfo::node_rank, "node_rank", wire::Int<int>{0, Limits::kMaxNodes}),
+    field(&PeerInfo::rank_offset, "rank_offset", wire::Int<int>{0, INT32_MAX}),
+    field(&PeerInfo::node, "node", wire::Object<NodeInfo>{to_json, node_from}));
+
+json peer_json(const PeerInfo& p) {
+  return kPeer.encode(p);
+}
+PeerInfo peer_from(const json& j) {
+  return kPeer.decode(Fields(j, "peer"));
 }
 
-Assigned assigned_from(const Fields& f) {
-  Assigned m;
-  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-  m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
-  m.nnodes = static_cast<int>(f.integer("nnodes", 1, Limits::kMaxNodes));
-  m.node_rank = static_cast<int>(f.integer("node_rank", 0, m.nnodes - 1));
-  m.world_size = static_cast<int>(f.integer("world_size", 1, INT32_MAX));
-  m.rank_offset = static_cast<int>(f.integer("rank_offset", 0, m.world_size - 1));
-  m.master_addr = f.text("master_addr", Limits::kMaxName);
-  m.master_port = static_cast<int>(f.integer("master_port", 1, 65535));
-  for (const json& p : f.array("peers", Limits::kMaxNodes, false)) {
-    const Fields pf(p, "peer");
-    m.peers.push_back(PeerInfo{static_cast<int>(pf.integer("node_rank", 0, Limits::kMaxNodes)),
-                               static_cast<int>(pf.integer("rank_offset", 0, INT32_MAX)),
-                               node_from(pf.object("node"))});
-  }
-  for (const json& note : f.array("health_notes", Limits::kMaxHealthNotes, false)) {
-    if (!note.is_string() || note.get_ref<const std::string&>().size() > Limits::kMaxText)
-      f.fail("'health_notes' holds a bad entry");
-    m.health_notes.push_back(note.get<std::string>());
-  }
-  if (const json* restore = f.find("restore")) m.restore = restore_from(*restore);
-  if (const json* copy_to = f.find("copy_to")) m.copy_to = copy_peer_from(*copy_to);
-  m.block = f.text("block", Limits::kMaxName, false);
-  for (const json& note : f.array("probe_notes", Limits::kMaxHealthNotes, false)) {
-    if (!note.is_string() || note.get_ref<const std::string&>().size() > Limits::kMaxText)
-      f.fail("'probe_notes' holds a bad entry");
-    m.probe_notes.push_back(note.get<std::string>());
-  }
-  return m;
-}
+// The largest message, the one that carries the job's shape to every node. Its node and first
+// rank are bounded by the sizes that come with them.
+const auto kAssigned =
+    wire::answer_shape<Assigned>(
+        "assigned", field(&Assigned::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+        field(&Assigned::restart_count, "restart_count", wire::Int<int>{0, 1'000'000}),
+        field(&Assigned::nnodes, "nnodes", wire::Int<int>{1, Limits::kMaxNodes}),
+        field(&Assigned::node_rank, "node_rank", wire::Int<int>{0, Limits::kMaxNodes}),
+        field(&Assigned::world_size, "world_size", wire::Int<int>{1, INT32_MAX}),
+        field(&Assigned::rank_offset, "rank_offset", wire::Int<int>{0, INT32_MAX}),
+        field(&Assigned::master_addr, "master_addr", wire::Text{Limits::kMaxName}),
+        field(&Assigned::master_port, "master_port", wire::Int<int>{1, 65535}),
+        field(&Assigned::peers, "peers",
+              wire::List<PeerInfo>{Limits::kMaxNodes, peer_json, peer_from},
+              wire::Presence::kOptional),
+        field(&Assigned::health_notes, "health_notes",
+              wire::TextList{Limits::kMaxHealthNotes, Limits::kMaxText}, wire::Presence::kOptional),
+        field(&Assigned::restore, "restore", wire::Object<RestorePoint>{restore_json, restore_from},
+              wire::Presence::kOptional),
+        field(&Assigned::copy_to, "copy_to", wire::Object<CopyPeer>{copy_peer_json, copy_peer_from},
+              wire::Presence::kOptional),
+        field(&Assigned::block, "block", wire::Text{Limits::kMaxName}, wire::Presence::kWhenSet),
+        field(&Assigned::probe_notes, "probe_notes",
+              wire::TextList{Limits::kMaxHealthNotes, Limits::kMaxText}, wire::Presence::kWhenSet))
+        .checked([](const Fields& f, const Assigned& m) {
+          if (m.node_rank >= m.nnodes)
+            f.fail(fmt::format("'node_rank' = {} is outside 0..{}", m.node_rank, m.nnodes - 1));
+          if (m.rank_offset >= m.world_size)
+            f.fail(fmt::format("'rank_offset' = {} is outside 0..{}", m.rank_offset,
+                               m.world_size - 1));
+        });
 
-json decision_json(const Decision& m) {
-  json j = answer("decision", {{"round", m.round},
-                               {"action", m.action},
-                               {"restart_count", m.restart_count},
-                               {"exit_code", m.exit_code},
-                               {"membership_change", m.membership_change},
-                               {"restarts_charged", m.restarts_charged}});
-  if (m.root_cause) j["root_cause"] = to_json(*m.root_cause);
-  if (!m.odd_ranks.empty()) j["odd_ranks"] = m.odd_ranks;
-  if (m.failure_class != FailureClass::kNone) {
-    j["class"] = m.failure_class;
-    j["class_reason"] = m.class_reason;
-  }
-  return j;
-}
+// A class of failure comes with its reason, and only with one.
+const auto kDecision =
+    wire::answer_shape<Decision>(
+        "decision", field(&Decision::round, "round", wire::Int<uint64_t>{0, INT64_MAX}),
+        field(&Decision::action, "action", wire::Enum<Action>{}),
+        field(&Decision::restart_count, "restart_count", wire::Int<int>{0, 1'000'000}),
+        field(&Decision::exit_code, "exit_code", wire::Int<int>{0, 255}),
+        field(&Decision::membership_change, "membership_change", wire::Bool{},
+              wire::Presence::kOptional),
+        field(&Decision::restarts_charged, "restarts_charged", wire::Int<int>{0, 1'000'000}),
+        field(&Decision::root_cause, "root_cause",
+              wire::Maybe<wire::Object<FailureReport>>{{to_json, failure_from}},
+              wire::Presence::kWhenSet),
+        field(&Decision::odd_ranks, "odd_ranks",
+              wire::IntList{Limits::kMaxOddRanks, 0, INT32_MAX, "a bad rank"},
+              wire::Presence::kWhenSet),
+        field(&Decision::failure_class, "class", wire::Enum<FailureClass>{},
+              wire::Presence::kWhenSet),
+        field(&Decision::class_reason, "class_reason", wire::Text{Limits::kMaxText},
+              wire::Presence::kOptional)
+            .when([](const Decision& m) { return m.failure_class != FailureClass::kNone; }))
+        .checked([](const Fields& f, const Decision& m) {
+          if (m.failure_class != FailureClass::kNone) f.need("class_reason");
+        });
+
+const auto kProgress = wire::answer_shape<Progress>(
+    "progress", field(&Progress::joined, "joined", wire::Int<int>{0, Limits::kMaxNodes}),
+    field(&Progress::expected, "expected", wire::Int<int>{0, Limits::kMaxNodes}),
+    field(&Progress::missing_node_ranks, "missing_node_ranks",
+          wire::IntList{Limits::kMaxNodes, INT32_MIN, INT32_MAX, "a non-integer"}));
 
 // A node's place in its group is bounded by the group's size, which comes with it.
 const auto kProbe =
@@ -165,15 +168,13 @@ json server_json(const ServerMessage& message) {
                   {"ok", false},
                   {"error", {{"code", m.code}, {"message", m.message}}}};
         } else if constexpr (std::is_same_v<T, Progress>) {
-          return answer("progress", {{"joined", m.joined},
-                                     {"expected", m.expected},
-                                     {"missing_node_ranks", m.missing_node_ranks}});
+          return kProgress.encode(m);
         } else if constexpr (std::is_same_v<T, Assigned>) {
-          return assigned_json(m);
+          return kAssigned.encode(m);
         } else if constexpr (std::is_same_v<T, StopWorkers>) {
           return kStop.encode(m);
         } else if constexpr (std::is_same_v<T, Decision>) {
-          return decision_json(m);
+          return kDecision.encode(m);
         } else if constexpr (std::is_same_v<T, Challenge>) {
           return kChallenge.encode(m);
         } else if constexpr (std::is_same_v<T, Reform>) {
@@ -201,27 +202,6 @@ json server_json(const ServerMessage& message) {
       message);
 }
 
-Decision decision_from(const Fields& f) {
-  Decision m;
-  m.round = static_cast<uint64_t>(f.integer("round", 0, INT64_MAX));
-  m.action = enum_field<Action>(f, "action");
-  m.restart_count = static_cast<int>(f.integer("restart_count", 0, 1'000'000));
-  m.exit_code = static_cast<int>(f.integer("exit_code", 0, 255));
-  m.membership_change = f.boolean("membership_change");
-  m.restarts_charged = static_cast<int>(f.integer("restarts_charged", 0, 1'000'000));
-  if (f.find("root_cause") != nullptr) m.root_cause = failure_from(f.object("root_cause"));
-  for (const json& r : f.array("odd_ranks", Limits::kMaxOddRanks, false)) {
-    if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
-      f.fail("'odd_ranks' holds a bad rank");
-    m.odd_ranks.push_back(r.get<int>());
-  }
-  if (f.find("class") != nullptr) {
-    m.failure_class = enum_field<FailureClass>(f, "class");
-    m.class_reason = f.text("class_reason", Limits::kMaxText);
-  }
-  return m;
-}
-
 ServerMessage server_from(const json& j) {
   const Fields f(j, "message");
   const std::string type = f.text("type", 32);
@@ -230,20 +210,11 @@ ServerMessage server_from(const json& j) {
     return ErrorReply{e.text("code", 64), e.text("message", Limits::kMaxText)};
   }
   if (type == "welcome") return kWelcome.decode(f);
-  if (type == "progress") {
-    Progress m;
-    m.joined = static_cast<int>(f.integer("joined", 0, Limits::kMaxNodes));
-    m.expected = static_cast<int>(f.integer("expected", 0, Limits::kMaxNodes));
-    for (const json& r : f.array("missing_node_ranks", Limits::kMaxNodes)) {
-      if (!r.is_number_integer()) f.fail("'missing_node_ranks' holds a non-integer");
-      m.missing_node_ranks.push_back(r.get<int>());
-    }
-    return m;
-  }
-  if (type == "assigned") return assigned_from(f);
+  if (type == "progress") return kProgress.decode(f);
+  if (type == "assigned") return kAssigned.decode(f);
   if (type == "stop") return kStop.decode(f);
   if (type == "reform") return kReform.decode(f);
-  if (type == "decision") return decision_from(f);
+  if (type == "decision") return kDecision.decode(f);
   if (type == "status") return status_from(f);
   if (type == "pings") return kPings.decode(f);
   if (type == "ping_verdict") return kPingVerdict.decode(f);

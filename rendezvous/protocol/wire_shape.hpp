@@ -111,6 +111,40 @@ struct List {
   }
 };
 
+// Short texts, as notes are: at most `max` entries of at most `max_bytes` each.
+struct TextList {
+  size_t max;
+  size_t max_bytes;
+  json to(const std::vector<std::string>& v) const { return v; }
+  std::vector<std::string> from(const Fields& f, const char* key) const {
+    std::vector<std::string> out;
+    for (const json& e : f.array(key, max)) {
+      if (!e.is_string() || e.get_ref<const std::string&>().size() > max_bytes)
+        f.fail(fmt::format("'{}' holds a bad entry", key));
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+};
+
+// Integers in [min, max], at most `max_entries`; another is "a bad <what>".
+struct IntList {
+  size_t max_entries;
+  int64_t min;
+  int64_t max;
+  const char* what;
+  json to(const std::vector<int>& v) const { return v; }
+  std::vector<int> from(const Fields& f, const char* key) const {
+    std::vector<int> out;
+    for (const json& e : f.array(key, max_entries)) {
+      if (!e.is_number_integer() || e.get<int64_t>() < min || e.get<int64_t>() > max)
+        f.fail(fmt::format("'{}' holds {}", key, what));
+      out.push_back(e.get<int>());
+    }
+    return out;
+  }
+};
+
 // A std::optional member: written when it holds a value (Presence::kWhenSet).
 template <typename Codec>
 struct Maybe {
@@ -152,8 +186,17 @@ struct Field {
   const char* key;
   Codec codec;
   Presence presence;
+  bool (*written)(const Message&) = nullptr;  // when() another field says so
+
+  // Written only when `rule` holds (a class's reason goes with the class).
+  Field when(bool (*rule)(const Message&)) const {
+    Field out = *this;
+    out.written = rule;
+    return out;
+  }
 
   void put(json& j, const Message& m) const {
+    if (written != nullptr && !written(m)) return;
     const Value& v = m.*member;
     if constexpr (kCanBeLeftOut<Value>) {
       if (presence == Presence::kWhenSet && is_default(v, Message{}.*member)) return;
@@ -176,13 +219,13 @@ Field<Message, Value, Codec> field(Value Message::*member, const char* key, Code
                                    Presence presence = Presence::kRequired) {
   if (presence == Presence::kWhenSet && !kCanBeLeftOut<Value>)
     throw std::logic_error(std::string("wire field '") + key + "' cannot be left out");
-  return {member, key, codec, presence};
+  return {member, key, codec, presence, nullptr};
 }
 
 template <typename Message, typename... F>
 struct Shape {
-  const char* type;
-  bool answer;  // the server's messages say "ok": true (wire_parts.hpp's answer())
+  const char* type;  // nullptr: a part, not a message
+  bool answer;       // the server's messages say "ok": true (wire_parts.hpp's answer())
   std::tuple<F...> fields;
   // What no one field can say (one field bounded by another): refuses with f.fail().
   void (*check)(const Fields& f, const Message& m) = nullptr;
@@ -194,7 +237,8 @@ struct Shape {
   }
 
   json encode(const Message& m) const {
-    json j{{"type", type}};
+    json j = json::object();
+    if (type != nullptr) j["type"] = type;
     if (answer) j["ok"] = true;
     std::apply([&](const auto&... f) { (f.put(j, m), ...); }, fields);
     return j;
@@ -212,6 +256,12 @@ struct Shape {
 template <typename Message, typename... F>
 Shape<Message, F...> shape(const char* type, F... fields) {
   return {type, false, {fields...}, nullptr};
+}
+
+// A part of messages (a peer of an assignment): an object without a type.
+template <typename Message, typename... F>
+Shape<Message, F...> part(F... fields) {
+  return {nullptr, false, {fields...}, nullptr};
 }
 
 // The server's: an answer, with "ok": true.

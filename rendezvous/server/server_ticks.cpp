@@ -34,7 +34,7 @@ struct ServerTicks::Clock : std::enable_shared_from_this<Clock> {
     const std::chrono::duration<double> paused = net::lateness(timer);
     const milliseconds wait = grace(heartbeat_interval, heartbeat_timeout);
     spdlog::log(paused > heartbeat_timeout / 4 ? spdlog::level::warn : spdlog::level::debug,
-                "rendezvous server: this process did not run for at least {:.1f} s (stopped, "
+                "rendezvous server: this process was stalled for at least {:.1f} s (stopped, "
                 "starved of a core, or its machine paused); the agents are heard for {:.2f} s "
                 "before their silence is judged",
                 paused.count(), std::chrono::duration<double>(wait).count());

@@ -15,6 +15,11 @@ using wire::field;
 
 // ---- the messages declared once (rendezvous/protocol/wire_shape.hpp) ----
 
+// A refusal's fields nest under "error", and it says "ok": false.
+const auto kErrorBody =
+    wire::part<ErrorReply>(field(&ErrorReply::code, "code", wire::Text{64}),
+                           field(&ErrorReply::message, "message", wire::Text{Limits::kMaxText}));
+
 const auto kWelcome =
     wire::answer_shape<Welcome>("welcome",
                                 field(&Welcome::heartbeat_interval_ms, "heartbeat_interval_ms",
@@ -164,9 +169,7 @@ json server_json(const ServerMessage& message) {
         if constexpr (std::is_same_v<T, Welcome>) {
           return kWelcome.encode(m);
         } else if constexpr (std::is_same_v<T, ErrorReply>) {
-          return {{"type", "error"},
-                  {"ok", false},
-                  {"error", {{"code", m.code}, {"message", m.message}}}};
+          return {{"type", "error"}, {"ok", false}, {"error", kErrorBody.encode(m)}};
         } else if constexpr (std::is_same_v<T, Progress>) {
           return kProgress.encode(m);
         } else if constexpr (std::is_same_v<T, Assigned>) {
@@ -205,10 +208,7 @@ json server_json(const ServerMessage& message) {
 ServerMessage server_from(const json& j) {
   const Fields f(j, "message");
   const std::string type = f.text("type", 32);
-  if (type == "error") {
-    const Fields e(f.object("error"), "error");
-    return ErrorReply{e.text("code", 64), e.text("message", Limits::kMaxText)};
-  }
+  if (type == "error") return kErrorBody.decode(Fields(f.object("error"), "error"));
   if (type == "welcome") return kWelcome.decode(f);
   if (type == "progress") return kProgress.decode(f);
   if (type == "assigned") return kAssigned.decode(f);

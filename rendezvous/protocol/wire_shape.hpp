@@ -48,6 +48,17 @@ struct Int {
   }
 };
 
+// A share: a number from 0 to 1.
+struct Fraction {
+  json to(double v) const { return v; }
+  double from(const Fields& f, const char* key) const {
+    const json& v = f.need(key);
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
+      f.fail(fmt::format("'{}' is not a number from 0 to 1", key));
+    return v.get<double>();
+  }
+};
+
 struct Bool {
   json to(bool v) const { return v; }
   bool from(const Fields& f, const char* key) const { return f.boolean(key); }

@@ -42,7 +42,7 @@ void Admission::joined(ClientId id) {
   session->joined = true;
   session->handshake_deadline.cancel();
   sessions_.remember_resume_key(id);
-  switch_.joined_from(session->connection->peer_address().to_string());
+  switch_.joined_from(session->connection->peer_address());
   --strangers_;
   for (std::deque<ClientId>* queue : {&handshaking_, &welcomed_unjoined_}) {
     if (queue->size() <= 2 * strangers_ + 1024) continue;

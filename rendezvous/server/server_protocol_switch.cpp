@@ -5,7 +5,7 @@ namespace npu_run::rdzv {
 bool ProtocolSwitch::from_the_job(const net::StreamConnection& connection) const {
   const auto peer = connection.peer_address();
   if (peer.is_loopback() || peer.to_string() == connection.local_address()) return true;
-  return joined_addresses_.count(peer.to_string()) > 0;
+  return joined_addresses_.count(peer) > 0;
 }
 
 std::string ProtocolSwitch::refusal(const net::StreamConnection& connection) const {

@@ -7,9 +7,10 @@
 // stranger's and is dropped.
 #pragma once
 
+#include <boost/asio/ip/address.hpp>
 #include <memory>
+#include <set>
 #include <string>
-#include <unordered_set>
 
 #include "rendezvous/server/server_options.hpp"
 
@@ -24,7 +25,7 @@ class ProtocolSwitch {
   // Whether another protocol is served at all.
   bool enabled() const { return static_cast<bool>(other_); }
   // An agent of the job joined from `address`: the other protocol serves it from now on.
-  void joined_from(const std::string& address) { joined_addresses_.insert(address); }
+  void joined_from(const boost::asio::ip::address& address) { joined_addresses_.insert(address); }
   // Why `connection`, whose first bytes were not a frame, cannot be handed over; "" when it can.
   std::string refusal(const net::StreamConnection& connection) const;
   // Whether an unjoined connection whose handshake time is up goes to the other protocol.
@@ -38,7 +39,7 @@ class ProtocolSwitch {
 
   OtherProtocol other_;
   // Where agents joined from, for as long as the server runs.
-  std::unordered_set<std::string> joined_addresses_;
+  std::set<boost::asio::ip::address> joined_addresses_;
 };
 
 }  // namespace npu_run::rdzv

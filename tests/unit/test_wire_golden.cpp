@@ -7,6 +7,8 @@
 //
 // After a deliberate change of the wire (with a protocol version to go with it), write the file
 // anew: NPU_RUN_WRITE_GOLDEN=1 build/tests/unit_tests "wire golden*".
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -30,9 +32,7 @@ namespace {
 std::string digest(const std::string& text) {
   uint64_t h = 14695981039346656037ULL;
   for (const unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-  return out;
+  return fmt::format("{:016x}", h);
 }
 
 template <typename Message, typename Decode>

@@ -25,8 +25,10 @@ struct ServerTicks::Clock : std::enable_shared_from_this<Clock> {
         return;
       }
       self->grace_given = false;
-      self->tick();
-      if (self->tick) self->schedule(kInterval);  // the tick may have cancelled the clock
+      // A copy runs: the tick may stop the server, whose cancel() clears `tick` mid-call.
+      const std::function<void()> running = self->tick;
+      running();
+      if (self->tick) self->schedule(kInterval);
     });
   }
 

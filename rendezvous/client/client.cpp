@@ -130,22 +130,31 @@ void RendezvousClient::Impl::connection_error(const std::string& reason, bool se
   }
 }
 
-// A watchdog that fires after this process's own pause (net/own_pause.hpp) gives the server one
-// more timeout, counted from now: what it sent meanwhile waits unread, and a server in this
-// process (node 0's) could not send at all. Any frame heard starts the watch afresh.
-void RendezvousClient::Impl::watch(milliseconds timeout, const std::string& what,
-                                   bool after_pause) {
-  watchdog_timer.expires_after(timeout);
-  watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()), what, timeout,
-                             after_pause](boost::system::error_code ec) {
+// The server's silence counts only while this process runs: the watch steps every 250 ms, and a
+// step that comes late (net/own_pause.hpp: stopped, starved, paused) moves the deadline by as
+// much. What the server sent meanwhile waits unread, and a server in this process (node 0's)
+// could not send at all. Any frame heard starts the watch afresh (watch() again).
+void RendezvousClient::Impl::watch(milliseconds timeout, const std::string& what) {
+  watch_deadline = std::chrono::steady_clock::now() + timeout;
+  watch_step([timeout, what](Impl& self) {
+    self.fail(fmt::format("the rendezvous server at {} {} ({:.1f} s)", self.endpoint(), what,
+                          seconds(timeout)));
+  });
+}
+
+void RendezvousClient::Impl::watch_step(std::function<void(Impl&)> expired) {
+  watchdog_timer.expires_after(kWatchStep);
+  watchdog_timer.async_wait([weak = std::weak_ptr<Impl>(shared_from_this()),
+                             expired = std::move(expired)](boost::system::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->done) return;
-    if (!after_pause && net::fired_after_own_pause(self->watchdog_timer)) {
-      self->watch(timeout, what, true);
+    if (net::fired_after_own_pause(self->watchdog_timer))
+      self->watch_deadline += net::lateness(self->watchdog_timer);
+    if (std::chrono::steady_clock::now() >= self->watch_deadline) {
+      expired(*self);
       return;
     }
-    self->fail(fmt::format("the rendezvous server at {} {} ({:.1f} s)", self->endpoint(), what,
-                           seconds(timeout)));
+    self->watch_step(expired);
   });
 }
 

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,9 +69,9 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   // moves to a new connection, unless the server hung up on purpose.
   void connection_error(const std::string& reason, bool server_closed);
 
-  // Fails the session unless a frame comes within `timeout` (and within one more after this
-  // process's own pause, unless `after_pause`: that is the one more).
-  void watch(milliseconds timeout, const std::string& what, bool after_pause = false);
+  // Fails the session unless a frame comes within `timeout` of this process's running time.
+  void watch(milliseconds timeout, const std::string& what);
+  void watch_step(std::function<void(Impl&)> expired);
 
   // The server answers every heartbeat, so a link that stays silent for a few intervals is in
   // trouble: a partition, or a segment TCP retransmits only after a long backoff (before Linux
@@ -118,6 +119,8 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
 
   // A resume's connection gets this long for its welcome: the server answered before.
   static constexpr milliseconds kResumeWelcomeTimeout{2'000};
+  // The watchdog's step: a step later than net::kOwnPauseAfter is this process's own pause.
+  static constexpr milliseconds kWatchStep{250};
 
   asio::io_context& io;
   ClientOptions options;
@@ -138,7 +141,8 @@ struct RendezvousClient::Impl : std::enable_shared_from_this<Impl> {
   // Names this session to the server when a new connection resumes it.
   const std::string session_key = random_nonce().substr(0, 32);
   SessionLedger ledger;  // the sequenced messages sent and received (messages.hpp)
-  std::chrono::steady_clock::time_point last_heard;  // the last frame of the session
+  std::chrono::steady_clock::time_point last_heard;      // the last frame of the session
+  std::chrono::steady_clock::time_point watch_deadline;  // the watchdog's, moved by pauses
   bool challenged = false;   // the current connection's server proved it knows the token
   bool welcomed = false;     // the current connection was welcomed
   bool established = false;  // welcomed once: the session exists

@@ -4,7 +4,7 @@
 // and the agent in its own process could not send. Here the server and node 0's agent share an
 // io_context; another node, a raw peer on its own thread, beats every 50 ms and judges nothing
 // (a real agent there would see the server silent past the timeout, and rightly give up). Once
-// the round runs, the server's thread sleeps for twice the heartbeat timeout. Before
+// the round runs, the server's thread sleeps for 1.5 heartbeat timeouts. Before
 // net/own_pause.hpp, the tick after the pause declared both nodes lost and the job ended 125
 // (seen in CI's etcd spare e2e, with a pause of node 0 just over the timeout).
 #include <atomic>
@@ -34,7 +34,7 @@ JobSettings two_nodes() {
   s.run_id = "pause";
   s.min_nodes = s.max_nodes = 2;
   s.heartbeat_interval = 100ms;
-  s.heartbeat_timeout = 600ms;
+  s.heartbeat_timeout = 1s;
   return s;
 }
 
@@ -141,10 +141,12 @@ TEST_CASE("rdzv own pause: a server that did not run judges nobody by that silen
   REQUIRE(local.round);
   REQUIRE(remote.assigned);
 
-  asio::post(io, [] { std::this_thread::sleep_for(1200ms); });
-  // A wrongful verdict comes at the first tick after the pause, or after its short grace.
+  // The server's process stops for one and a half heartbeat timeouts, its agent with it (past
+  // the agent's own watchdog too). A wrongful verdict would come at the first tick after the
+  // pause, or after the grace of 250 ms.
+  std::this_thread::sleep_for(1500ms);
   run_until(
-      io, [&] { return done.has_value(); }, 1s);
+      io, [&] { return done.has_value(); }, 500ms);
   CHECK_FALSE(done);
   local.report();
   remote.report = true;

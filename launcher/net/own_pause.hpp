@@ -2,8 +2,9 @@
 // SIGSTOPped, starved of a core by the workers importing torch, its machine or VM paused. A
 // silence measured across such a pause is this process's own, not its peers': the frames they
 // sent meanwhile wait unread in the socket, and an agent in the same process (node 0's, under
-// the rendezvous leader) could not send at all. Whoever judges peers by their silence lets them
-// be heard once before judging (rendezvous/server/server.cpp, rendezvous/client/client.cpp).
+// the rendezvous leader) could not send at all. Whoever judges peers by their silence hears them
+// once more before judging (rendezvous/server/server_ticks.cpp) or does not count the pause
+// (rendezvous/client/client.cpp).
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <utility>
 
@@ -54,12 +55,14 @@ struct Client::Call {
   bool logged_in_again = false;
   bool electing = false;  // a member said etcd is choosing its leader
   bool second_round = false;
-  size_t certificate_refusals = 0;  // members whose TLS handshake failed on a certificate
-  bool idempotent = false;          // may use, and leaves, a kept connection
+  bool idempotent = false;  // may use, and leaves, a kept connection
 };
 
 Client::Client(boost::asio::io_context& io, Settings settings)
-    : io_(io), settings_(std::move(settings)), kept_(settings_.endpoints.size()) {}
+    : io_(io),
+      settings_(std::move(settings)),
+      kept_(settings_.endpoints.size()),
+      refused_certificate_(settings_.endpoints.size(), false) {}
 
 Client::~Client() = default;
 
@@ -97,11 +100,12 @@ void Client::send(const std::shared_ptr<Call>& c) {
                                                            const HttpAnswer& answer) {
         if (alive.expired()) return;
         if (!failure.empty()) {
-          if (failure.starts_with(kCertificateRefused)) ++c->certificate_refusals;
+          if (failure.starts_with(kCertificateRefused)) refused_certificate_[index] = true;
           return try_next(c,
                           fmt::format("{}: {}", settings_.endpoints[index].to_string(), failure));
         }
         if (c->idempotent) kept_[index] = answer.reusable;
+        refused_certificate_[index] = false;
         on_answer(c, index, answer.status, answer.body);
       },
       std::move(kept));
@@ -202,7 +206,8 @@ void Client::try_next(const std::shared_ptr<Call>& c, const std::string& why) {
     return;
   }
   Failure f{fmt::format("no etcd member answered ({})", c->failures), 0, 0};
-  f.certificates_refused = c->certificate_refusals >= settings_.endpoints.size();
+  f.certificates_refused = std::all_of(refused_certificate_.begin(), refused_certificate_.end(),
+                                       [](bool refused) { return refused; });
   c->done(std::move(f));
 }
 

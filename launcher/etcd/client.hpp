@@ -92,6 +92,11 @@ class Client {
   size_t current_ = 0;
   std::string token_;
   std::vector<std::shared_ptr<MemberStream>> kept_;  // by member: open for idempotent calls
+  // By member: its TLS refused this agent's certificate, and it has not answered since. Under
+  // TLS 1.3 a member judges the certificate after the client's handshake, and its alert can be
+  // overtaken by the reset of the request already sent: a try that sees only the reset does
+  // not undo what an earlier try heard.
+  std::vector<bool> refused_certificate_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

@@ -335,8 +335,10 @@ TEST_CASE(
   // Refused by name within seconds, not after the rendezvous timeout: a certificate is a setting.
   // Well before the rendezvous timeout (120 s here). Under TLS 1.3 a member judges the client's
   // certificate after the client's handshake, and its alert can be overtaken by the reset of
-  // the request the client already sent: that try is "no answer", asked again a second later
-  // (seen under ASan: 14 s, and 45 s once under CI's load). The bound is the rendezvous
+  // the request the client already sent: that try is "no answer", asked again a second later.
+  // The client remembers each member's refusal until that member answers, so the refusal is
+  // named once every member has said it once; before, all of them had to in the same try (seen
+  // taking 14 s and 45 s under ASan, and 93 s under CI's load). The bound is the rendezvous
   // timeout's three quarters: what matters is that the refusal is named before it.
   const auto refused = [&](const std::string& conf) {
     const Finished f = run_npu_run(

@@ -18,11 +18,14 @@
 #include "rendezvous/client/client.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/server/server.hpp"
+#include "support/loopback_rdzv.hpp"
 #include "support/raw_peer.hpp"
 
 namespace test_rdzv_own_pause {
 
 using namespace npu_run::rdzv;
+using npu_run::testing::loopback_join;
+using npu_run::testing::loopback_server;
 using npu_run::testing::Raw;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -38,16 +41,6 @@ JobSettings two_nodes() {
   return s;
 }
 
-Join join(const std::string& host) {
-  Join j;
-  j.node.host = host;
-  j.node.addr = "127.0.0.1";
-  j.node.devices = {0};
-  j.node.worker_port = 40001;
-  j.min_nodes = j.max_nodes = 2;
-  return j;
-}
-
 Hello hello() {
   return Hello{kMagic, kProtocolVersion, "pause", "", ""};
 }
@@ -59,17 +52,17 @@ struct Agent {
         host_name(std::move(host)) {}
 
   void start() {
-    client.start(
-        RendezvousClient::Handlers{[this](const std::string&) { client.send(join(host_name)); },
-                                   [this](const ServerMessage& m) {
-                                     if (const auto* a = std::get_if<Assigned>(&m)) {
-                                       round = a->round;
-                                     } else if (const auto* d = std::get_if<Decision>(&m)) {
-                                       decision = *d;
-                                       client.close();
-                                     }
-                                   },
-                                   [this](const std::string& why) { failure = why; }});
+    client.start(RendezvousClient::Handlers{
+        [this](const std::string&) { client.send(loopback_join(host_name)); },
+        [this](const ServerMessage& m) {
+          if (const auto* a = std::get_if<Assigned>(&m)) {
+            round = a->round;
+          } else if (const auto* d = std::get_if<Decision>(&m)) {
+            decision = *d;
+            client.close();
+          }
+        },
+        [this](const std::string& why) { failure = why; }});
   }
   void report() { client.send(Report{*round, Outcome::kSucceeded, std::nullopt, 0}); }
 
@@ -79,14 +72,6 @@ struct Agent {
   std::optional<Decision> decision;
   std::string failure;
 };
-
-ServerOptions loopback() {
-  ServerOptions o;
-  o.bind_addr = "127.0.0.1";
-  o.port = 0;
-  o.exit_barrier_timeout = 5s;
-  return o;
-}
 
 void run_until(asio::io_context& io, const std::function<bool()>& finished,
                std::chrono::milliseconds at_most = 10s) {
@@ -104,7 +89,7 @@ struct RawNode {
 
   void run(int port) {
     Raw raw(port);
-    if (!raw.send(hello()) || !raw.reply() || !raw.send(join("host-1"))) return;
+    if (!raw.send(hello()) || !raw.reply() || !raw.send(loopback_join("host-1"))) return;
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     std::optional<uint64_t> round;
     while (!decided && std::chrono::steady_clock::now() < deadline) {
@@ -131,7 +116,7 @@ struct RawNode {
 TEST_CASE("rdzv own pause: a server that did not run judges nobody by that silence",
           "[integration][rdzv-resume]") {
   asio::io_context io;
-  RendezvousServer server(io, two_nodes(), loopback());
+  RendezvousServer server(io, two_nodes(), loopback_server());
   std::optional<Decision> done;
   server.start([&](const Decision& d) { done = d; });
   Agent local(io, server.port(), "host-0");  // node 0's agent: paused with the server

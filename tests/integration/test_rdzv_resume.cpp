@@ -14,6 +14,7 @@
 #include "rendezvous/client/client.hpp"
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/server/server.hpp"
+#include "support/loopback_rdzv.hpp"
 #include "support/raw_peer.hpp"
 
 namespace test_rdzv_resume {
@@ -35,26 +36,8 @@ JobSettings two_nodes() {
   return s;
 }
 
-ServerOptions loopback() {
-  ServerOptions o;
-  o.bind_addr = "127.0.0.1";
-  o.port = 0;
-  o.exit_barrier_timeout = 5s;
-  return o;
-}
-
 Hello hello(const std::string& session) {
   return Hello{kMagic, kProtocolVersion, "it", "", session};
-}
-
-Join join(const std::string& host) {
-  Join j;
-  j.node.host = host;
-  j.node.addr = "127.0.0.1";
-  j.node.devices = {0};
-  j.node.worker_port = 40001;
-  j.min_nodes = j.max_nodes = 2;
-  return j;
 }
 
 // Forwards connections to the server. freeze_existing() stops every connection it carries for
@@ -141,7 +124,7 @@ struct Agent {
 
   void start() {
     client.start(RendezvousClient::Handlers{
-        [this](const std::string&) { client.send(join(host_name)); },
+        [this](const std::string&) { client.send(loopback_join(host_name)); },
         [this](const ServerMessage& m) {
           if (const auto* p = std::get_if<Progress>(&m)) {
             joined_seen = p->joined;
@@ -170,7 +153,8 @@ struct Agent {
 // the test's thread once that thread runs.
 struct ServerThread {
   explicit ServerThread(const JobSettings& settings)
-      : server(std::make_unique<RendezvousServer>(io, settings, loopback())), port(server->port()) {
+      : server(std::make_unique<RendezvousServer>(io, settings, loopback_server())),
+        port(server->port()) {
     server->start([](const Decision&) {});
     thread = std::thread([this] { io.run(); });
   }
@@ -212,7 +196,7 @@ Raw welcomed(int port, const std::string& session) {
 // freeze its link, agent `direct` does not.
 struct FrozenLinkJob {
   asio::io_context io;
-  RendezvousServer server{io, two_nodes(), loopback()};
+  RendezvousServer server{io, two_nodes(), loopback_server()};
   std::optional<Decision> done;
   FreezingProxy proxy{io, server.port()};
   Agent behind{io, proxy.port(), "host-a"};
@@ -278,7 +262,7 @@ TEST_CASE("rdzv resume: the server resends what the agent missed and refuses wha
   ServerThread s(two_nodes());
   const int port = s.port;
   Raw first = welcomed(port, "key-a");
-  REQUIRE(first.send(join("host-a")));
+  REQUIRE(first.send(loopback_join("host-a")));
   const auto* progress = next_of<Progress>(first);  // sequenced message 1
   REQUIRE(progress != nullptr);
   CHECK(progress->joined == 1);

@@ -14,10 +14,12 @@
 #include "rendezvous/protocol/protocol.hpp"
 #include "rendezvous/server/server.hpp"
 #include "rendezvous/server/server_log.hpp"
+#include "support/loopback_rdzv.hpp"
 
 namespace test_rdzv_server {
 
 using namespace npu_run::rdzv;
+using npu_run::testing::loopback_server;
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 namespace asio = boost::asio;
@@ -31,14 +33,6 @@ JobSettings job(int nodes) {
   s.heartbeat_interval = 100ms;
   s.heartbeat_timeout = 2s;
   return s;
-}
-
-ServerOptions loopback() {
-  ServerOptions o;
-  o.bind_addr = "127.0.0.1";
-  o.port = 0;
-  o.exit_barrier_timeout = 5s;
-  return o;
 }
 
 // An agent reduced to its conversation: join, remember the assignment, report success, record
@@ -87,7 +81,7 @@ struct FakeAgent {
 TEST_CASE("rdzv server: 8 in-process agents join, run and finish together",
           "[integration][rdzv-server]") {
   asio::io_context io;
-  RendezvousServer server(io, job(8), loopback());
+  RendezvousServer server(io, job(8), loopback_server());
   REQUIRE(server.port() > 0);
   std::optional<Decision> done;
   server.start([&](const Decision& d) { done = d; });
@@ -121,7 +115,7 @@ TEST_CASE("rdzv server: 8 in-process agents join, run and finish together",
 TEST_CASE("rdzv server: garbage from one peer is refused while real agents carry on",
           "[integration][rdzv-server]") {
   asio::io_context io;
-  RendezvousServer server(io, job(2), loopback());
+  RendezvousServer server(io, job(2), loopback_server());
   std::optional<Decision> done;
   server.start([&](const Decision& d) { done = d; });
 
@@ -163,8 +157,8 @@ TEST_CASE("rdzv server: garbage from one peer is refused while real agents carry
 TEST_CASE("rdzv server: a second server on the same port reports the address in use",
           "[integration][rdzv-server]") {
   asio::io_context io;
-  RendezvousServer first(io, job(1), loopback());
-  ServerOptions same = loopback();
+  RendezvousServer first(io, job(1), loopback_server());
+  ServerOptions same = loopback_server();
   same.port = first.port();
   try {
     RendezvousServer second(io, job(1), same);
@@ -195,12 +189,12 @@ TEST_CASE("rdzv server: a client that never reaches a server names the endpoint 
 
 TEST_CASE("rdzv server: listens with the kernel's backlog", "[integration][rdzv-server]") {
   asio::io_context io;
-  RendezvousServer server(io, job(1), loopback());
+  RendezvousServer server(io, job(1), loopback_server());
   std::ifstream somaxconn("/proc/sys/net/core/somaxconn");
   int expected = 0;
   somaxconn >> expected;
   CHECK(server.backlog() == expected);
-  ServerOptions small = loopback();
+  ServerOptions small = loopback_server();
   small.backlog = 17;
   CHECK(RendezvousServer(io, job(1), small).backlog() == 17);
 }
